@@ -1,0 +1,159 @@
+"""`debugger`: the command line. Each command is a short chain: open the bundle → run a tool → render.
+
+Bad input never produces a traceback: a BundleError (nothing usable) is one line on stderr and exit code 2; any
+other unexpected error is one line and exit code 1 (set DEBUGGER_TRACEBACK=1 to see the stack when debugging).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from agent import render
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Find the root cause of a failed distributed training job from its logs.")
+out = Console(highlight=False, soft_wrap=False)
+err = Console(stderr=True, highlight=False)
+
+PathsArg = typer.Argument(..., help="Log bundle(s): directory, .tar/.tar.gz/.tgz/.zip, or files (.gz ok).")
+JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON.")
+
+
+def _version() -> str:
+    try:
+        return version("trainlog-debugger")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def _version_cb(value: bool):
+    if value:
+        out.print(f"debugger {_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(_version_flag: bool = typer.Option(False, "--version", callback=_version_cb, is_eager=True,
+                                            help="Print the version and exit.")):
+    """Find the root cause of a failed distributed training job from its logs."""
+
+
+def fail(msg: str, code: int = 2):
+    err.print(f"error: {msg}", markup=False)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def guarded():
+    from tools.bundle import BundleError
+    try:
+        yield
+    except BundleError as e:
+        fail(str(e), 2)
+    except typer.Exit:
+        raise
+    except KeyboardInterrupt:
+        fail("interrupted", 130)
+    except Exception as e:  # never a traceback for the user
+        if os.environ.get("DEBUGGER_TRACEBACK"):
+            raise
+        fail(f"{type(e).__name__}: {e}", 1)
+
+
+@contextmanager
+def opened(paths: list[Path]):
+    from tools.bundle import open_bundle
+    with open_bundle([str(p) for p in paths]) as b:
+        yield b
+
+
+def _progress():
+    """A progress bar on stderr, only on a terminal and only once a run has lasted a few seconds."""
+    if not err.is_terminal:
+        return None, None
+    import time
+    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+    bar = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                   console=err, transient=True)
+    state = {"task": None, "t0": time.monotonic()}
+
+    def cb(done: int, total: int):
+        if state["task"] is None:
+            if time.monotonic() - state["t0"] < 2.0:
+                return
+            bar.start()
+            state["task"] = bar.add_task("scanning", total=total)
+        bar.update(state["task"], completed=done)
+
+    return bar, cb
+
+
+@app.command()
+def scan(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
+         engine: str = typer.Option(None, help="Force the scan engine: hyperscan or re."),
+         workers: int = typer.Option(None, help="Worker processes (default: up to 2).")):
+    """One pass over every line of every rank: fatal patterns by tier, outlier ranks, silent ranks, coverage."""
+    from tools.jsonable import dumps
+    from tools.scan import scan_bundle
+    with guarded(), opened(paths) as b:
+        bar, cb = _progress()
+        try:
+            res = scan_bundle(b, workers=workers, engine=engine, progress=cb)
+        finally:
+            if bar is not None:
+                bar.stop()
+        if json_:
+            out.print_json(dumps(scan_json(res)))
+        else:
+            render.render_scan(res, out)
+
+
+def scan_json(res) -> dict:
+    files = [{"file": f.rel, "kind": f.kind, "bytes": f.bytes_read, "lines": f.lines, "ranks": sorted(f.ranks),
+              "nodes": sorted(f.nodes), "error": f.error, "notes": f.notes} for f in res.files]
+    return {"root": res.root, "engine": res.engine, "seconds": round(res.seconds, 3), "bytes": res.bytes,
+            "lines": res.lines, "coverage": res.coverage, "patterns": res.patterns, "ranks": res.ranks,
+            "rank_nodes": res.rank_nodes, "silent_first": res.silent_first, "files": files, "notes": res.notes}
+
+
+@app.command()
+def grep(pattern: str = typer.Argument(..., help="Python regular expression."), paths: list[Path] = PathsArg,
+         json_: bool = JsonOpt, ignore_case: bool = typer.Option(False, "-i", "--ignore-case"),
+         max_lines: int = typer.Option(3, help="Matching lines shown per rank (first and last).")):
+    """Regex over all ranks, grouped by rank, with counts and first/last time; ranks with NO match listed."""
+    from tools.grep import grep_bundle
+    from tools.jsonable import dumps
+    with guarded(), opened(paths) as b:
+        res = grep_bundle(b, pattern, ignore_case=ignore_case)
+        if json_:
+            out.print_json(dumps(res))
+        else:
+            render.render_grep(res, out, max_lines=max_lines)
+
+
+@app.command()
+def catalog(json_: bool = JsonOpt):
+    """The fatal-pattern catalog: id, tier, category and role hints, and an example line for each."""
+    from tools.catalog import patterns
+    from tools.jsonable import dumps
+    rows = [{"id": p.id, "tier": p.tier, "category": p.category, "role": p.role, "summary": p.summary,
+             "trigger": p.trigger, "example": p.example, "fallback": p.fallback} for p in patterns()]
+    if json_:
+        out.print_json(dumps(rows))
+    else:
+        render.render_catalog(rows, out)
+
+
+def run():  # pragma: no cover - console-script shim
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(app())

@@ -1,0 +1,164 @@
+"""Tool results → rich terminal output. Every cut says what it cut; every line shown carries `file:line`."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from tools.model import Evidence
+from tools.patterns import TIERS
+
+MAX_TEXT = 160
+
+
+def ranks_str(ranks: list[int], cap: int = 12) -> str:
+    """Compact rank ranges: [0,1,2,3,7] → '0-3,7'; long lists are cut with a count."""
+    if not ranks:
+        return "-"
+    rs = sorted(set(ranks))
+    parts, start, prev = [], rs[0], rs[0]
+    for r in rs[1:] + [None]:
+        if r is not None and r == prev + 1:
+            prev = r
+            continue
+        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
+        if r is not None:
+            start = prev = r
+    if len(parts) > cap:
+        return ",".join(parts[:cap]) + f",… ({len(rs)} ranks)"
+    return ",".join(parts)
+
+
+def short(text: str, n: int = MAX_TEXT) -> str:
+    text = text.replace("\r", "␍")
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def cite(ev: Evidence | None) -> str:
+    return ev.cite() if ev else "-"
+
+
+def _time(ev: Evidence | None) -> str:
+    if ev is None or not ev.time:
+        return ""
+    return ev.time.get("iso", "")
+
+
+def render_scan(res, console: Console, max_patterns: int = 60) -> None:
+    cov = res.coverage
+    mbs = res.bytes / max(res.seconds, 1e-9) / 1e6
+    console.print(Text.assemble(("scan ", "bold"), f"{res.root}: {len(res.files)} files, {res.lines:,} lines, "
+                                f"{res.bytes / 1e6:,.1f} MB in {res.seconds:.2f}s ({mbs:,.0f} MB/s, {res.engine})"))
+    exp = f"{cov.expected_ranks} expected ({cov.expected_from})" if cov.expected_ranks else "world size unknown"
+    line = f"ranks: {len(cov.seen_ranks)} seen, {exp}"
+    if cov.missing_ranks:
+        line += f"; MISSING {len(cov.missing_ranks)}: {ranks_str(cov.missing_ranks)}"
+    console.print(line)
+    if cov.expected_evidence:
+        console.print(f"  world size from {cite(cov.expected_evidence[0])}", style="dim")
+    if cov.files_without_rank:
+        console.print(f"  {cov.files_without_rank} file(s) with no rank attribution", style="dim")
+
+    for tier in (1, 2, 3, 0):
+        rows = [p for p in res.patterns if p.tier == tier]
+        if not rows:
+            continue
+        t = Table(title=f"tier {tier}: {TIERS[tier]}", title_justify="left", show_lines=False, expand=False)
+        t.add_column("pattern", style="bold")
+        t.add_column("role")
+        t.add_column("hits", justify="right")
+        t.add_column("ranks", justify="right")
+        t.add_column("outliers")
+        t.add_column("first (file:line)")
+        t.add_column("first time")
+        shown = rows[:max_patterns]
+        for p in shown:
+            nr = len(p.rank_counts)
+            if p.only_ranks:
+                out = f"only {ranks_str(p.only_ranks)}"
+            elif p.missing_ranks:
+                out = f"all but {ranks_str(p.missing_ranks)}"
+            else:
+                out = ""
+            t.add_row(p.id, p.role.replace("_candidate", ""), f"{p.count:,}",
+                      f"{nr}" + (f" +{p.unranked} unranked" if p.unranked else ""), out, cite(p.first), _time(p.first))
+        console.print(t)
+        if len(rows) > len(shown):
+            console.print(f"  showing {len(shown)} of {len(rows)} patterns in tier {tier}", style="dim")
+
+    firsts = [p for p in res.patterns if p.tier in (1, 2, 3) and p.first is not None]
+    if firsts:
+        console.print("[bold]first line of each tier-1/2 pattern[/bold]")
+        for p in [p for p in firsts if p.tier in (1, 2)][:15]:
+            console.print(f"  {cite(p.first)}  {short(p.first.text)}", markup=False, highlight=False)
+
+    retry = {r: rs.retry for r, rs in res.ranks.items() if rs.retry}
+    if retry:
+        states: dict[str, list[int]] = {}
+        for r, v in retry.items():
+            states.setdefault(v["state"], []).append(r)
+        console.print("retries: " + "; ".join(f"{k}: ranks {ranks_str(v)}" for k, v in sorted(states.items())))
+    if res.silent_first:
+        console.print("[bold]silent first[/bold] (last line well before the others)")
+        for s in res.silent_first[:10]:
+            ev = s["last_line"]
+            console.print(f"  rank {s['rank']}: last at {s['last_time']} ({s['seconds_before_median']:.0f}s before the "
+                          f"median)  {cite(ev)}  {short(ev.text, 100)}", markup=False, highlight=False)
+        if len(res.silent_first) > 10:
+            console.print(f"  showing 10 of {len(res.silent_first)} silent ranks", style="dim")
+    if res.rank_nodes:
+        nodes: dict[str, list[int]] = {}
+        for r, ev in res.rank_nodes.items():
+            nodes.setdefault(ev.node or "?", []).append(r)
+        console.print("rank→node (stated in logs): " + "; ".join(f"{n}: {ranks_str(rs)}" for n, rs in sorted(nodes.items())[:20]))
+    if cov.skipped:
+        console.print(f"[bold]skipped {len(cov.skipped)} file(s)[/bold]")
+        for s in cov.skipped[:20]:
+            console.print(f"  {s['file']}: {s['reason']}", markup=False, highlight=False)
+        if len(cov.skipped) > 20:
+            console.print(f"  showing 20 of {len(cov.skipped)} skipped files", style="dim")
+    for n in (res.notes + cov.notes)[:20]:
+        console.print(f"note: {n}", style="yellow", markup=False, highlight=False)
+
+
+def render_grep(res, console: Console, max_lines: int = 3) -> None:
+    console.print(Text.assemble(("grep ", "bold"), f"/{res.pattern}/ in {res.root}: {res.total:,} matching lines in "
+                                f"{res.files_with_matches} file(s), {len(res.ranks)} of {res.seen_ranks} ranks"))
+    if res.ranks:
+        t = Table(show_lines=False)
+        t.add_column("rank", justify="right")
+        t.add_column("count", justify="right")
+        t.add_column("first time")
+        t.add_column("last time")
+        t.add_column("first (file:line)")
+        t.add_column("line")
+        for rm in res.ranks:
+            t.add_row(str(rm.rank), f"{rm.count:,}", _time(rm.first), _time(rm.last), cite(rm.first),
+                      short(rm.first.text, 100) if rm.first else "")
+        console.print(t)
+        if max_lines > 1:
+            for rm in res.ranks[:50]:
+                for ev in rm.lines[1:max_lines]:
+                    console.print(f"  rank {rm.rank} {cite(ev)}  {short(ev.text, 120)}", markup=False)
+    if res.unranked_count:
+        console.print(f"{res.unranked_count} matching line(s) with no rank attribution:")
+        for ev in res.unranked[:max_lines * 3]:
+            console.print(f"  {cite(ev)}  {short(ev.text, 140)}", markup=False)
+    if res.seen_ranks:
+        if res.ranks_without_match:
+            console.print(f"[bold]ranks with NO match[/bold] ({len(res.ranks_without_match)} of {res.seen_ranks}): "
+                          f"{ranks_str(res.ranks_without_match, cap=40)}")
+        else:
+            console.print(f"every rank seen ({res.seen_ranks}) has a match")
+    if res.missing_ranks:
+        console.print(f"ranks with no log lines at all ({len(res.missing_ranks)}): {ranks_str(res.missing_ranks)}")
+
+
+def render_catalog(rows: list[dict], console: Console) -> None:
+    t = Table(title=f"{len(rows)} patterns", title_justify="left")
+    for c in ("id", "tier", "category", "role", "summary"):
+        t.add_column(c)
+    for r in rows:
+        t.add_row(r["id"], str(r["tier"]), r["category"] or "-", r["role"], r["summary"] + (" (fallback)" if r["fallback"] else ""))
+    console.print(t)

@@ -1,0 +1,31 @@
+"""trainlog-debugger's deterministic tool layer: no LLM, no network.
+
+The public surface is listed in __all__; tests/test_public_api.py keeps it and the modules in step.
+"""
+
+__all__ = [
+    "open_bundle", "BundleError", "scan_bundle", "grep_bundle", "Evidence", "Finding", "Coverage", "Role",
+    "parse_stamp", "attribute_line", "attribute_path",
+]
+
+
+def __getattr__(name):  # lazy: `import tools` stays cheap for the CLI's --help
+    if name in ("open_bundle", "BundleError"):
+        from tools import bundle
+        return getattr(bundle, name)
+    if name == "scan_bundle":
+        from tools.scan import scan_bundle
+        return scan_bundle
+    if name == "grep_bundle":
+        from tools.grep import grep_bundle
+        return grep_bundle
+    if name in ("Evidence", "Finding", "Coverage", "Role"):
+        from tools import model
+        return getattr(model, name)
+    if name == "parse_stamp":
+        from tools.timestamps import parse_stamp
+        return parse_stamp
+    if name in ("attribute_line", "attribute_path"):
+        from tools import attribution
+        return getattr(attribution, name)
+    raise AttributeError(name)

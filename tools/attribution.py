@@ -1,0 +1,302 @@
+"""Attribute one raw log line (or one log file path) to a rank and a node.
+
+Why: a distributed job's logs interleave many ranks and hosts, and every root-cause claim must
+say *who* said it.  The launch stack wraps each physical line in prefixes, outermost first
+(FORMATS.md §0), e.g. (real shapes)::
+
+    ' 3: [rank3]:[E1105 12:34:56.789012345 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog ...'  srun --label
+    '[default2]:[rank2]:[E808 04:21:41.161045406 ProcessGroupNCCL.cpp:2147] [PG ID 0 ...'     torchrun --tee
+    '10.3.0.41: [rank22]: Traceback (most recent call last):'                                  pdsh
+    '(RayWorkerWrapper pid=270291, ip=10.175.94.190) INFO ...'                                 Ray
+    'node23:12098:12141 [2] transport/nvls.cc:244 NCCL WARN ...'                               NCCL
+
+Two kinds of prefix, treated differently:
+* *wrapper layers* added by launchers/loggers around someone else's line (srun label, pdsh node,
+  torchrun role, elastic template, Ray actor, c10 ``[rankN]:`` / excepthook ``[rankN]: ``) are
+  **stripped**: ``strip_prefixes`` returns the text that an emitter-specific parser expects;
+* *emitter headers* (c10 ``[E1105 ... File.cpp:N]``, ``[PG ... Rank r]``, NCCL
+  ``host:pid:tid [dev]``, ``[NeMo I ... rank:3]``) are only **read**: the parsers of those formats
+  anchor on them (FORMATS §1.1, §3.1), so they stay in the body.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["Attribution", "PathHint", "attribute_line", "strip_prefixes", "attribute_path"]
+
+
+@dataclass(frozen=True, slots=True)
+class Attribution:
+    rank: int | None = None  # GLOBAL rank
+    local_rank: int | None = None
+    node: str | None = None  # hostname / IP / pdsh node name / NCCL host token
+    pg_rank: int | None = None  # rank within a process group ('[PG ... Rank r]' / '[Rank r]')
+    body: int = 0  # index in the original line where the message starts after stripped wrappers
+    styles: tuple[str, ...] = ()  # prefix styles seen, outermost first
+    cuda_dev: int | None = None  # NCCL '[cudaDev]': a LOCAL device index, never a rank
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+# One wrapper layer at the current position; applied repeatedly (outer -> inner).
+_WRAP = re.compile(
+    r"\[rank(?P<rank>\d+)\]: ?"  # c10 '[rank3]:[E..' / excepthook '[rank3]: ' (one space)
+    r"|\[(?P<tmpl>\d+)\]:(?=.*\S)"  # TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE '[12]:' (not a bare '[1]:')
+    r"|\[(?P<role>[A-Za-z_]\w*?)(?P<lrank>\d+)\]:"  # torchrun --tee '[default3]:', '[trainer12]:'
+    r"|(?:P(?P<het>\d+) )?(?P<pad> *)(?P<task>\d+): "  # srun --label ' 3: ', '15: ', het 'P1  3: '
+    r"|\((?:(?P<cls>[A-Za-z_][\w.]*)(?:\[rank=(?P<rrank>\d+)\])?(?: pid=(?P<pid>\d+))?"
+    r"(?:, ip=(?P<ip>[\w.:\-]+))?|pid=(?P<pid2>\d+)(?:, ip=(?P<ip2>[\w.:\-]+))?)\) ?"  # Ray actor
+    r"|slurmstepd-(?P<sdnode>[\w.\-]+): "  # MULTIPLE_SLURMD builds: 'slurmstepd-{node}: error: ...'
+    r"|(?P<host>[A-Za-z0-9][A-Za-z0-9.\-]*): "  # pdsh / DeepSpeed 'worker-1: ' (validated below)
+)
+# tqdm glues headers mid-line: 'Epoch 10/10: 240it [05:55, ...][rank0]:[E709 17:05:38...'.
+_RANK_ANY = re.compile(r"\[rank(\d+)\]:(?:(?=\[)| |$)")
+_CAMEL = re.compile(r"[a-z][A-Z]")
+_IPV4 = re.compile(r"(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)")
+# Tokens shaped like 'word<digits>' that are metrics/devices/versions, not pdsh hosts.
+_NOT_HOST = re.compile(
+    r"(?i)(?:fp|bf|int|uint|float|top|sha|md|utf|cuda|cudnn|python|py|torch|nccl|rank|local[_-]?rank|"
+    r"epoch|step|iter|iteration|layer|block|loss|lr|v|x|gpu|cpu|dev|device|ib|eth|en[ops]?|mlx\d*_?|"
+    r"stage|phase|round|test|case|run|trial|batch|sample|part|tp|pp|dp|ep|cp|sm|node[_-]?rank|"
+    r"worker[_-]?rank|task|job|pid|tid|id|attempt|restart)[-_]?[\d.]+[a-z]?"
+)
+_PG = re.compile(
+    r"\[(?:PG (?:ID (?P<id>\d+) PG GUID (?P<guid>[^ (\]]+)|GUID (?P<guid2>[^ (\]]+)|(?P<uid>[^ (\]]+))"
+    r"(?: ?\((?P<desc>[^)]*)\))? )?Rank (?P<r>\d+)\]"
+)
+_NEMO = re.compile(r"\[NeMo [A-Z] \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+:\d+ rank:(\d+)\]")
+# '{host}:{pid}:{tid} [{cudaDev}] ... NCCL INFO', optional v2.26+ '[ts] ' before it (FORMATS §3.1).
+_NCCL = re.compile(
+    r"(?:\[[^\]]*\] )?(?P<host>[^\s:\[\]]*[A-Za-z][^\s:\[\]]*):\d+:\d+ (?:\[(?P<dev>\d+)\] )?"
+    r"(?=(?:\S+ ){0,3}NCCL )"
+)
+# Rank sources, best first: explicit c10 '[rankN]:' > elastic template > srun task id > Ray
+# actor '[rank=N]' > NeMo 'rank:N' > PG/legacy '[Rank r]' (conditional, see _scan).
+_P_RANK, _P_TMPL, _P_SRUN, _P_RAY, _P_NEMO, _P_PG = range(6)
+
+
+def _hostish(tok: str) -> bool:
+    """pdsh node token?  Conservative: a false node is worse than none.
+
+    Accepts IPv4 ('10.3.0.41') and dot-free names with a letter *and* a digit ('node2',
+    'worker-1', 'H100-5', 'tpgds-aihub0007').  Rejects exception names ('RuntimeError'),
+    dotted module names ('torch.distributed.DistBackendError'), 'WARNING', 'srun', 'fp16',
+    'gpu0', camelCase model names ('ResNet50'), ALL-CAPS words without '-' ('GPT2').
+    """
+    if _IPV4.fullmatch(tok):
+        return True
+    if "." in tok or not tok[0].isalpha() or tok.endswith(("Error", "Exception", "Warning")):
+        return False
+    if not any(c.isdigit() for c in tok) or _NOT_HOST.fullmatch(tok):
+        return False
+    if any(c.isupper() for c in tok):
+        if "-" not in tok or _CAMEL.search(tok):
+            return False
+    return True
+
+
+def _clean(line: str) -> tuple[str, list[int] | None]:
+    """Drop ANSI colour escapes (to a fixpoint, so stripping stays idempotent) and trailing
+    CR/LF; return the text plus a map back to original indices (None = identity)."""
+    idx = None
+    if "\x1b" in line and _ANSI.search(line):
+        idx = list(range(len(line)))
+        while True:
+            spans = [m.span() for m in _ANSI.finditer(line)]
+            if not spans:
+                break
+            keep: list[str] = []
+            kidx: list[int] = []
+            last = 0
+            for a, b in spans:
+                keep.append(line[last:a])
+                kidx.extend(idx[last:a])
+                last = b
+            keep.append(line[last:])
+            kidx.extend(idx[last:])
+            line, idx = "".join(keep), kidx
+    return line.rstrip("\r\n"), idx
+
+
+class _St:
+    __slots__ = ("ranks", "local", "node", "styles")
+
+    def __init__(self) -> None:
+        self.ranks: dict[int, int] = {}
+        self.local: int | None = None
+        self.node: str | None = None
+        self.styles: list[str] = []
+
+    def style(self, name: str) -> None:
+        if name not in self.styles:
+            self.styles.append(name)
+
+
+def _peel(s: str, pos: int, st: _St) -> int:
+    """Strip wrapper layers at ``pos`` until none matches; return the new position."""
+    while True:
+        m = _WRAP.match(s, pos)
+        if m is None:
+            return pos
+        g = m.group
+        if g("rank") is not None:
+            st.ranks.setdefault(_P_RANK, int(g("rank")))
+            st.style("rank_prefix")
+        elif g("tmpl") is not None:
+            st.ranks.setdefault(_P_TMPL, int(g("tmpl")))
+            st.style("elastic_template")
+        elif g("lrank") is not None:
+            if st.local is None:
+                st.local = int(g("lrank"))
+            st.style("torchrun_role")
+        elif g("task") is not None:
+            task = g("task")  # '%*d': space-padded, never zero-padded, width = digits(ntasks-1)
+            if len(g("pad")) + len(task) > 7 or (len(task) > 1 and task[0] == "0"):
+                return pos
+            st.ranks.setdefault(_P_SRUN, int(task))
+            st.style("srun_label")
+        elif g("sdnode") is not None:
+            st.node = st.node or g("sdnode")
+            st.style("slurmstepd")
+        elif g("host") is not None:
+            if not _hostish(g("host")):
+                return pos
+            st.node = st.node or g("host")
+            st.style("pdsh")
+        else:  # Ray: needs pid= or ip= to be an actor prefix, not '(some text) '
+            ip = g("ip") or g("ip2")
+            if not (ip or g("pid") or g("pid2")):
+                return pos
+            st.node = st.node or ip
+            if g("rrank") is not None:
+                st.ranks.setdefault(_P_RAY, int(g("rrank")))
+            st.style("ray")
+        pos = m.end()
+
+
+def _scan(line: str) -> tuple[Attribution, str, int]:
+    s, idx = _clean(line)
+    st = _St()
+    pos = _peel(s, 0, st)  # srun/pdsh/tee/Ray label the whole '\n' line, i.e. before any '\r'
+    cr = s.rfind("\r", pos)
+    if cr >= 0:  # tqdm: only the text after the last '\r' is what the terminal shows
+        pos = _peel(s, cr + 1, st)
+    if "[rank" in s[pos:]:
+        last = None
+        for last in _RANK_ANY.finditer(s, pos):
+            pass
+        if last is not None:
+            st.ranks.setdefault(_P_RANK, int(last.group(1)))
+            st.style("rank_prefix")
+            pos = _peel(s, last.end(), st)
+    rest = s[pos:]
+    pg_rank = dev = None
+    nccl = _NCCL.match(s, pos) if ":" in rest else None
+    if nccl is not None:
+        st.node = st.node or nccl.group("host")
+        dev = int(nccl.group("dev")) if nccl.group("dev") else None
+        st.style("nccl_host")
+    if "rank:" in rest and (m := _NEMO.search(rest)):
+        st.ranks.setdefault(_P_NEMO, int(m.group(1)))
+        st.style("nemo")
+    if "Rank " in rest and (m := _PG.search(rest)):
+        pg_rank = int(m.group("r"))
+        legacy = not m.group(0).startswith("[PG")
+        st.style("rank_tag" if legacy else "pg_prefix")
+        # A PG rank is the global rank only for the default PG; NCCL's own '[Rank r]' is a comm rank.
+        default = m.group("id") == "0" or "0" in (m.group("uid"), m.group("guid2")) or m.group("desc") == "default_pg"
+        if (legacy and nccl is None) or default:
+            st.ranks.setdefault(_P_PG, pg_rank)
+    if _P_SRUN in st.ranks and "torchrun_role" in st.styles:
+        del st.ranks[_P_SRUN]  # srun launched one torchrun per node: the label is a node index
+    rank = st.ranks[min(st.ranks)] if st.ranks else None
+    body = pos if idx is None else (idx[pos] if pos < len(idx) else len(line.rstrip("\r\n")))
+    att = Attribution(rank, st.local, st.node, pg_rank, body, tuple(st.styles), dev)
+    return att, s, pos
+
+
+def attribute_line(line: str) -> Attribution:
+    """Who emitted ``line``?  ``rank`` is always a GLOBAL rank (None when unknown)."""
+    return _scan(line)[0]
+
+
+def strip_prefixes(line: str) -> str:
+    """The line without ANSI colours, tqdm text before the last ``\\r``, trailing CR/LF and
+    wrapper prefixes (srun/pdsh/torchrun/Ray/``[rankN]:``).  Idempotent."""
+    _, s, pos = _scan(line)
+    return s[pos:]
+
+
+# ---------------------------------------------------------------------------------------- paths
+@dataclass(frozen=True, slots=True)
+class PathHint:
+    rank: int | None = None
+    local_rank: int | None = None
+    node: str | None = None
+    node_index: int | None = None  # SLURM %n-style per-node file index, e.g. error-<job>-<n>.out
+    attempt: int | None = None  # torchrun --log-dir attempt_N
+    job_id: str | None = None
+    style: str | None = None  # '+'-joined when several hints combine, e.g. 'slurm_job+rank_name'
+
+
+_PATH_TORCHRUN = re.compile(r"(?:^|/)attempt_(\d+)/(\d+)/(?:stdout\.log|stderr\.log|error\.json)$")
+_PATH_RANK = re.compile(
+    r"(?i)(?:^|[_\-.])(?P<kind>local[_\-]?rank|node[_\-]?rank|global[_\-]?rank|rank|task)[_\-]?(?P<n>\d+)(?=[_\-.]|$)"
+)
+_PATH_SLURM = re.compile(r"slurm-(?P<job>\d+(?:_\d+)?(?:\.\d+)?)\.(?:out|err)")  # %j, %A_%a, %J
+_PATH_SLURM_N = re.compile(r"[A-Za-z]\w*-(?P<job>\d{3,})-(?P<n>\d+)\.(?:out|err)")  # error-<job>-<%n>.out
+_PATH_JOB = re.compile(r"(?i)(?:^|[_\-.])job(?:id)?[_\-]?(?P<job>\d{3,})(?=[_\-.]|$)")
+_PATH_NODE = re.compile(r"(?i)(?:node|host)[_\-](?!rank)(?P<n>[A-Za-z0-9][\w.\-]*?)\.(?:log|txt|out|err)")
+_PATH_AIS = re.compile(r"ais(?:target|proxy|node)\.(?P<h>[^.]+)\.(?:INFO|ERROR|WARNING)(?:\..*)?")
+_PATH_AIS_TGZ = re.compile(r"(?:ais)?(?:target|proxy)-(?P<id>[\w\-]+)\.tar\.gz")
+_PATH_VERTEX = re.compile(r"(?:^|[^\w])(workerpool\d+-\d+)(?=$|[^\w\-])")
+
+
+def attribute_path(relpath: str) -> PathHint:
+    """Rank/node hints from a log file's path (archive members as 'a.tar.gz!dir/file').
+
+    Only clearly labelled names count ('rank_3.log', 'attempt_0/3/stderr.log',
+    'error-4891784-3.out', 'node_H100-1.log', 'aistarget.ais-target-3.INFO.0821-191752.4171',
+    '.../workerpool0-1...'); 'worker_3.log' or 'out_7.log' give an empty hint: never guess.
+    """
+    path = relpath.replace("\\", "/")
+    f: dict[str, object] = {}
+    styles: list[str] = []
+
+    def put(style: str, **kw: object) -> None:
+        f.update(kw)
+        if style not in styles:
+            styles.append(style)
+
+    archive_node = None
+    for comp in re.split(r"[/!]", path):
+        if not comp:
+            continue
+        if m := _PATH_AIS_TGZ.fullmatch(comp):
+            archive_node = m.group("id")  # pods may share a truncated host token (FORMATS §4.6)
+        if m := _PATH_AIS.fullmatch(comp):
+            put("aistore", node=m.group("h"))
+        if m := _PATH_SLURM.fullmatch(comp):
+            put("slurm_job", job_id=m.group("job"))
+        elif m := _PATH_SLURM_N.fullmatch(comp):
+            put("slurm_node_file", job_id=m.group("job"), node_index=int(m.group("n")))
+        elif m := _PATH_JOB.search(comp):
+            put("slurm_job", job_id=m.group("job"))
+        if m := _PATH_RANK.search(comp):
+            kind = m.group("kind").lower().replace("-", "_")
+            key = {"local_rank": "local_rank", "localrank": "local_rank", "node_rank": "node_index",
+                   "noderank": "node_index"}.get(kind, "rank")
+            put("task_name" if kind == "task" else "rank_name", **{key: int(m.group("n"))})
+        if m := _PATH_NODE.fullmatch(comp):
+            if any(c.isalpha() for c in m.group("n")):  # 'node_3.log': index or name? don't guess
+                put("node_name", node=m.group("n"))
+        if m := _PATH_VERTEX.search(comp):
+            put("vertex_task", node=m.group(1))
+    if m := _PATH_TORCHRUN.search(path.rsplit("!", 1)[-1]):
+        put("torchrun_logdir", attempt=int(m.group(1)), local_rank=int(m.group(2)))
+    if archive_node is not None:
+        put("aistore", node=archive_node)
+    if not styles:
+        return PathHint()
+    return PathHint(style="+".join(styles), **f)  # type: ignore[arg-type]

@@ -1,0 +1,110 @@
+"""Multi-pattern matching over whole buffers: which lines of a buffer does any catalog pattern hit?
+
+Why two engines (measured in ../shared/PERF.md on this machine kind): Hyperscan scans all patterns at once over
+a whole buffer at ~1 GB/s per core; a Python `re` alternation is ~200x slower, and per-line Python loops are out
+of the question at tens of GB. Without Hyperscan (no wheel for the platform) the fallback finds each pattern's
+literal anchors with `bytes.find` (C speed) and runs the regex only on those lines: ~40 MB/s per core, slow but
+correct and identical in results.
+
+Both engines return candidate (line_start, pattern_index) pairs; the caller verifies each line with the
+pattern's Python regex, so the two engines cannot disagree on what counts as a match.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from tools.patterns import Pattern
+
+try:  # optional compiled dependency
+    import hyperscan as _hs
+except Exception:  # pragma: no cover - depends on the platform
+    _hs = None
+
+
+def available_engines() -> list[str]:
+    return (["hyperscan"] if _hs is not None else []) + ["re"]
+
+
+class ReEngine:
+    """Literal-anchor prefilter: `bytes.find` for each anchor, regex confirmation on the anchor's line."""
+
+    name = "re"
+
+    def __init__(self, patterns: Sequence[Pattern]):
+        self.patterns = list(patterns)
+        self._anchors: list[tuple[bytes, list[int]]] = []
+        by_anchor: dict[bytes, list[int]] = {}
+        for i, p in enumerate(self.patterns):
+            for a in p.anchors:
+                by_anchor.setdefault(a.encode(), []).append(i)
+        self._anchors = list(by_anchor.items())
+
+    def candidates(self, buf: bytes) -> set[tuple[int, int]]:
+        out: set[tuple[int, int]] = set()
+        find, rfind = buf.find, buf.rfind
+        for anchor, idxs in self._anchors:
+            pos = find(anchor)
+            while pos != -1:
+                start = rfind(b"\n", 0, pos) + 1
+                for i in idxs:
+                    out.add((start, i))
+                end = find(b"\n", pos)
+                if end == -1:
+                    break
+                pos = find(anchor, end + 1)
+        return out
+
+
+class HyperscanEngine:
+    """All triggers in one block-mode database; the callback records only where each match ends."""
+
+    name = "hyperscan"
+    MAX_BLOCK = (1 << 32) - 1  # block mode takes an unsigned int length (PERF.md pitfall 2)
+
+    def __init__(self, patterns: Sequence[Pattern]):
+        if _hs is None:
+            raise RuntimeError("hyperscan is not installed")
+        self.patterns = list(patterns)
+        self.db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+        exprs = [p.trigger.encode() for p in self.patterns]
+        self.db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs),
+                        flags=[0] * len(exprs))
+
+    def candidates(self, buf: bytes) -> set[tuple[int, int]]:
+        ends: list[tuple[int, int]] = []
+        add = ends.append
+
+        def on_match(idx, _from, to, _flags, _ctx):
+            add((to, idx))
+            return None
+
+        for base in range(0, max(len(buf), 1), self.MAX_BLOCK):
+            view = buf[base: base + self.MAX_BLOCK]
+            if not view:
+                break
+            ends_before = len(ends)
+            self.db.scan(view, match_event_handler=on_match)
+            if base:
+                ends[ends_before:] = [(to + base, i) for to, i in ends[ends_before:]]
+        out: set[tuple[int, int]] = set()
+        rfind = buf.rfind
+        last_to, last_start = -1, 0
+        for to, idx in ends:
+            # Matches arrive in end-offset order: reuse the previous line start when still on that line.
+            if to != last_to:
+                last_start = rfind(b"\n", 0, max(to - 1, 0)) + 1 if to else 0
+                last_to = to
+            out.add((last_start, idx))
+        return out
+
+
+def make_engine(patterns: Sequence[Pattern], name: str | None = None):
+    """`name` None → the fastest available; env DEBUGGER_ENGINE=re forces the fallback (tests use both)."""
+    name = name or os.environ.get("DEBUGGER_ENGINE") or ("hyperscan" if _hs is not None else "re")
+    if name == "hyperscan":
+        return HyperscanEngine(patterns)
+    if name == "re":
+        return ReEngine(patterns)
+    raise ValueError(f"unknown engine {name!r}; available: {', '.join(available_engines())}")

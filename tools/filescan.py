@@ -1,0 +1,345 @@
+"""One streaming pass over one source: catalog hits, line count, rank labels, first/last times, last lines.
+
+Why per-file and picklable: the scan forks worker processes over batches of files (PERF.md: two workers on two
+cores, batches of tens of MB), so everything a file yields must travel back as plain data. Memory is bounded by
+the read chunk (64 MiB, newline-aligned) plus capped hit lists: per (pattern, rank) the first and last
+KEEP hits are kept in full and the rest are only counted; the caps are reported, never silent.
+
+Python runs only on hit lines (thousands), never per line of the file; the per-line work (matching, line
+counting, rank-label counting) is done by Hyperscan and by C-level `bytes` methods over whole buffers.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import zlib
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tools.attribution import attribute_line, attribute_path, strip_prefixes
+from tools.timestamps import parse_stamp
+
+CHUNK = 64 << 20
+HEAD = 64 << 10
+TAIL = 1 << 20
+KEEP = 5  # first KEEP and last KEEP hits per (pattern, rank) are kept in full
+LOOKAHEAD_LINES = 200  # how far a traceback's final exception line is searched for
+
+_RANK_LABEL = re.compile(rb"\[rank(\d+)\]")
+_SRUN_LABEL = re.compile(rb"(?m)^ *(\d+): ")
+_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|StopIteration|Warning)|StopIteration|KeyboardInterrupt)\b:? ?(.*)")
+_TB_SKIP = ("Traceback", "During handling", "The above exception", "File ", "^", "~")
+
+
+@dataclass
+class Hit:
+    pattern: str
+    line: int
+    offset: int
+    text: str
+    rank: int | None = None
+    local_rank: int | None = None
+    node: str | None = None
+    time: dict | None = None
+    fields: dict = field(default_factory=dict)
+
+
+@dataclass
+class LastLine:
+    line: int
+    text: str
+    time: dict | None = None
+    time_line: int | None = None
+
+
+@dataclass
+class FileScan:
+    rel: str
+    kind: str
+    size: int
+    bytes_read: int = 0
+    lines: int = 0
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
+    hint: dict = field(default_factory=dict)
+    ranks: set[int] = field(default_factory=set)
+    nodes: set[str] = field(default_factory=set)
+    hits: list[Hit] = field(default_factory=list)
+    counts: dict[tuple[str, int | None], int] = field(default_factory=dict)
+    dropped_hits: int = 0
+    first_time: dict | None = None
+    first_time_line: int | None = None
+    last_lines: dict[int | None, LastLine] = field(default_factory=dict)
+    retries: dict[int | None, list[int]] = field(default_factory=dict)  # rank → [max attempt, M, n at 1/M, n at M/M]
+
+
+def _decode(b: bytes) -> str:
+    return b.decode("utf-8", "replace").rstrip("\r")
+
+
+class _HitKeeper:
+    """First KEEP and last KEEP hits per (pattern, rank); everything counted."""
+
+    def __init__(self):
+        self.first: dict[tuple, list[Hit]] = {}
+        self.last: dict[tuple, deque] = {}
+        self.counts: dict[tuple, int] = {}
+
+    def add(self, h: Hit) -> None:
+        key = (h.pattern, h.rank)
+        n = self.counts.get(key, 0)
+        self.counts[key] = n + 1
+        if n < KEEP:
+            self.first.setdefault(key, []).append(h)
+        else:
+            self.last.setdefault(key, deque(maxlen=KEEP)).append(h)
+
+    def hits(self) -> tuple[list[Hit], int]:
+        out: list[Hit] = []
+        for key, firsts in self.first.items():
+            out.extend(firsts)
+            out.extend(self.last.get(key, ()))
+        out.sort(key=lambda h: h.line)
+        return out, sum(self.counts.values()) - len(out)
+
+
+class FileScanner:
+    def __init__(self, engine):
+        self.engine = engine
+        self.patterns = engine.patterns
+
+    # -- public -------------------------------------------------------------------------------------------
+    def scan(self, rel: str, kind: str, size: int, stream) -> FileScan:
+        hint = attribute_path(rel)
+        fs = FileScan(rel=rel, kind=kind, size=size, hint={k: v for k, v in asdict(hint).items() if v is not None})
+        self._hint = hint
+        keeper = _HitKeeper()
+        carry = b""
+        base_line = 0
+        base_off = 0
+        tail, tail_line = b"", 0
+        srun = None
+        try:
+            while True:
+                block = stream.read(CHUNK)
+                eof = not block
+                buf = carry + block if carry else block
+                if not buf:
+                    break
+                if not eof:
+                    cut = buf.rfind(b"\n") + 1
+                    if cut == 0:  # one line longer than a chunk: scan it in pieces, say so
+                        if not any("longer than" in n for n in fs.notes):
+                            fs.notes.append(f"line {base_line + 1} is longer than {CHUNK >> 20} MiB; scanned in pieces")
+                        cut = len(buf)
+                    carry, buf = buf[cut:], buf[:cut]
+                else:
+                    carry = b""
+                if base_line == 0 and base_off == 0:
+                    srun = self._head(fs, buf)
+                self._labels(fs, buf, srun)
+                self._hits(fs, keeper, buf, base_line, base_off)
+                n = buf.count(b"\n")
+                if len(buf) >= TAIL or not tail:
+                    t0 = max(0, len(buf) - TAIL)
+                    tail, tail_line = buf[t0:], base_line + buf.count(b"\n", 0, t0)
+                else:  # short final piece: keep the previous tail in front of it
+                    tail_line = tail_line
+                    tail = tail + buf
+                base_line += n
+                base_off += len(buf)
+                if eof:
+                    break
+        except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as e:
+            fs.error = "truncated gzip" if isinstance(e, (EOFError, zlib.error, gzip.BadGzipFile)) else f"read error: {e}"
+            fs.notes.append(f"read stopped at byte {base_off}: {fs.error}")
+        fs.bytes_read = base_off
+        fs.lines = base_line + (1 if tail and not tail.endswith(b"\n") else 0)
+        self._tail(fs, tail, tail_line)
+        fs.hits, fs.dropped_hits = keeper.hits()
+        fs.counts = keeper.counts
+        self._file_nodes(fs)
+        if hint.rank is not None:
+            fs.ranks.add(hint.rank)
+        return fs
+
+    # -- pieces -------------------------------------------------------------------------------------------
+    def _head(self, fs: FileScan, buf: bytes):
+        """First timestamp of the file, and whether lines carry srun `--label` task prefixes."""
+        head = buf[:HEAD]
+        lines = head.split(b"\n")[:200]
+        for i, raw in enumerate(lines):
+            st = parse_stamp(_decode(raw)) if raw else None
+            if st is not None and st.uptime_s is None:
+                fs.first_time, fs.first_time_line = st.to_json(), i + 1
+                break
+        labelled = sum(1 for raw in lines[:50] if "srun_label" in attribute_line(_decode(raw)).styles)
+        return labelled >= max(3, len([x for x in lines[:50] if x.strip()]) // 2)
+
+    def _labels(self, fs: FileScan, buf: bytes, srun: bool) -> None:
+        """Every rank that has a line here, exactly, without a per-line loop: count each known label with
+        `bytes.count` and fall back to a full `findall` only when the counts do not add up (a new rank)."""
+        total = buf.count(b"[rank")
+        if total:
+            if not fs.ranks:
+                fs.ranks.update(int(x) for x in set(_RANK_LABEL.findall(buf[:HEAD])))
+            known = sum(buf.count(b"[rank%d]" % r) for r in fs.ranks)
+            if known != total:
+                fs.ranks.update(int(x) for x in set(_RANK_LABEL.findall(buf)))
+        if srun:
+            fs.ranks.update(int(x) for x in set(_SRUN_LABEL.findall(buf)))
+
+    def _hits(self, fs: FileScan, keeper: _HitKeeper, buf: bytes, base_line: int, base_off: int) -> None:
+        cands = self.engine.candidates(buf)
+        if not cands:
+            return
+        by_line: dict[int, list[int]] = {}
+        for start, idx in cands:
+            by_line.setdefault(start, []).append(idx)
+        prev_start, prev_line = 0, base_line + 1
+        for start in sorted(by_line):
+            line_no = prev_line + buf.count(b"\n", prev_start, start)
+            prev_start, prev_line = start, line_no
+            end = buf.find(b"\n", start)
+            end = len(buf) if end == -1 else end
+            text = _decode(buf[start:end])
+            matched = [self.patterns[i] for i in sorted(set(by_line[start])) if self.patterns[i].match(text)]
+            specific = [p for p in matched if not p.fallback]
+            matched = specific or matched
+            if not matched:
+                continue
+            attr = attribute_line(text)
+            stamp = parse_stamp(text)
+            rank = attr.rank if attr.rank is not None else self._hint.rank
+            node = attr.node or self._hint.node
+            time = stamp.to_json() if stamp else None
+            extra: dict[str, Any] = {}
+            if fs.kind == "cloud_logging":
+                extra = _cloud_entry(buf, start, end)
+                node = node or extra.get("task_name")
+                time = time or extra.get("time")
+            for p in matched:
+                facts = p.extract(text)
+                if p.id == "python.traceback":
+                    facts.update(_final_exception(buf, end, attr.rank, line_no))
+                if p.id == "io.retrying" and "attempt" in facts:
+                    self._retry(fs, rank, facts)
+                keeper.add(Hit(p.id, line_no, base_off + start, text, rank,
+                               attr.local_rank if attr.local_rank is not None else self._hint.local_rank,
+                               node, time, facts))
+
+    @staticmethod
+    def _retry(fs: FileScan, rank, facts) -> None:
+        a, m = facts.get("attempt"), facts.get("max_attempts")
+        if not isinstance(a, int) or not isinstance(m, int):
+            return
+        r = fs.retries.setdefault(rank, [0, 0, 0, 0])
+        r[0], r[1] = max(r[0], a), max(r[1], m)
+        r[2] += a == 1
+        r[3] += a >= m
+
+    def _tail(self, fs: FileScan, tail: bytes, tail_line: int) -> None:
+        """Each rank's last line and last timestamp, read back from the end of the file."""
+        if not tail:
+            return
+        lines = tail.split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        if not lines:
+            return
+        single = fs.hint.get("rank") if len(fs.ranks) <= 1 else None
+        if single is None and len(fs.ranks) == 1:
+            single = next(iter(fs.ranks))
+        need_time: set = set()
+        for i in range(len(lines) - 1, -1, -1):
+            raw = lines[i]
+            if not raw.strip():
+                continue
+            text = _decode(raw)
+            line_no = tail_line + i + 1
+            if len(fs.ranks) > 1:
+                a = attribute_line(text)
+                rank = a.rank
+            else:
+                rank = single
+            ll = fs.last_lines.get(rank)
+            if ll is None:
+                ll = fs.last_lines[rank] = LastLine(line_no, text)
+                need_time.add(rank)
+            if rank in need_time:
+                st = parse_stamp(text)
+                if st is not None and st.uptime_s is None:
+                    ll.time, ll.time_line = st.to_json(), line_no
+                    need_time.discard(rank)
+            if len(fs.ranks) <= 1 and not need_time:
+                break
+
+    def _file_nodes(self, fs: FileScan) -> None:
+        """A file whose lines name exactly one host (NCCL `host:pid:tid`, pdsh) belongs to that node."""
+        nodes = {h.node for h in fs.hits if h.node}
+        fs.nodes = nodes
+        if len(nodes) == 1:
+            node = next(iter(nodes))
+            for h in fs.hits:
+                if h.node is None:
+                    h.node = node
+
+
+def _final_exception(buf: bytes, end: int, rank: int | None, tb_line: int) -> dict:
+    """The exception that ended a traceback: the first unindented line after the frames (same rank label)."""
+    pos = end + 1
+    for k in range(1, LOOKAHEAD_LINES + 1):
+        if pos >= len(buf):
+            return {}
+        nxt = buf.find(b"\n", pos)
+        nxt = len(buf) if nxt == -1 else nxt
+        text = _decode(buf[pos:nxt])
+        pos = nxt + 1
+        if rank is not None:
+            a = attribute_line(text)
+            if a.rank is not None and a.rank != rank:
+                continue
+        body = strip_prefixes(text)
+        if not body.strip() or body[:1] in (" ", "\t") or body.startswith(_TB_SKIP):
+            continue
+        m = _EXC_LINE.match(body)
+        if m:
+            return {"exception": m.group(1), "message": m.group(2)[:500], "exception_line": tb_line + k,
+                    "exception_text": text}
+        return {}
+    return {}
+
+
+def _cloud_entry(buf: bytes, start: int, end: int) -> dict:
+    """Task name and timestamp of the Cloud Logging entry that holds this line (JSONL or pretty JSON)."""
+    line = buf[start:end].strip().rstrip(b",")
+    obj = None
+    if line.startswith(b"{") and line.endswith(b"}"):
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            obj = None
+    if obj is None:
+        s = buf.rfind(b"\n  {", max(0, start - (1 << 20)), start + 1)
+        e = buf.find(b"\n  }", end)
+        if s != -1 and e != -1:
+            try:
+                obj = json.loads(buf[s + 1: e + 4])
+            except ValueError:
+                obj = None
+    if not isinstance(obj, dict):
+        return {}
+    out = {}
+    labels = (obj.get("resource") or {}).get("labels") or {}
+    task = labels.get("task_name") or (obj.get("labels") or {}).get("task_name")
+    if task:
+        out["task_name"] = task
+    ts = obj.get("timestamp")
+    if isinstance(ts, str):
+        st = parse_stamp(ts)
+        if st:
+            out["time"] = st.to_json()
+    return out

@@ -1,0 +1,36 @@
+"""Plain-JSON views of tool results (dataclasses, pydantic models, sets, tuple keys) for `--json` output."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel
+
+
+def to_jsonable(obj: Any) -> Any:
+    if isinstance(obj, BaseModel):
+        return obj.model_dump(mode="json", exclude_none=True)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {(k if isinstance(k, str) else _key(k)): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (set, frozenset)):
+        return [to_jsonable(v) for v in sorted(obj, key=lambda x: (str(type(x)), x))]
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, Enum):
+        return obj.value
+    return obj
+
+
+def _key(k: Any) -> str:
+    if isinstance(k, tuple):
+        return ":".join("" if x is None else str(x) for x in k)
+    return "null" if k is None else str(k)
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(to_jsonable(obj), indent=2, ensure_ascii=False)

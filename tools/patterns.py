@@ -1,0 +1,81 @@
+"""The pattern type of the fatal-pattern catalog.
+
+A pattern is data: an id, a tier, a category hint, a role hint, a trigger regex and an example line copied from
+FORMATS.md or a real incident. The catalog test checks that every example matches its own trigger, so a
+pattern cannot silently rot.
+
+Two regexes per pattern, because the scan engine and the field extractor have different needs:
+- `trigger` finds the line. It must be line-local, short and selective (no leading `.*`, no trailing
+  wildcard: Hyperscan reports one match per end offset, so `foo.*` would call back once per character) and in
+  the syntax subset that both Hyperscan and Python `re` accept the same way (no lookaround, no backrefs).
+- `fields` (Python `re`, named groups) runs only on the lines the trigger found and extracts typed facts.
+`anchors` are literals, one of which every matching line contains; the pure-Python engine uses them as a
+`bytes.find` prefilter when Hyperscan is not installed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+TIERS = {
+    0: "job facts",
+    1: "process killers",
+    2: "training-loop crashes",
+    3: "data loading and I/O",
+}
+ROLES = ("root_candidate", "cascade", "noise", "context")
+CATEGORIES = (
+    "storage_io", "network", "gpu_cuda", "data", "software", "infrastructure",
+    "data_loading_stall", "oom", "numerical", "config",
+)
+
+
+@dataclass(frozen=True)
+class Pattern:
+    id: str
+    tier: int
+    category: str | None
+    role: str
+    trigger: str
+    anchors: tuple[str, ...]
+    example: str
+    summary: str
+    fields: str | None = None
+    int_fields: tuple[str, ...] = ()
+    fallback: bool = False  # generic catch-all: recorded only when no specific pattern matched the line
+    _rx: re.Pattern = field(init=False, repr=False, compare=False)
+    _frx: re.Pattern | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_rx", re.compile(self.trigger))
+        object.__setattr__(self, "_frx", re.compile(self.fields) if self.fields else None)
+
+    def match(self, line: str) -> bool:
+        return self._rx.search(line) is not None
+
+    def extract(self, line: str) -> dict:
+        """Typed facts from a line the trigger found; empty when the line has no extractable fields."""
+        rx = self._frx or self._rx
+        m = rx.search(line)
+        if not m:
+            return {}
+        out = {}
+        for k, v in m.groupdict().items():
+            if v is None:
+                continue
+            if k in self.int_fields:
+                try:
+                    out[k] = int(v)
+                except ValueError:
+                    out[k] = v
+            else:
+                out[k] = v.strip()
+        return out
+
+
+def P(id, tier, category, role, trigger, anchors, example, summary, fields=None, ints=(), fallback=False):
+    """Terse constructor so that source modules read as tables."""
+    if isinstance(anchors, str):
+        anchors = (anchors,)
+    return Pattern(id, tier, category, role, trigger, tuple(anchors), example, summary, fields, tuple(ints), fallback)

@@ -1,0 +1,38 @@
+"""AIStore daemon error signatures (FORMATS.md §4.5). The stats-line parsing and per-daemon timelines live in
+tools/ais.py (storage issue); these patterns let the one-pass scan count the failure signatures everywhere.
+
+Constructed line (format from moss.go):
+    W 19:17:52.204518 moss:589 x-get-batch[Xf3kW9p0q] pending: 130 resource pressure: load=critical sleep=100ms [mem=critical dsk=high] throttle: 100ms
+The storage chain runs pressure → shared-dm stream breaks → out-of-bounds index → aborted batch → client gets
+fewer objects → loader error on a worker rank.
+"""
+
+from tools.patterns import P
+
+PATTERNS = [
+    P("ais.resource_pressure", 3, "storage_io", "root_candidate",
+      r"resource pressure: load=(?:high|critical)", "resource pressure",
+      "W 19:17:52.204518 moss:589 x-get-batch[Xf3kW9p0q] pending: 130 resource pressure: load=critical sleep=100ms [mem=critical dsk=high] throttle: 100ms",
+      "AIStore target under resource pressure",
+      fields=r"load=(?P<load>\w+)(?: sleep=\S+)?(?: \[(?P<detail>[^\]]*)\])?"),
+    P("ais.out_of_bounds", 3, "storage_io", "root_candidate",
+      r"out-of-bounds index \d+", "out-of-bounds index",
+      "E 19:18:03.001234 moss:712 x-get-batch[Xf3kW9p0q] t[KqRt8081] out-of-bounds index 17 (recv'd len=0, wid=\"Xf3kW9p0q\")",
+      "batch GET lost objects in inter-target streaming", fields=r"out-of-bounds index (?P<index>\d+) \(recv'd len=(?P<recvd>\d+)", ints=("index", "recvd")),
+    P("ais.shared_dm_error", 3, "storage_io", "root_candidate",
+      r"shared-dm(?:: failed reconnecting| Rx failure|\S* terminated| --> \S+ .*broken pipe)", "shared-dm",
+      "E 19:18:01.554210 shared_dm:233 shared-dm: failed reconnecting to t[Pz7Ab910] (write: broken pipe --> dial tcp 10.1.2.3:51081: i/o timeout) - closing/aborting...",
+      "inter-target data mover stream broke"),
+    P("ais.xid_not_found", 3, "storage_io", "cascade",
+      r"shared-dm xid \S+ not found", "not found - dropping",
+      "W 19:18:04.100000 shared_dm:301 shared-dm xid Xf3kW9p0q not found - dropping shard-17/utt-42.flac",
+      "received objects dropped: the batch job was already aborted"),
+    P("ais.memory_pressure", 3, "storage_io", "root_candidate",
+      r"alert: (?:oom|low memory)", "alert: ",
+      "W 19:17:40.000001 common:811 t[KqRt8081] mmsa alert: low memory",
+      "AIStore node memory pressure"),
+    P("ais.out_of_space", 3, "storage_io", "root_candidate",
+      r"(?:out of space: used \d+%|low on free space: used capacity)", ("out of space", "low on free space"),
+      "E 19:10:00.000000 space:120 out of space: used 97% of total capacity on at least one of the mountpaths (total used 9.1TiB out of 9.4TiB)",
+      "AIStore mountpath out of space"),
+]

@@ -1,0 +1,36 @@
+"""Kernel log lines (dmesg / kern.log / journald): NVIDIA driver Xid and the host OOM killer (FORMATS.md §6).
+
+Real lines:
+    Jan 22 18:38:35 host kernel: NVRM: Xid (PCI:0000:81:00): 31, pid='<unknown>', name=<unknown>, Ch 00000016, ...
+    [ 5107.644336] NVRM: Xid (PCI:0000:03:00): 79, GPU has fallen off the bus.
+    Out of memory: Killed process 12345 (python) total-vm:... anon-rss:...
+Xid numbers map to causes (48/94/95 ECC, 79 off the bus, 74 NVLink, 119 GSP timeout); 13/31/43/45 are usually
+the application's own fault or a consequence, so the diagnosis reads the number, not just the word "Xid".
+"""
+
+from tools.patterns import P
+
+XID_MEANING = {
+    13: "graphics engine exception", 31: "GPU memory page fault", 43: "GPU stopped processing",
+    45: "preemptive cleanup after earlier errors", 48: "double-bit ECC error", 61: "PMU breakpoint",
+    62: "PMU halt", 63: "ECC page retirement / row remap recorded", 64: "page retirement / row remap failure",
+    74: "NVLink error", 79: "GPU has fallen off the bus", 92: "excessive single-bit ECC", 94: "contained ECC error",
+    95: "uncontained ECC error", 119: "GSP RPC timeout", 120: "GSP error", 154: "GPU recovery action required",
+}
+
+PATTERNS = [
+    P("kernel.xid", 1, "gpu_cuda", "root_candidate",
+      r"NVRM: Xid \(", "NVRM: Xid",
+      "[ 5107.644336] NVRM: Xid (PCI:0000:03:00): 79, GPU has fallen off the bus.",
+      "NVIDIA driver Xid error",
+      fields=r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})[^)]*\): (?P<xid>\d+),(?: pid=(?P<pid>'?<unknown>'?|\d+), name=(?P<proc>[^,]*),)? ?(?P<msg>.*)",
+      ints=("xid",)),
+    P("kernel.sxid", 1, "gpu_cuda", "root_candidate",
+      r"nvidia-nvswitch\d+: SXid", "SXid",
+      "nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32 egress non-posted PRIV error (First)",
+      "NVSwitch error", fields=r"SXid \(PCI:(?P<pci>[^)]+)\): (?P<sxid>\d+), (?P<severity>Fatal|Non-fatal)", ints=("sxid",)),
+    P("kernel.oom_kill", 1, "oom", "root_candidate",
+      r"(?:Out of memory: Killed process|oom-kill:|invoked oom-killer)", ("Out of memory: Killed process", "oom-kill:", "invoked oom-killer"),
+      "Out of memory: Killed process 12345 (python) total-vm:123456789kB, anon-rss:98765432kB, file-rss:0kB, shmem-rss:0kB",
+      "host OOM killer killed a process", fields=r"Killed process (?P<pid>\d+) \((?P<proc>[^)]*)\)", ints=("pid",)),
+]

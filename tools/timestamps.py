@@ -1,0 +1,271 @@
+"""Timestamps of every format that distributed-training logs carry (FORMATS.md §0–§8).
+
+Why a module of its own: the stack mixes clocks and formats, and most of them say *less* than a
+datetime needs. The c10 C++ header has no year and no zone, AIStore lines have no date, dmesg has no
+wall clock at all. A Stamp therefore keeps what the text states and marks the rest unknown
+(year/month/day/tz = None); a later stage anchors them (AIStore hourly header, file name, Cloud
+Logging entry). Nothing here ever assumes UTC or the current year.
+
+    glog          [rank3]:[E219 08:58:32.606233339 ProcessGroupNCCL.cpp:616] ...   (§1.1)
+    torch_py      W0813 22:08:39.776000 2585 torch/distributed/elastic/.../api.py:898] ...   (§2.3)
+    torchelastic    time      : 2024-04-12_14:58:30                                (§2.1)
+    py_logging    [2024-11-05 12:00:00,123] torch.distributed.elastic...: [WARNING] (§2.3, torch 2.1–2.2)
+    iso           2024-11-05T12:00:01.123456789Z, [NeMo I 2025-04-11 14:46:18 nemo_logging:393],
+                  [2026-03-03 12:11:38] host:pid:tid (NCCL ≥2.26 WARN), CANCELLED AT 2024-11-05T12:34:56
+    ais           I 21:30:01.123456 moss:589 ...                                   (§4.2)
+    ais_header    I 12:00:03.117200 common:494 21 Aug 26 12:00 UTC =============  (§4.3)
+    ais_start     Started up at 2024/08/21 19:17:52, host ...                      (§4.1)
+    go_log        2024/08/21 19:17:52 msg   (Go `log` default; same shape without the AIStore words)
+    ctime         [Tue Oct 22 03:18:42 2024] NVRM: Xid ...   (dmesg -T; has a year)
+    syslog        Oct 22 03:18:42 host kernel: NVRM: Xid ...   (journald may add .123456)  (§6)
+    dmesg         [ 5107.644336] NVRM: Xid ...   → uptime_s only                   (§6)
+    ais_filename / glog_filename: see filename_stamp().
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime, timedelta, timezone, tzinfo
+
+__all__ = ["Stamp", "parse_stamp", "parse_stamp_bytes", "filename_stamp"]
+
+_MONTHS = {m: i for i, m in enumerate(
+    "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
+_MON = "(?P<mon>" + "|".join(_MONTHS) + ")"
+_DAYS_IN = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)  # Feb 29 allowed while the year is unknown
+# Zone abbreviations whose offset is unambiguous. CST, IST, BST ... mean several zones → offset stays None.
+_ABBR_MIN = {"UTC": 0, "GMT": 0, "UT": 0, "Z": 0, "EST": -300, "EDT": -240, "PST": -480, "PDT": -420,
+             "MST": -420, "MDT": -360, "CET": 60, "CEST": 120, "EET": 120, "EEST": 180, "JST": 540,
+             "KST": 540, "HKT": 480, "AEST": 600, "AEDT": 660}
+
+
+@dataclass(frozen=True, slots=True)
+class Stamp:
+    """One parsed timestamp; unknown parts are None, never guessed.
+
+    For `dmesg` stamps hour/minute/second are 0 and meaningless: only `uptime_s` (and `micro`,
+    its fraction) is known. `nanos` is the full sub-second part in ns (c10 and Cloud Logging print 9
+    digits; `micro` truncates them). `text` is the stamp proper, without the severity letter that c10,
+    torch and AIStore glue to it (`[E219 08:58:32.606233339` → '219 08:58:32.606233339').
+    """
+    text: str
+    fmt: str
+    hour: int
+    minute: int
+    second: int
+    micro: int = 0
+    year: int | None = None
+    month: int | None = None
+    day: int | None = None
+    tz: str | None = None
+    utc_offset_min: int | None = None
+    uptime_s: float | None = None
+    nanos: int = 0
+
+    @property
+    def has_date(self) -> bool:
+        return self.month is not None and self.day is not None
+
+    @property
+    def has_year(self) -> bool:
+        return self.year is not None
+
+    @property
+    def has_zone(self) -> bool:
+        return self.tz is not None
+
+    def iso(self) -> str:
+        """ISO-8601 with the unknown parts left out: '--MM-DD' (no year, ISO 8601:2000 truncated form),
+        'T..' (no date), no suffix (zone unknown), '[CST]' (zone named but its offset ambiguous).
+        The fraction is always 6 digits so one source's strings compare consistently."""
+        if self.uptime_s is not None:
+            return f"uptime+{int(self.uptime_s)}.{self.micro:06d}s"
+        t = f"T{self.hour:02d}:{self.minute:02d}:{self.second:02d}.{self.micro:06d}"
+        if self.has_date:
+            y = f"{self.year:04d}" if self.year is not None else "-"
+            t = f"{y}-{self.month:02d}-{self.day:02d}{t}"
+        if self.utc_offset_min is not None:
+            sign, off = ("-" if self.utc_offset_min < 0 else "+"), abs(self.utc_offset_min)
+            t += f"{sign}{off // 60:02d}:{off % 60:02d}"
+        elif self.tz is not None:
+            t += f"[{self.tz}]"
+        return t
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d.update(iso=self.iso(), has_date=self.has_date, has_year=self.has_year, has_zone=self.has_zone)
+        return d
+
+    def sort_key(self) -> tuple:
+        """Orders stamps of ONE source (same clock, same known parts); unknown parts → -1."""
+        if self.uptime_s is not None:
+            return (-1, -1, -1, -1, -1, int(self.uptime_s), self.micro)
+        n = lambda v: -1 if v is None else v  # noqa: E731
+        return (n(self.year), n(self.month), n(self.day), self.hour, self.minute, self.second, self.micro)
+
+    def to_datetime(self, year: int | None = None, tz: tzinfo | str | None = None) -> datetime | None:
+        """A datetime when the date is known. The caller's `year`/`tz` only fill what the text lacks;
+        without a year (and none supplied) → None; zone unknown and none supplied → naive."""
+        if self.uptime_s is not None or not self.has_date:
+            return None
+        y = self.year if self.year is not None else year
+        if y is None:
+            return None
+        zone: tzinfo | None = None
+        if self.utc_offset_min is not None:
+            zone = timezone(timedelta(minutes=self.utc_offset_min))
+        elif isinstance(tz, str):
+            off = _zone_offset(tz)
+            zone = None if off is None else timezone(timedelta(minutes=off))
+        else:
+            zone = tz
+        try:
+            return datetime(y, self.month, self.day, self.hour, self.minute, self.second, self.micro, zone)
+        except ValueError:  # Feb 29 anchored to a non-leap year
+            return None
+
+
+def _zone_offset(z: str) -> int | None:
+    """'UTC'/'Z' → 0, '+02:00' / '+0200' → 120, unambiguous abbreviations via _ABBR_MIN; else None."""
+    m = re.fullmatch(r"([+-])(\d\d):?(\d\d)", z)
+    if m:
+        h, mi = int(m[2]), int(m[3])
+        return None if h > 23 or mi > 59 else (-1 if m[1] == "-" else 1) * (h * 60 + mi)
+    return _ABBR_MIN.get(z.upper())
+
+
+def _norm_zone(z: str | None) -> tuple[str | None, int | None]:
+    if not z:
+        return None, None
+    z = z.strip()
+    off = _zone_offset(z)
+    if z[0] in "+-":
+        return (f"{z[0]}{abs(off) // 60:02d}:{abs(off) % 60:02d}", off) if off is not None else (None, None)
+    return ("UTC" if z.upper() in ("Z", "UTC", "UT") else z), off
+
+
+# Building blocks. Every time is HH:MM:SS with two-digit fields, so tqdm's `[05:55<00:10` or a
+# duration `05:55` never qualifies; digit guards stop `2.4.1`, `10.3.0.41`, `SeqNum=31` matching.
+_HMS = r"(?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)"
+_YMD = r"(?<!\d)(?P<Y>\d{4})-(?P<m>\d\d)-(?P<d>\d\d)"
+_ZONE = r"(?P<z>[Zz]|[+-]\d\d:?\d\d(?!\d)| ?(?:UTC|GMT)\b)?"
+
+# Cheap dispatch: a regex that starts with a lookbehind or \d scans slowly (so lookbehinds sit after the
+# first char where possible), and each format is tried only when a fast gate finds its skeleton somewhere
+# in the line: a c10 line then costs ~15 µs instead of ~100.
+_GATES = {"date": re.compile(r"[-/]\d\d[-/]\d\d[-_ Tt]\d\d:"), "usec": re.compile(r":\d\d\.\d{6}"),
+          "mon": re.compile("(?:" + "|".join(_MONTHS) + ") "), None: None}
+# (fmt, gate, regex); group `ts` spans Stamp.text. Order = specificity: at one position the first wins.
+_SPECS: list[tuple[str, str | None, str]] = [
+    # §4.3: the RFC822 part (Go "02 Jan 06 15:04 MST") gives date + zone for the AIStore hour.
+    ("ais_header", "mon", r"[IWE](?<![^\s:\]][IWE]) \d\d:\d\d:\d\d\.\d{6} (?:[\w\-]+:\d+ )?(?P<ts>(?P<d>\d\d) "
+     + _MON
+     + r" (?P<y2>\d\d) (?P<H>\d\d):(?P<M>\d\d) (?P<z>[A-Z]{1,5}|[+-]\d{4}))(?= =+)"),
+    # §1.1: MMDD = month*100+day printed unpadded by c10 (`E808` = Aug 8), hence \d{3,4}; 9-digit ns.
+    ("glog", None, r"\[[IWEF](?P<ts>(?P<md>\d{3,4}) " + _HMS + r"\.(?P<f>\d{6,9}))(?= )"),
+    # §2.3: Python logger uses %m%d → always 4 digits; then pid/tid and path:line].
+    ("torch_py", "usec", r"[VIWEC](?<![A-Za-z0-9][VIWEC])(?P<ts>(?P<md>\d{4}) " + _HMS + r"\.(?P<f>\d{6}))"
+     r"(?= +\d+ \S+:\d+\])"),
+    # §2.1: datetime.isoformat(sep="_") → the underscore is the tell.
+    ("torchelastic", "date", r"(?P<ts>" + _YMD + "_" + _HMS + r"(?:\.(?P<f>\d{1,6}))?)(?!\d)"),
+    # §2.3 torch 2.1–2.2 / stdlib asctime: comma + exactly 3 digits of milliseconds.
+    ("py_logging", "date", r"(?P<ts>" + _YMD + " " + _HMS + r",(?P<f>\d{3}))(?!\d)"),
+    ("iso", "date", r"(?P<ts>" + _YMD + r"[Tt ]" + _HMS + r"(?:[.,](?P<f>\d+))?" + _ZONE + r")(?![\d:])"),
+    ("ais_start", "date", r"(?:Started up|Rotated) at (?P<ts>(?P<Y>\d{4})/(?P<m>\d\d)/(?P<d>\d\d) " + _HMS
+     + r")(?!\d)"),
+    ("go_log", "date", r"(?<![\d/])(?P<ts>(?P<Y>\d{4})/(?P<m>\d\d)/(?P<d>\d\d) " + _HMS
+     + r"(?:\.(?P<f>\d{1,6}))?)(?![\d.:])"),
+    ("ctime", "mon", r"(?<![A-Za-z])(?P<ts>(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) " + _MON + r" {1,2}(?P<d>\d{1,2}) " + _HMS
+     + r" (?P<Y>\d{4}))(?!\d)"),
+    ("syslog", "mon", r"(?<![A-Za-z])(?P<ts>" + _MON + r" {1,2}(?P<d>\d{1,2}) " + _HMS
+     + r"(?:\.(?P<f>\d{1,6}))?)(?= )"),
+    # §4.2: line starts (after outer prefixes) with the severity letter and a space.
+    ("ais", "usec", r"[IWE](?<![^\s:\]][IWE]) (?P<ts>" + _HMS + r"\.(?P<f>\d{6}))(?= |$)"),
+    # §6: printk `[%5lu.%06lu]` = seconds since boot.
+    ("dmesg", None, r"\[\s*(?P<ts>(?P<up>\d{1,10})\.(?P<f>\d{6}))\]"),
+]
+_RES = [(fmt, gate, re.compile(rx)) for fmt, gate, rx in _SPECS]
+_DMESG = next(r for f, _, r in _RES if f == "dmesg")
+_FILENAME = re.compile(r"\.(?:INFO|WARNING|ERROR|FATAL)\.(?P<ts>(?P<Y>\d{4})?(?P<m>\d\d)(?P<d>\d\d)-"
+                       r"(?P<H>\d\d)(?P<M>\d\d)(?P<S>\d\d))\.\d+$")
+
+
+def _valid(month: int | None, day: int | None, h: int, mi: int, s: int, year: int | None) -> bool:
+    if not (0 <= h <= 23 and 0 <= mi <= 59 and 0 <= s <= 59):
+        return False
+    if month is None:
+        return True
+    if not (1 <= month <= 12 and day is not None and 1 <= day <= _DAYS_IN[month - 1]):
+        return False
+    leap = year is None or (year % 4 == 0 and (year % 100 != 0 or year % 400 == 0))
+    return not (month == 2 and day == 29 and not leap)
+
+
+def _build(fmt: str, m: re.Match) -> Stamp | None:
+    g = m.groupdict()
+    f = g.get("f") or ""
+    nanos = int(f.ljust(9, "0")[:9]) if f else 0
+    if fmt == "dmesg":
+        up = int(g["up"])
+        return Stamp(m["ts"], fmt, 0, 0, 0, nanos // 1000, uptime_s=up + nanos / 1e9, nanos=nanos)
+    year = int(g["Y"]) if g.get("Y") else None
+    if g.get("y2"):
+        year = 2000 + int(g["y2"])  # Go RFC822 prints 2-digit years; AIStore postdates 2000
+    month = day = None
+    if g.get("md"):
+        month, day = divmod(int(g["md"]), 100)
+    elif g.get("m"):
+        month, day = int(g["m"]), int(g["d"])
+    elif g.get("mon"):
+        month, day = _MONTHS[g["mon"]], int(g["d"])
+    h, mi, s = int(g["H"]), int(g["M"]), int(g.get("S") or 0)
+    tz, off = _norm_zone(g.get("z"))
+    if g.get("z") and tz is None:  # an offset like +25:00 is no offset
+        return None
+    if not _valid(month, day, h, mi, s, year):
+        return None
+    return Stamp(m["ts"], fmt, h, mi, s, nanos // 1000, year, month, day, tz, off, nanos=nanos)
+
+
+def parse_stamp(line: str) -> Stamp | None:
+    """The first timestamp in `line` (searched, not anchored: `[rank3]:`, ` 3: `, `[default0]:` or a
+    tqdm bar may precede it). Earliest position wins; at one position the most specific format wins;
+    an AIStore hourly header's RFC822 date beats the time-only stamp that starts its line."""
+    if ":" not in line:  # every wall-clock format has HH:MM; only dmesg uptime lacks a colon
+        m = _DMESG.search(line) if "[" in line else None
+        return _build("dmesg", m) if m else None
+    best: tuple[int, Stamp] | None = None
+    gates: dict[str | None, bool] = {None: True}
+    for fmt, gate, rx in _RES:
+        if gate not in gates:
+            gates[gate] = _GATES[gate].search(line) is not None
+        if not gates[gate]:
+            continue
+        for m in rx.finditer(line):
+            if best is not None and m.start() >= best[0]:
+                break
+            st = _build(fmt, m)
+            if st is not None:
+                if fmt == "ais_header":
+                    return st
+                best = (m.start(), st)
+                break
+    return best[1] if best else None
+
+
+def parse_stamp_bytes(line: bytes) -> Stamp | None:
+    return parse_stamp(line.decode("utf-8", "replace"))
+
+
+def filename_stamp(name: str) -> Stamp | None:
+    """Creation time encoded in a log file name (local time, no zone):
+    AIStore `aistarget.ais-target-3.INFO.0821-191752.4171` (MMDD-HHMMSS, no year → `ais_filename`, §4.1);
+    glog `prog.host.user.log.INFO.20241105-123456.1234` (YYYYMMDD-HHMMSS → `glog_filename`)."""
+    m = _FILENAME.search(os.path.basename(name))
+    if not m:
+        return None
+    st = _build("ais_filename", m)
+    if st is not None and st.year is not None:
+        st = replace(st, fmt="glog_filename")
+    return st
