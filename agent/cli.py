@@ -20,6 +20,8 @@ from agent import render
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Find the root cause of a failed distributed training job from its logs.")
 out = Console(highlight=False, soft_wrap=False)
+if not out.is_terminal:  # pipes and files get wide lines: rows of file:line are meant to be grepped
+    out = Console(highlight=False, soft_wrap=False, width=200)
 err = Console(stderr=True, highlight=False)
 
 PathsArg = typer.Argument(..., help="Log bundle(s): directory, .tar/.tar.gz/.tgz/.zip, or files (.gz ok).")
@@ -131,7 +133,10 @@ def grep(pattern: str = typer.Argument(..., help="Python regular expression."), 
     from tools.grep import grep_bundle
     from tools.jsonable import dumps
     with guarded(), opened(paths) as b:
-        res = grep_bundle(b, pattern, ignore_case=ignore_case)
+        try:
+            res = grep_bundle(b, pattern, ignore_case=ignore_case)
+        except ValueError as e:
+            fail(str(e), 2)
         if json_:
             out.print_json(dumps(res))
         else:

@@ -12,6 +12,11 @@ from tools.patterns import TIERS
 MAX_TEXT = 160
 
 
+def row(table: Table, *cells) -> None:
+    """Add a row of plain text: log lines are full of `[rank3]:` that rich would read as markup."""
+    table.add_row(*(c if isinstance(c, Text) else Text(str(c)) for c in cells))
+
+
 def ranks_str(ranks: list[int], cap: int = 12) -> str:
     """Compact rank ranges: [0,1,2,3,7] → '0-3,7'; long lists are cut with a count."""
     if not ranks:
@@ -50,7 +55,12 @@ def render_scan(res, console: Console, max_patterns: int = 60) -> None:
     mbs = res.bytes / max(res.seconds, 1e-9) / 1e6
     console.print(Text.assemble(("scan ", "bold"), f"{res.root}: {len(res.files)} files, {res.lines:,} lines, "
                                 f"{res.bytes / 1e6:,.1f} MB in {res.seconds:.2f}s ({mbs:,.0f} MB/s, {res.engine})"))
-    exp = f"{cov.expected_ranks} expected ({cov.expected_from})" if cov.expected_ranks else "world size unknown"
+    if cov.expected_ranks and cov.expected_from == "max rank seen":
+        exp = f"at least {cov.expected_ranks} expected (max rank seen; no world size in the logs)"
+    elif cov.expected_ranks:
+        exp = f"{cov.expected_ranks} expected ({cov.expected_from})"
+    else:
+        exp = "world size unknown"
     line = f"ranks: {len(cov.seen_ranks)} seen, {exp}"
     if cov.missing_ranks:
         line += f"; MISSING {len(cov.missing_ranks)}: {ranks_str(cov.missing_ranks)}"
@@ -65,7 +75,7 @@ def render_scan(res, console: Console, max_patterns: int = 60) -> None:
         if not rows:
             continue
         t = Table(title=f"tier {tier}: {TIERS[tier]}", title_justify="left", show_lines=False, expand=False)
-        t.add_column("pattern", style="bold")
+        t.add_column("pattern", style="bold", no_wrap=True)
         t.add_column("role")
         t.add_column("hits", justify="right")
         t.add_column("ranks", justify="right")
@@ -81,7 +91,7 @@ def render_scan(res, console: Console, max_patterns: int = 60) -> None:
                 out = f"all but {ranks_str(p.missing_ranks)}"
             else:
                 out = ""
-            t.add_row(p.id, p.role.replace("_candidate", ""), f"{p.count:,}",
+            row(t, p.id, p.role.replace("_candidate", ""), f"{p.count:,}",
                       f"{nr}" + (f" +{p.unranked} unranked" if p.unranked else ""), out, cite(p.first), _time(p.first))
         console.print(t)
         if len(rows) > len(shown):
@@ -134,7 +144,7 @@ def render_grep(res, console: Console, max_lines: int = 3) -> None:
         t.add_column("first (file:line)")
         t.add_column("line")
         for rm in res.ranks:
-            t.add_row(str(rm.rank), f"{rm.count:,}", _time(rm.first), _time(rm.last), cite(rm.first),
+            row(t, str(rm.rank), f"{rm.count:,}", _time(rm.first), _time(rm.last), cite(rm.first),
                       short(rm.first.text, 100) if rm.first else "")
         console.print(t)
         if max_lines > 1:
@@ -160,5 +170,5 @@ def render_catalog(rows: list[dict], console: Console) -> None:
     for c in ("id", "tier", "category", "role", "summary"):
         t.add_column(c)
     for r in rows:
-        t.add_row(r["id"], str(r["tier"]), r["category"] or "-", r["role"], r["summary"] + (" (fallback)" if r["fallback"] else ""))
+        row(t, r["id"], str(r["tier"]), r["category"] or "-", r["role"], r["summary"] + (" (fallback)" if r["fallback"] else ""))
     console.print(t)

@@ -37,6 +37,7 @@ class Attribution:
     cuda_dev: int | None = None  # NCCL '[cudaDev]': a LOCAL device index, never a rank
 
 
+_EMPTY = Attribution()
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 # One wrapper layer at the current position; applied repeatedly (outer -> inner).
@@ -53,6 +54,7 @@ _WRAP = re.compile(
 # tqdm glues headers mid-line: 'Epoch 10/10: 240it [05:55, ...][rank0]:[E709 17:05:38...'.
 _RANK_ANY = re.compile(r"\[rank(\d+)\]:(?:(?=\[)| |$)")
 _CAMEL = re.compile(r"[a-z][A-Z]")
+_DIGIT = re.compile(r"\d")
 _IPV4 = re.compile(r"(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)")
 # Tokens shaped like 'word<digits>' that are metrics/devices/versions, not pdsh hosts.
 _NOT_HOST = re.compile(
@@ -68,7 +70,7 @@ _PG = re.compile(
 _NEMO = re.compile(r"\[NeMo [A-Z] \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+:\d+ rank:(\d+)\]")
 # '{host}:{pid}:{tid} [{cudaDev}] ... NCCL INFO', optional v2.26+ '[ts] ' before it (FORMATS §3.1).
 _NCCL = re.compile(
-    r"(?:\[[^\]]*\] )?(?P<host>[^\s:\[\]]*[A-Za-z][^\s:\[\]]*):\d+:\d+ (?:\[(?P<dev>\d+)\] )?"
+    r"(?:\[[^\]]*\] )?(?P<host>[^\s:\[\]]+):\d+:\d+ (?:\[(?P<dev>\d+)\] )?"
     r"(?=(?:\S+ ){0,3}NCCL )"
 )
 # Rank sources, best first: explicit c10 '[rankN]:' > elastic template > srun task id > Ray
@@ -84,15 +86,14 @@ def _hostish(tok: str) -> bool:
     dotted module names ('torch.distributed.DistBackendError'), 'WARNING', 'srun', 'fp16',
     'gpu0', camelCase model names ('ResNet50'), ALL-CAPS words without '-' ('GPT2').
     """
-    if _IPV4.fullmatch(tok):
-        return True
-    if "." in tok or not tok[0].isalpha() or tok.endswith(("Error", "Exception", "Warning")):
+    if tok[0].isdigit():
+        return _IPV4.fullmatch(tok) is not None
+    if "." in tok or tok.endswith(("Error", "Exception", "Warning")) or not _DIGIT.search(tok):
         return False
-    if not any(c.isdigit() for c in tok) or _NOT_HOST.fullmatch(tok):
+    if _NOT_HOST.fullmatch(tok):
         return False
-    if any(c.isupper() for c in tok):
-        if "-" not in tok or _CAMEL.search(tok):
-            return False
+    if not tok.islower() and ("-" not in tok or _CAMEL.search(tok)):
+        return False
     return True
 
 
@@ -182,7 +183,7 @@ def _scan(line: str) -> tuple[Attribution, str, int]:
     cr = s.rfind("\r", pos)
     if cr >= 0:  # tqdm: only the text after the last '\r' is what the terminal shows
         pos = _peel(s, cr + 1, st)
-    if "[rank" in s[pos:]:
+    if s.find("[rank", pos) >= 0:
         last = None
         for last in _RANK_ANY.finditer(s, pos):
             pass
@@ -192,7 +193,9 @@ def _scan(line: str) -> tuple[Attribution, str, int]:
             pos = _peel(s, last.end(), st)
     rest = s[pos:]
     pg_rank = dev = None
-    nccl = _NCCL.match(s, pos) if ":" in rest else None
+    nccl = _NCCL.match(s, pos) if "NCCL " in rest else None
+    if nccl is not None and nccl.group("host").isdigit():  # '12:34:56 [3] ...' is a time
+        nccl = None
     if nccl is not None:
         st.node = st.node or nccl.group("host")
         dev = int(nccl.group("dev")) if nccl.group("dev") else None
@@ -211,6 +214,8 @@ def _scan(line: str) -> tuple[Attribution, str, int]:
     if _P_SRUN in st.ranks and "torchrun_role" in st.styles:
         del st.ranks[_P_SRUN]  # srun launched one torchrun per node: the label is a node index
     rank = st.ranks[min(st.ranks)] if st.ranks else None
+    if pos == 0 and idx is None and not st.styles:
+        return _EMPTY, s, 0
     body = pos if idx is None else (idx[pos] if pos < len(idx) else len(line.rstrip("\r\n")))
     att = Attribution(rank, st.local, st.node, pg_rank, body, tuple(st.styles), dev)
     return att, s, pos

@@ -164,12 +164,43 @@ def _unsafe(name: str) -> bool:
             or ".." in n.split("/"))
 
 
+def _safe_name(rel: str) -> str:
+    return re.sub(r"[^\w.-]", "_", re.split(r"[/!]", rel)[-1])[-80:]
+
+
 def _clean(name: str) -> str:
     return "/".join(p for p in name.replace("\\", "/").split("/") if p not in ("", "."))
 
 
 class _CapHit(Exception):
     pass
+
+
+def _tar_members(tf: tarfile.TarFile, tmp: str):
+    """(name, type, declared size, opener, reason-to-skip) per member; `tarfile.data_filter` vets
+    each regular file on top of our own checks (defence in depth; we never call extract())."""
+    for m in tf:
+        kind = ("dir" if m.isdir() else "symlink" if m.issym() else "hardlink" if m.islnk()
+                else "file" if m.isreg() else "special")
+        why = None
+        if kind == "file" and _DATA_FILTER and not _unsafe(m.name):
+            try:
+                _DATA_FILTER(m, tmp)
+            except tarfile.FilterError as exc:
+                why = f"unsafe archive member ({exc})"
+        yield m.name, kind, m.size, (lambda m=m: tf.extractfile(m)), why
+
+
+def _zip_members(zf: zipfile.ZipFile):
+    for i in zf.infolist():
+        fmt = stat.S_IFMT(i.external_attr >> 16)
+        kind = ("dir" if i.is_dir() else "symlink" if fmt == stat.S_IFLNK
+                else "file" if fmt in (0, stat.S_IFREG) else "special")
+        ratio = i.file_size / max(i.compress_size, 1)
+        why = ("encrypted zip member" if i.flag_bits & 0x1 else
+               f"suspicious compression ratio ({ratio:.0f}:1)"
+               if ratio > RATIO_MAX and i.file_size > RATIO_MIN_SIZE else None)
+        yield i.filename, kind, i.file_size, (lambda i=i: zf.open(i)), why
 
 
 class _Loader:
@@ -182,9 +213,9 @@ class _Loader:
         self.notes: list[str] = []
         self.tmp: Path | None = None
         self.extracted = self.members = self.seq = self.cap_skipped = 0
-        self.stop = ""              # set once extraction must stop everywhere: the Skipped reason
-        self.limit = _human(max_bytes)  # what was hit, for the note
-        self.unread: list[str] = []
+        self.stop = ""                  # once set, extraction stops everywhere: the Skipped reason
+        self.limit = _human(max_bytes)  # which limit was hit, for the note
+        self.unread: list[str] = []     # archives whose remaining members were never read
 
     def skip(self, rel: str, reason: str) -> None:
         self.skipped.append(Skipped(rel, _one_line(reason)))
@@ -194,39 +225,33 @@ class _Loader:
             self.tmp = Path(tempfile.mkdtemp(prefix="trainlog-bundle-"))
         return self.tmp
 
-    # ---- directories --------------------------------------------------------------------------------
     def walk(self, root: Path, prefix: str) -> None:
-        """Recursive, sorted, no symlink followed out of `root`, each inode counted once."""
-        real_root = os.path.realpath(root)
-        seen: set[tuple[int, int]] = set()
-        links: list[tuple[str, str]] = []
-        stack = [(str(root), prefix)]
-        while stack:
-            d, reldir = stack.pop()
-            try:
-                entries = sorted(os.scandir(d), key=lambda e: natural_key(e.name))
-            except OSError as e:
-                self.skip(reldir or ".", f"unreadable directory ({e.strerror or e})")
-                continue
-            subdirs = []
-            for e in entries:
-                rel = f"{reldir}/{e.name}" if reldir else e.name
+        """Recursive and sorted; symlinks are never followed (inside ones point at what the walk
+        reaches anyway, outside ones are listed as skipped); each inode (hard links) counted once."""
+        real_root, seen, links = os.path.realpath(root), set(), []
+
+        def relof(path: str) -> str:
+            r = Path(os.path.relpath(path, root)).as_posix()
+            return f"{prefix}/{r}" if prefix and r != "." else (prefix or r)
+
+        def unreadable(exc: OSError) -> None:
+            self.skip(relof(exc.filename), f"unreadable directory ({exc.strerror or exc})")
+
+        for d, dirs, files in os.walk(root, onerror=unreadable):
+            for name in sorted(dirs + files, key=natural_key):
+                path, rel = os.path.join(d, name), relof(os.path.join(d, name))
                 try:
-                    if e.is_symlink():
-                        links.append((e.path, rel))
-                    elif e.is_dir(follow_symlinks=False):
-                        if e.name not in JUNK_DIRS:
-                            subdirs.append((e.path, rel))
-                    elif e.is_file(follow_symlinks=False):
-                        st = e.stat(follow_symlinks=False)
-                        if (st.st_dev, st.st_ino) not in seen:      # hard links: once
-                            seen.add((st.st_dev, st.st_ino))
-                            self.add_file(Path(e.path), rel, 0)
-                    else:
+                    st = os.lstat(path)
+                    if stat.S_ISLNK(st.st_mode):
+                        links.append((path, rel))
+                    elif stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) not in seen:
+                        seen.add((st.st_dev, st.st_ino))
+                        self.add_file(Path(path), rel, 0)
+                    elif not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
                         self.skip(rel, "not a regular file (device, fifo or socket)")
                 except OSError as exc:
                     self.skip(rel, read_error_reason(exc))
-            stack.extend(reversed(subdirs))
+            dirs[:] = sorted((x for x in dirs if x not in JUNK_DIRS), key=natural_key)
         for path, rel in links:
             target = os.path.realpath(path)
             try:
@@ -240,9 +265,7 @@ class _Loader:
             elif stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) not in seen:
                 seen.add((st.st_dev, st.st_ino))    # e.g. a link into a skipped .git dir
                 self.add_file(Path(target), rel, 0)
-            # links to dirs/files inside the root: already walked via their real path
 
-    # ---- one file -----------------------------------------------------------------------------------
     def add_file(self, path: Path, rel: str, depth: int) -> bool:
         """Index `path` (a text source, or an archive to open). True if it became a Source."""
         try:
@@ -267,19 +290,17 @@ class _Loader:
                 self.skip(rel, f"corrupt {kind} file ({exc})")
                 return False
             if _looks_tar(head):
-                return self.open_tar(path, rel, depth, compressed=True)
-            if kind != "gz":        # single .bz2/.xz: decompress a (capped) copy, then index that
+                return self.open_archive(path, rel, depth, "tar", compressed=True)
+            if kind != "gz" or _magic(head):    # .bz2/.xz, or .zip.gz & co: index a capped copy
                 dest = self.copy_out(rel, lambda: _OPENERS[kind](path, "rb"), 0)
                 return bool(dest) and self.keep(dest, self.add_file(dest, rel, depth + 1))
-        elif kind == "tar":
-            return self.open_tar(path, rel, depth, compressed=False)
-        elif kind == "zip":
-            return self.open_zip(path, rel, depth)
+        elif kind in ("tar", "zip"):
+            return self.open_archive(path, rel, depth, kind)
         elif kind:
             self.skip(rel, f"unsupported compression or archive ({kind})")
             return False
         src_kind = sniff(rel, head)
-        why = None if src_kind == FR_DUMP else _binary_reason(head)   # FR dumps: pickle, kept
+        why = None if src_kind == FR_DUMP else _binary_reason(head)   # FR dumps are pickles: kept
         if why:
             self.skip(rel, why)
             return False
@@ -300,94 +321,45 @@ class _Loader:
             dest.unlink(missing_ok=True)
         return is_source
 
-    # ---- archives -----------------------------------------------------------------------------------
-    def too_deep(self, rel: str, depth: int) -> bool:
+    def open_archive(self, path: Path, rel: str, depth: int, fmt: str, compressed: bool = False) -> bool:
         if depth >= MAX_NESTING:
             self.skip(rel, f"nested archive too deep (more than {MAX_NESTING} levels)")
-        return depth >= MAX_NESTING
-
-    def open_tar(self, path: Path, rel: str, depth: int, compressed: bool) -> bool:
-        if self.too_deep(rel, depth):
             return False
         try:
-            tf = tarfile.open(path, "r:*")
+            arc = tarfile.open(path, "r:*") if fmt == "tar" else zipfile.ZipFile(path)
         except _UNREADABLE as exc:
             self.skip(rel, f"corrupt archive ({exc})")
             return False
-        with tf:
-            while True:
-                try:
-                    m = tf.next()
-                except _UNREADABLE as exc:
-                    self.skip(f"{rel}!*", f"truncated or corrupt archive ({exc})")
-                    break
-                if m is None:
-                    break
-                mrel = f"{rel}!{_clean(m.name) or m.name}"
-                if self.stop:       # skipping forward would mean reading the rest: stop here
-                    self.unread.append(rel)
-                    self.skip(f"{rel}!*", f"{self.stop}: remaining members not read")
-                    break
-                kind = ("dir" if m.isdir() else "symlink" if m.issym() else "hardlink" if m.islnk()
-                        else "file" if m.isreg() else "special")
-                if kind == "file" and _DATA_FILTER and not _unsafe(m.name):
-                    try:
-                        _DATA_FILTER(m, str(self.tmpdir()))
-                    except tarfile.FilterError as exc:
-                        self.members += 1
-                        self.skip(mrel, f"unsafe archive member ({exc})")
-                        continue
-                got = self.member(rel, depth, m.name, kind, m.size, lambda m=m: tf.extractfile(m))
-                if got == "cap" and compressed:     # skipping a huge member = decompressing it
-                    self.unread.append(rel)
-                    self.skip(f"{rel}!*", f"extraction cap reached ({self.limit}): remaining members not read")
-                    break
-        return False
-
-    def open_zip(self, path: Path, rel: str, depth: int) -> bool:
-        if self.too_deep(rel, depth):
-            return False
-        try:
-            zf = zipfile.ZipFile(path)
-        except _UNREADABLE as exc:
-            self.skip(rel, f"corrupt archive ({exc})")
-            return False
-        with zf:
-            for info in zf.infolist():
-                fmt = stat.S_IFMT(info.external_attr >> 16)
-                kind = ("dir" if info.is_dir() else "symlink" if fmt == stat.S_IFLNK
-                        else "file" if fmt in (0, stat.S_IFREG) else "special")
-                if kind == "file" and info.flag_bits & 0x1:
-                    self.members += 1
-                    self.skip(f"{rel}!{_clean(info.filename)}", "encrypted zip member")
-                    continue
-                ratio = info.file_size / max(info.compress_size, 1)
-                if kind == "file" and ratio > RATIO_MAX and info.file_size > RATIO_MIN_SIZE:
-                    self.members += 1
-                    self.skip(f"{rel}!{_clean(info.filename)}",
-                              f"suspicious compression ratio ({ratio:.0f}:1), not extracted")
-                    continue
-                self.member(rel, depth, info.filename, kind, info.file_size,
-                            lambda info=info: zf.open(info))
+        with arc:
+            members = _tar_members(arc, str(self.tmpdir())) if fmt == "tar" else _zip_members(arc)
+            try:
+                for name, kind, size, opener, why in members:
+                    got = self.member(rel, depth, name, kind, size, opener, why)
+                    # A tar is a stream: skipping on means reading (decompressing) what is skipped.
+                    if fmt == "tar" and (self.stop or (got == "cap" and compressed)):
+                        self.unread.append(rel)
+                        self.skip(f"{rel}!*", f"extraction cap reached ({self.limit}): remaining members not read")
+                        break
+            except _UNREADABLE as exc:
+                self.skip(f"{rel}!*", f"truncated or corrupt archive ({exc})")
         return False
 
     def member(self, arch: str, depth: int, name: str, kind: str, declared: int,
-               opener: Callable[[], BinaryIO | None]) -> str:
-        """Check, copy out and index one archive member. Returns 'ok', 'skip' or 'cap'."""
+               opener: Callable[[], BinaryIO | None], why: str | None) -> str:
+        """Vet, copy out and index one archive member. Returns 'ok', 'skip' or 'cap'."""
         self.members += 1
         mrel = f"{arch}!{_clean(name) or name}"
         if _unsafe(name):
-            self.skip(mrel, f"unsafe archive member path {name}")
+            why = f"unsafe archive member path {name}"
+        elif kind == "dir" or JUNK_DIRS.intersection(_clean(name).split("/")):
             return "skip"
-        if kind == "dir" or JUNK_DIRS.intersection(_clean(name).split("/")):
-            return "skip"
-        if kind != "file":
-            self.skip(mrel, {"symlink": "symlink member (not extracted)",
-                             "hardlink": "hardlink member (not extracted)"}.get(
-                                 kind, "device or fifo member (not extracted)"))
+        elif kind != "file":
+            why = f"{kind} member (not extracted)" if "link" in kind else "device or fifo member (not extracted)"
+        if why:
+            self.skip(mrel, why)
             return "skip"
         if self.members > self.max_members and not self.stop:
-            self.halt(f"{self.max_members} members")
+            self.limit, self.stop = f"{self.max_members} members", f"extraction cap reached ({self.max_members} members)"
         before = self.cap_skipped
         dest = self.copy_out(mrel, opener, declared)
         if dest is None:
@@ -395,26 +367,20 @@ class _Loader:
         self.keep(dest, self.add_file(dest, mrel, depth + 1))
         return "ok"
 
-    def halt(self, limit: str) -> None:
-        self.limit, self.stop = limit, f"extraction cap reached ({limit})"
-
     def cap_skip(self, rel: str, reason: str) -> None:
         self.cap_skipped += 1
         if self.cap_skipped <= SKIP_LIST_MAX:
             self.skip(rel, reason)
 
     def copy_out(self, rel: str, opener: Callable[[], BinaryIO | None], declared: int) -> Path | None:
-        """Stream a member into the temp dir, counting real bytes against the cap."""
-        if self.stop:
-            self.cap_skip(rel, self.stop)
-            return None
+        """Stream one member into the temp dir under a name of our own, counting the bytes really
+        written against the cap (a declared size is only a hint)."""
         budget = self.max_bytes - self.extracted
-        if declared > budget:       # declared too big: skip it, smaller members may still fit
-            self.cap_skip(rel, f"extraction cap reached ({self.limit}): member is {_human(declared)}")
+        if self.stop or declared > budget:  # a too-big member is skipped; smaller ones may still fit
+            self.cap_skip(rel, self.stop or f"extraction cap reached ({self.limit}): member is {_human(declared)}")
             return None
         self.seq += 1
-        safe = re.sub(r"[^\w.-]", "_", re.split(r"[/!]", rel)[-1])[-80:]
-        dest = self.tmpdir() / f"{self.seq:06d}-{safe}"
+        dest = self.tmpdir() / f"{self.seq:06d}-{_safe_name(rel)}"
         written = 0
         try:
             with opener() as src, open(dest, "xb") as out:
@@ -424,12 +390,10 @@ class _Loader:
                         raise _CapHit
                     out.write(chunk)
             return dest
-        except _CapHit:             # the declared size lied: stop everything
-            dest.unlink(missing_ok=True)
-            self.halt(_human(self.max_bytes))
+        except _CapHit:                     # more bytes than declared: stop everything
+            self.stop = f"extraction cap reached ({self.limit})"
             self.cap_skip(rel, f"{self.stop}: member larger than declared")
         except _UNREADABLE as exc:
-            dest.unlink(missing_ok=True)
             if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
                 self.limit, self.stop = "a full temp dir", "temp dir full (no space left)"
                 self.cap_skip(rel, self.stop)
@@ -437,6 +401,7 @@ class _Loader:
                 self.skip(rel, f"corrupt archive member ({exc})")
         finally:
             self.extracted += written
+        dest.unlink(missing_ok=True)
         return None
 
     def finish(self) -> None:

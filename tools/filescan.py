@@ -30,6 +30,7 @@ LOOKAHEAD_LINES = 200  # how far a traceback's final exception line is searched 
 
 _RANK_LABEL = re.compile(rb"\[rank(\d+)\]")
 _SRUN_LABEL = re.compile(rb"(?m)^ *(\d+): ")
+_ROLE_RANK = re.compile(rb"\[[A-Za-z_]+(\d+)\]:\[rank(\d+)\]:")
 _EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|StopIteration|Warning)|StopIteration|KeyboardInterrupt)\b:? ?(.*)")
 _TB_SKIP = ("Traceback", "During handling", "The above exception", "File ", "^", "~")
 
@@ -74,6 +75,7 @@ class FileScan:
     first_time_line: int | None = None
     last_lines: dict[int | None, LastLine] = field(default_factory=dict)
     retries: dict[int | None, list[int]] = field(default_factory=dict)  # rank → [max attempt, M, n at 1/M, n at M/M]
+    local_to_rank: dict[int, int] = field(default_factory=dict)  # stated by lines like `[default1]:[rank5]:`
 
 
 def _decode(b: bytes) -> str:
@@ -161,6 +163,7 @@ class FileScanner:
         self._tail(fs, tail, tail_line)
         fs.hits, fs.dropped_hits = keeper.hits()
         fs.counts = keeper.counts
+        self._local_ranks(fs)
         self._file_nodes(fs)
         if hint.rank is not None:
             fs.ranks.add(hint.rank)
@@ -191,6 +194,9 @@ class FileScanner:
                 fs.ranks.update(int(x) for x in set(_RANK_LABEL.findall(buf)))
         if srun:
             fs.ranks.update(int(x) for x in set(_SRUN_LABEL.findall(buf)))
+        if total and b"]:[rank" in buf:
+            for lr, r in set(_ROLE_RANK.findall(buf[:HEAD])):
+                fs.local_to_rank.setdefault(int(lr), -1 if fs.local_to_rank.get(int(lr), int(r)) != int(r) else int(r))
 
     def _hits(self, fs: FileScan, keeper: _HitKeeper, buf: bytes, base_line: int, base_off: int) -> None:
         cands = self.engine.candidates(buf)
@@ -214,6 +220,8 @@ class FileScanner:
             attr = attribute_line(text)
             stamp = parse_stamp(text)
             rank = attr.rank if attr.rank is not None else self._hint.rank
+            if rank is None and attr.local_rank is not None and fs.local_to_rank.get(attr.local_rank, -1) >= 0:
+                rank = fs.local_to_rank[attr.local_rank]
             node = attr.node or self._hint.node
             time = stamp.to_json() if stamp else None
             extra: dict[str, Any] = {}
@@ -276,6 +284,30 @@ class FileScanner:
                     need_time.discard(rank)
             if len(fs.ranks) <= 1 and not need_time:
                 break
+
+    @staticmethod
+    def _local_ranks(fs: FileScan) -> None:
+        """Lines that carry only `[default1]:` get the global rank that this file itself states for local rank 1
+        (`[default1]:[rank5]:` elsewhere in the file); an ambiguous local rank (two global ranks, e.g. after a
+        restart with a new layout) is left unattributed rather than guessed."""
+        for h in fs.hits:
+            if h.rank is not None and h.local_rank is not None and f"[rank{h.rank}]" in h.text:
+                prev = fs.local_to_rank.get(h.local_rank)
+                fs.local_to_rank[h.local_rank] = h.rank if prev in (None, h.rank) else -1
+        if not fs.local_to_rank:
+            return
+        moved: dict[tuple, int] = {}
+        for h in fs.hits:
+            if h.rank is None and h.local_rank is not None:
+                r = fs.local_to_rank.get(h.local_rank, -1)
+                if r >= 0:
+                    h.rank = r
+                    moved[(h.pattern, r)] = moved.get((h.pattern, r), 0) + 1
+        for (pid, r), n in moved.items():  # only kept hits can move; dropped repeats stay counted as unranked
+            fs.counts[(pid, None)] -= n
+            if fs.counts[(pid, None)] <= 0:
+                del fs.counts[(pid, None)]
+            fs.counts[(pid, r)] = fs.counts.get((pid, r), 0) + n
 
     def _file_nodes(self, fs: FileScan) -> None:
         """A file whose lines name exactly one host (NCCL `host:pid:tid`, pdsh) belongs to that node."""

@@ -1,0 +1,66 @@
+"""What the scanner records for one line, computed the way tools/filescan.py does it, for the per-source tables.
+
+`matched(line)` applies EVERY catalog pattern (not only the source under test) to the line, then applies the
+fallback rule: `fallback` patterns are dropped when any specific pattern matched the same line. It also checks
+that the scanner's engines would have offered the line at all: the pure-Python engine only looks at lines that
+contain one of a pattern's `anchors`, and the Hyperscan engine must agree with Python `re`. A pattern whose
+trigger matches but whose anchors are missing from the line would be silently lost without Hyperscan, so the
+helper fails loudly on that instead.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from tools.catalog import by_id, patterns
+from tools.engine import HyperscanEngine, ReEngine, available_engines
+
+
+@lru_cache(maxsize=1)
+def _engines():
+    pats = patterns()
+    engines = [ReEngine(pats)]
+    if "hyperscan" in available_engines():
+        engines.append(HyperscanEngine(pats))
+    return engines
+
+
+def _verified(engine, line: str) -> set[str]:
+    pats = engine.patterns
+    return {pats[i].id for start, i in engine.candidates(line.encode()) if start == 0 and pats[i].match(line)}
+
+
+def _fallback_rule(hits: list) -> set[str]:
+    specific = [p for p in hits if not p.fallback]
+    return {p.id for p in (specific or hits)}
+
+
+def matched(line: str) -> set[str]:
+    """Pattern ids the scanner records for `line` (after the fallback rule), checked against both engines."""
+    assert "\n" not in line, "one physical line at a time"
+    hits = [p for p in patterns() if p.match(line)]
+    raw = {p.id for p in hits}
+    for engine in _engines():
+        seen = _verified(engine, line)
+        assert seen == raw, f"{engine.name} engine disagrees with Python re on {line!r}: {seen ^ raw}"
+    return _fallback_rule(hits)
+
+
+def fields(pattern_id: str, line: str) -> dict:
+    """Typed fields `pattern_id` extracts from `line`."""
+    return by_id()[pattern_id].extract(line)
+
+
+def check(line: str, ids: set[str] | str, expected_fields: dict | None = None, of: str | None = None) -> None:
+    """Assert the ids recorded for `line` and, when given, that the fields of pattern `of` (default: the only id)
+    include `expected_fields` (a subset check: keys absent from `expected_fields` are not compared)."""
+    ids = {ids} if isinstance(ids, str) else set(ids)
+    got = matched(line)
+    assert got == ids, f"{line!r}\n  expected {sorted(ids)}\n  got      {sorted(got)}"
+    if expected_fields:
+        pid = of or next(iter(ids))
+        if of is None:
+            assert len(ids) == 1, "name the pattern whose fields are checked with `of=`"
+        out = fields(pid, line)
+        sub = {k: out.get(k) for k in expected_fields}  # None = field absent
+        assert sub == expected_fields, f"{pid} on {line!r}\n  expected {expected_fields}\n  got      {out}"
