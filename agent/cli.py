@@ -48,7 +48,8 @@ def main(_version_flag: bool = typer.Option(False, "--version", callback=_versio
 
 
 def fail(msg: str, code: int = 2):
-    err.print(f"error: {msg}", markup=False)
+    msg = " ".join(str(msg).split())  # exactly one line, whatever the exception text held
+    typer.echo(f"error: {msg}", err=True)
     raise typer.Exit(code)
 
 

@@ -138,19 +138,13 @@ def _looks_tar(block: bytes) -> bool:
         return False
 
 
+_MAGIC = ((b"\x1f\x8b", "gz"), (b"BZh", "bz2"), (b"\xfd7zXZ\x00", "xz"), (b"PK\x03\x04", "zip"),
+          (b"PK\x05\x06", "zip"), (b"\x28\xb5\x2f\xfd", "zstd"), (b"7z\xbc\xaf\x27\x1c", "7z"), (b"Rar!", "rar"))
+
+
 def _magic(head: bytes) -> str:
-    if head[:2] == b"\x1f\x8b":
-        return "gz"
-    if head[:3] == b"BZh" and head[3:4].isdigit():
-        return "bz2"
-    if head[:6] == b"\xfd7zXZ\x00":
-        return "xz"
-    if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
-        return "zip"
-    for sig, name in ((b"\x28\xb5\x2f\xfd", "zstd"), (b"7z\xbc\xaf\x27\x1c", "7z"), (b"Rar!", "rar")):
-        if head.startswith(sig):
-            return name
-    return "tar" if _looks_tar(head) else ""
+    """The container format from magic bytes, never from the name (names lie, e.g. `.log` tarballs)."""
+    return next((k for sig, k in _MAGIC if head.startswith(sig)), "tar" if _looks_tar(head) else "")
 
 
 _OPENERS: dict[str, Callable[..., BinaryIO]] = {"gz": gzip.open, "bz2": bz2.open, "xz": lzma.open}
@@ -170,10 +164,6 @@ def _safe_name(rel: str) -> str:
 
 def _clean(name: str) -> str:
     return "/".join(p for p in name.replace("\\", "/").split("/") if p not in ("", "."))
-
-
-class _CapHit(Exception):
-    pass
 
 
 def _tar_members(tf: tarfile.TarFile, tmp: str):
@@ -384,14 +374,11 @@ class _Loader:
         written = 0
         try:
             with opener() as src, open(dest, "xb") as out:
-                while chunk := src.read(min(_CHUNK, budget - written + 1)):
-                    written += len(chunk)
-                    if written > budget:
-                        raise _CapHit
-                    out.write(chunk)
-            return dest
-        except _CapHit:                     # more bytes than declared: stop everything
-            self.stop = f"extraction cap reached ({self.limit})"
+                while (chunk := src.read(min(_CHUNK, budget - written + 1))) and written + len(chunk) <= budget:
+                    written += out.write(chunk)
+            if not chunk:
+                return dest
+            self.stop = f"extraction cap reached ({self.limit})"   # more bytes than declared: stop all
             self.cap_skip(rel, f"{self.stop}: member larger than declared")
         except _UNREADABLE as exc:
             if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
@@ -436,11 +423,7 @@ def open_bundle(paths: str | Path | Sequence[str | Path], *, max_extract_bytes: 
         raise BundleError("no input given")
     root = _one_line(", ".join(str(p) for p in items))
     for p in items:
-        try:
-            exists = os.path.exists(p)
-        except (ValueError, TypeError):
-            exists = False
-        if not exists:
+        if not isinstance(p, (str, os.PathLike)) or "\x00" in str(p) or not os.path.exists(p):
             raise BundleError(_one_line(f"no such file or directory: {p}"))
         if not (os.path.isdir(p) or os.path.isfile(p)):
             raise BundleError(_one_line(f"not a regular file or directory: {p}"))

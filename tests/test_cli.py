@@ -1,0 +1,80 @@
+"""The `debugger` command line: every subcommand listed, --json parses, bad input is one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from agent.cli import app
+
+CASE = Path(__file__).resolve().parent.parent / "cases" / "gen-slurm-8r-a"
+runner = CliRunner()
+
+
+def test_help_lists_every_command():
+    r = runner.invoke(app, ["--help"])
+    assert r.exit_code == 0
+    for cmd in ("scan", "grep", "catalog"):
+        assert cmd in r.output
+
+
+def test_version():
+    r = runner.invoke(app, ["--version"])
+    assert r.exit_code == 0 and r.output.startswith("debugger ")
+
+
+def test_scan_json_on_bundled_case():
+    r = runner.invoke(app, ["scan", str(CASE), "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["coverage"]["seen_ranks"] == list(range(8))
+    wd = next(p for p in d["patterns"] if p["id"] == "pytorch.watchdog_timeout")
+    assert wd["missing_ranks"] == [5]
+    assert wd["first"]["file"].startswith("error-") and wd["first"]["line"] >= 1
+
+
+def test_scan_table_on_bundled_case():
+    r = runner.invoke(app, ["scan", str(CASE)])
+    assert r.exit_code == 0
+    assert "pytorch.watchdog_timeout" in r.output and "all but 5" in r.output
+
+
+def test_grep_lists_ranks_without_match():
+    r = runner.invoke(app, ["grep", "Watchdog caught", str(CASE), "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["ranks_without_match"] == [5]
+    assert sorted(x["rank"] for x in d["ranks"]) == [0, 1, 2, 3, 4, 6, 7]
+    r = runner.invoke(app, ["grep", "Watchdog caught", str(CASE)])
+    assert "ranks with NO match" in r.output
+
+
+def test_catalog_json():
+    r = runner.invoke(app, ["catalog", "--json"])
+    assert r.exit_code == 0
+    assert any(p["id"] == "pytorch.watchdog_timeout" for p in json.loads(r.output))
+
+
+def _one_line_error(r):
+    assert r.exit_code == 2, r.output
+    out = (r.stderr if hasattr(r, "stderr") else r.output).strip()
+    assert out.startswith("error: ") and "\n" not in out and "Traceback" not in out
+
+
+def test_missing_path(tmp_path):
+    _one_line_error(runner.invoke(app, ["scan", str(tmp_path / "nope")]))
+
+
+def test_empty_dir(tmp_path):
+    _one_line_error(runner.invoke(app, ["scan", str(tmp_path)]))
+
+
+def test_dir_of_binaries(tmp_path):
+    (tmp_path / "a.bin").write_bytes(bytes(range(256)) * 100)
+    _one_line_error(runner.invoke(app, ["scan", str(tmp_path)]))
+
+
+def test_invalid_regex():
+    _one_line_error(runner.invoke(app, ["grep", "([", str(CASE)]))
