@@ -75,6 +75,16 @@ def test_tar_traversal_abs_and_links(tmp_path):
     assert not abs_target.exists() and not (tmp_path.parent / "x").exists() and not (tmp_path / "x").exists()
 
 
+def test_duplicate_and_control_char_member_names(tmp_path):
+    t = tmp_path / "odd.tar"
+    with tarfile.open(t, "w") as tf:
+        add(tf, "a.log", b"first\n")
+        add(tf, "a.log", b"second\n")                                # tar allows a name twice
+        add(tf, "we\nird\x1b.log", b"x\n")
+    with open_bundle(t) as b:
+        assert [s.rel for s in b.sources] == ["odd.tar!a.log", "odd.tar!a.log~2", "odd.tar!we?ird?.log"]
+
+
 def test_zip_traversal_and_symlink(tmp_path):
     z = tmp_path / "evil.zip"
     with zipfile.ZipFile(z, "w") as zf:
@@ -198,7 +208,7 @@ def test_corrupt_archives_are_skipped(tmp_path):
     (d / "w.txt").write_bytes("hello\r\n".encode("utf-16"))
     with open_bundle(d) as b:
         r = reasons(b)
-        assert r["bad.zip"].startswith("corrupt archive") and r["fake.tar.gz"].startswith("corrupt gz file")
+        assert r["bad.zip"].startswith("corrupt archive") and r["fake.tar.gz"].startswith("corrupt gzip")
         assert any(k.startswith("cut.tar.gz!") for k in r)
         assert r["w.txt"].startswith("UTF-16 text")
         assert "ok.log" in [s.rel for s in b.sources]

@@ -37,6 +37,7 @@ GZIP_VERIFY_BYTES = 64 << 20    # .gz files up to this (compressed) size are ful
 MAX_NESTING = 3                 # archive in archive in archive; a 4th level is skipped
 SKIP_LIST_MAX = 1000            # cap-skipped members listed one by one; the rest only counted
 RATIO_MAX, RATIO_MIN_SIZE = 1000, 16 << 20   # zip member > 16 MiB at > 1000:1 is a bomb, not a log
+CASE_LABEL = "truth.yaml"
 JUNK_DIRS = frozenset({".git", ".hg", ".svn", ".bzr", "__MACOSX"})
 _CHUNK = 1 << 20
 _CTRL = bytes(set(range(32)) - set(b"\t\n\r\f\v\b\x1b")) + b"\x7f"
@@ -162,8 +163,13 @@ def _safe_name(rel: str) -> str:
     return re.sub(r"[^\w.-]", "_", re.split(r"[/!]", rel)[-1])[-80:]
 
 
+def _printable(rel: str) -> str:
+    """Display paths go into one-line reports: a newline in a file name must not break them."""
+    return re.sub(r"[\x00-\x1f\x7f]", "?", rel)
+
+
 def _clean(name: str) -> str:
-    return "/".join(p for p in name.replace("\\", "/").split("/") if p not in ("", "."))
+    return _printable("/".join(p for p in name.replace("\\", "/").split("/") if p not in ("", ".")))
 
 
 def _tar_members(tf: tarfile.TarFile, tmp: str):
@@ -207,8 +213,9 @@ class _Loader:
         self.limit = _human(max_bytes)  # which limit was hit, for the note
         self.unread: list[str] = []     # archives whose remaining members were never read
 
-    def skip(self, rel: str, reason: str) -> None:
+    def skip(self, rel: str, reason: str) -> bool:
         self.skipped.append(Skipped(rel, _one_line(reason)))
+        return False                    # "did not become a Source", for one-line returns
 
     def tmpdir(self) -> Path:
         if self.tmp is None:
@@ -221,7 +228,7 @@ class _Loader:
         real_root, seen, links = os.path.realpath(root), set(), []
 
         def relof(path: str) -> str:
-            r = Path(os.path.relpath(path, root)).as_posix()
+            r = _printable(Path(os.path.relpath(path, root)).as_posix())
             return f"{prefix}/{r}" if prefix and r != "." else (prefix or r)
 
         def unreadable(exc: OSError) -> None:
@@ -234,6 +241,9 @@ class _Loader:
                     st = os.lstat(path)
                     if stat.S_ISLNK(st.st_mode):
                         links.append((path, rel))
+                    elif name == CASE_LABEL:
+                        # A case folder (cases/, eval) holds its answer beside the logs: never scan the answer.
+                        self.skip(rel, "case label file (truth.yaml), not a log")
                     elif stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) not in seen:
                         seen.add((st.st_dev, st.st_ino))
                         self.add_file(Path(path), rel, 0)
@@ -261,8 +271,7 @@ class _Loader:
         try:
             return self._add_file(path, rel, depth)
         except Exception as exc:  # noqa: BLE001 - last line of defence: one bad file, never a traceback
-            self.skip(rel, read_error_reason(exc))
-            return False
+            return self.skip(rel, read_error_reason(exc))
 
     def _add_file(self, path: Path, rel: str, depth: int) -> bool:
         size = path.stat().st_size
@@ -273,12 +282,9 @@ class _Loader:
             try:
                 with _OPENERS[kind](path, "rb") as f:
                     head = f.read(HEAD_BYTES)
-            except EOFError:
-                self.skip(rel, "truncated gzip" if kind == "gz" else f"truncated {kind} file")
-                return False
             except _UNREADABLE as exc:
-                self.skip(rel, f"corrupt {kind} file ({exc})")
-                return False
+                name = "gzip" if kind == "gz" else kind
+                return self.skip(rel, f"truncated {name}" if isinstance(exc, EOFError) else f"corrupt {name} ({exc})")
             if _looks_tar(head):
                 return self.open_archive(path, rel, depth, "tar", compressed=True)
             if kind != "gz" or _magic(head):    # .bz2/.xz, or .zip.gz & co: index a capped copy
@@ -287,21 +293,18 @@ class _Loader:
         elif kind in ("tar", "zip"):
             return self.open_archive(path, rel, depth, kind)
         elif kind:
-            self.skip(rel, f"unsupported compression or archive ({kind})")
-            return False
+            return self.skip(rel, f"unsupported compression or archive ({kind})")
         src_kind = sniff(rel, head)
         why = None if src_kind == FR_DUMP else _binary_reason(head)   # FR dumps are pickles: kept
         if why:
-            self.skip(rel, why)
-            return False
+            return self.skip(rel, why)
         if kind == "gz" and size <= GZIP_VERIFY_BYTES:
             try:                    # cheap enough to catch a truncated upload now, not mid-scan
                 with gzip.open(path, "rb") as f:
                     while f.read(_CHUNK):
                         pass
             except READ_ERRORS as exc:
-                self.skip(rel, read_error_reason(exc))
-                return False
+                return self.skip(rel, read_error_reason(exc))
         self.sources.append(Source(rel, path, src_kind, size, gzip=kind == "gz"))
         return True
 
@@ -313,13 +316,11 @@ class _Loader:
 
     def open_archive(self, path: Path, rel: str, depth: int, fmt: str, compressed: bool = False) -> bool:
         if depth >= MAX_NESTING:
-            self.skip(rel, f"nested archive too deep (more than {MAX_NESTING} levels)")
-            return False
+            return self.skip(rel, f"nested archive too deep (more than {MAX_NESTING} levels)")
         try:
             arc = tarfile.open(path, "r:*") if fmt == "tar" else zipfile.ZipFile(path)
         except _UNREADABLE as exc:
-            self.skip(rel, f"corrupt archive ({exc})")
-            return False
+            return self.skip(rel, f"corrupt archive ({exc})")
         with arc:
             members = _tar_members(arc, str(self.tmpdir())) if fmt == "tar" else _zip_members(arc)
             try:
@@ -338,7 +339,7 @@ class _Loader:
                opener: Callable[[], BinaryIO | None], why: str | None) -> str:
         """Vet, copy out and index one archive member. Returns 'ok', 'skip' or 'cap'."""
         self.members += 1
-        mrel = f"{arch}!{_clean(name) or name}"
+        mrel = f"{arch}!{_clean(name) or _printable(name)}"
         if _unsafe(name):
             why = f"unsafe archive member path {name}"
         elif kind == "dir" or JUNK_DIRS.intersection(_clean(name).split("/")):
@@ -349,7 +350,8 @@ class _Loader:
             self.skip(mrel, why)
             return "skip"
         if self.members > self.max_members and not self.stop:
-            self.limit, self.stop = f"{self.max_members} members", f"extraction cap reached ({self.max_members} members)"
+            self.limit = f"{self.max_members} members"
+            self.stop = f"extraction cap reached ({self.limit})"
         before = self.cap_skipped
         dest = self.copy_out(mrel, opener, declared)
         if dest is None:
@@ -398,6 +400,10 @@ class _Loader:
             if self.unread:
                 note += f"; rest of {', '.join(dict.fromkeys(self.unread))} not read"
             self.notes.append(note)
+        count: dict[str, int] = {}
+        for src in self.sources:    # tar allows a name twice; rel must stay a unique key
+            count[src.rel] = count.get(src.rel, 0) + 1
+            src.rel += f"~{count[src.rel]}" if count[src.rel] > 1 else ""
         self.sources.sort(key=lambda s: natural_key(s.rel))
 
 
@@ -431,7 +437,7 @@ def open_bundle(paths: str | Path | Sequence[str | Path], *, max_extract_bytes: 
     try:
         used: set[str] = set()
         for p in map(Path, items):
-            name = p.name or p.resolve().name or str(p)
+            name = _printable(p.name or p.resolve().name or str(p))
             prefix = name if len(items) > 1 or not p.is_dir() else ""
             while prefix and prefix in used:
                 prefix += "~"       # two inputs with the same base name stay distinguishable

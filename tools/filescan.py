@@ -11,15 +11,14 @@ counting, rank-label counting) is done by Hyperscan and by C-level `bytes` metho
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
-import zlib
 from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tools.attribution import attribute_line, attribute_path, strip_prefixes
+from tools.bundle import READ_ERRORS, read_error_reason
 from tools.timestamps import parse_stamp
 
 CHUNK = 64 << 20
@@ -155,8 +154,8 @@ class FileScanner:
                 base_off += len(buf)
                 if eof:
                     break
-        except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as e:
-            fs.error = "truncated gzip" if isinstance(e, (EOFError, zlib.error, gzip.BadGzipFile)) else f"read error: {e}"
+        except READ_ERRORS as e:
+            fs.error = read_error_reason(e)
             fs.notes.append(f"read stopped at byte {base_off}: {fs.error}")
         fs.bytes_read = base_off
         fs.lines = base_line + (1 if tail and not tail.endswith(b"\n") else 0)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from tools.bundle import READ_ERRORS, read_error_reason
 from tools.catalog import by_id, patterns
 from tools.engine import make_engine
 from tools.filescan import FileScan, FileScanner, Hit
@@ -90,9 +91,8 @@ def _scan_sources(batch) -> list[FileScan]:
         try:
             with src.open() as stream:
                 out.append(scanner.scan(src.rel, src.kind, src.size, stream))
-        except OSError as e:
-            fs = FileScan(rel=src.rel, kind=src.kind, size=src.size, error=f"cannot read: {e.strerror or e}")
-            out.append(fs)
+        except READ_ERRORS as e:  # the scanner handles mid-stream errors; this is open() itself failing
+            out.append(FileScan(rel=src.rel, kind=src.kind, size=src.size, error=read_error_reason(e)))
     return out
 
 

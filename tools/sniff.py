@@ -6,7 +6,7 @@ file (a flight-recorder dump, a Cloud Logging export, a py-spy dump, an AIStore 
 beats any name. For training-process output the *launcher's file layout* (torchrun `attempt_N/`,
 SLURM `slurm-<job>.out`, NeMo `nemo_log_globalrank-*`) is the most reliable framing (it tells the
 parsers which rank/node wrote the file), then framework content, then weak name hints, then
-'generic' (still scanned). Formats: /work/shared/FORMATS.md. Never unpickles or evaluates anything.
+'generic' (still scanned). Formats: ../shared/FORMATS.md. Never unpickles or evaluates anything.
 """
 from __future__ import annotations
 
@@ -68,9 +68,9 @@ _DS_LAUNCH = re.compile(r"\[(?:INFO|WARNING|ERROR)\] \[(?:launch|runner|launcher
 _TORCHRUN = re.compile(r"torch[./]distributed[./](?:elastic|run\b)|ChildFailedError|"
                        r"torch/distributed/run\.py:\d+\]")
 _SLURM = re.compile(r"^(?:\s*\d+: )?(?:slurmstepd(?:-[\w.-]+)?|srun): ", _M)
-_PREFIXES = r"(?:\s*\d+: |[\w.-]+: |\[[a-z_]*\d+\]:)*"                   # srun/pdsh/torchrun tags
+_PREFIXES = r"(?:\s{0,8}\d{1,6}: |[\w.-]{1,64}: |\[[a-z_]{0,32}\d{1,6}\]:){0,3}"  # srun/pdsh/tee tags
 _RANK_LINE = re.compile(_PREFIXES + r"\[rank\d+\]:")
-_TEE_LINE = re.compile(r"(?:\s*\d+: |[\w.-]+: )*\[[a-z_]+\d+\]:")        # torchrun --tee [default3]:
+_TEE_LINE = re.compile(r"(?:\s{0,8}\d{1,6}: |[\w.-]{1,64}: ){0,2}\[[a-z_]{1,32}\d{1,6}\]:")  # [default3]:
 _NVSMI = re.compile(r"NVIDIA-SMI \d+\.\d+|=+NVSMI LOG=+|Driver Version\s*:.*CUDA Version", re.S)
 
 
@@ -79,8 +79,17 @@ def _lines(text: str) -> list[str]:
     return [ln for ln in re.split(r"\r\n|\r|\n", text) if ln.strip()]
 
 
-def _share(pattern: re.Pattern, lines: list[str]) -> float:
-    return sum(1 for ln in lines if pattern.match(ln)) / len(lines) if lines else 0.0
+def _share(pattern: re.Pattern, lines: list[str], text: str = "", token: str = "") -> float:
+    """Fraction of lines that start with `pattern`; 0 at once when `token` is absent from `text`."""
+    if not lines or (token and token not in text):
+        return 0.0
+    return sum(1 for ln in lines if pattern.match(ln)) / len(lines)
+
+
+def _has(pattern: re.Pattern, text: str, *tokens: str) -> bool:
+    """pattern.search, skipped when no token is in text: `in` is ~100x cheaper than a regex scan,
+    and big folders mean thousands of heads."""
+    return any(t in text for t in tokens) and pattern.search(text) is not None
 
 
 def looks_pickle(head: bytes) -> bool:
@@ -116,16 +125,15 @@ def sniff(rel: str, head: bytes) -> str:
             return CLOUD_LOGGING
         if _PYSPY_JSON.search(text):
             return PYSPY
-    if _PYSPY_THREAD.search(text):          # `Thread N (active+gil): ...` is py-spy's own shape
+    if _has(_PYSPY_THREAD, text, "Thread "):          # `Thread N (active+gil): ...` is py-spy's own shape
         return PYSPY
-    node = _AIS_NODE.search(text)
-    if _AIS_START.search(text) or node:
+    node = _AIS_NODE.search(text) if "Node " in text else None
+    if node or _has(_AIS_START, text, "Started up at", "Rotated at"):
         if node:
             return AIS_TARGET if node.group(1) == "t" else AIS_PROXY
         return AIS_PROXY if name.lower().startswith("aisproxy") else AIS_TARGET
-    if lines and (_share(_KERNEL_LINE, lines) >= 0.5 or
-                  (any(_KERNEL_LINE.match(ln) for ln in lines)
-                   and _share(_KERNEL_LINE, lines) + _share(_SYSLOG_LINE, lines) >= 0.6)):
+    kernel = _share(_KERNEL_LINE, lines)
+    if kernel >= 0.5 or (kernel and kernel + _share(_SYSLOG_LINE, lines) >= 0.6):
         return KERNEL
 
     # 2. Launcher file layout: says which rank/node wrote the file, whatever the framework.
@@ -137,19 +145,19 @@ def sniff(rel: str, head: bytes) -> str:
         return SLURM
 
     # 3. Framework content, most specific first.
-    if _NEMO.search(text):
+    if _has(_NEMO, text, "[NeMo ", " epoch "):
         return NEMO
-    if _MEGATRON.search(text):
+    if _has(_MEGATRON, text, "consumed samples"):
         return MEGATRON
-    if _DS_LAUNCH.search(text) or (_DS_LOGGER.search(text) and "deepspeed" in text.lower()):
+    if _has(_DS_LAUNCH, text, "] [") or (_has(_DS_LOGGER, text, "] [") and "deepspeed" in text.lower()):
         return DEEPSPEED
-    if _share(_RANK_LINE, lines) >= 0.5:
+    if _share(_RANK_LINE, lines, text, "[rank") >= 0.5:
         return RANK_LOG
-    if _TORCHRUN.search(text) or _share(_TEE_LINE, lines) >= 0.5:
+    if _has(_TORCHRUN, text, "torch", "ChildFailedError") or _share(_TEE_LINE, lines, text, "]:") >= 0.5:
         return TORCHRUN
-    if _SLURM.search(text):
+    if _has(_SLURM, text, "srun: ", "slurmstepd"):
         return SLURM
-    if _NVSMI.search(text):
+    if _has(_NVSMI, text, "NVIDIA-SMI", "NVSMI LOG", "Driver Version"):
         return NVIDIA_SMI
 
     # 4. Weak name hints (content was not decisive).

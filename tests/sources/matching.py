@@ -51,16 +51,12 @@ def fields(pattern_id: str, line: str) -> dict:
     return by_id()[pattern_id].extract(line)
 
 
-def check(line: str, ids: set[str] | str, expected_fields: dict | None = None, of: str | None = None) -> None:
-    """Assert the ids recorded for `line` and, when given, that the fields of pattern `of` (default: the only id)
-    include `expected_fields` (a subset check: keys absent from `expected_fields` are not compared)."""
-    ids = {ids} if isinstance(ids, str) else set(ids)
+def check(line: str, expected: dict[str, dict]) -> None:
+    """Assert what the scanner records for `line`: exactly the pattern ids in `expected` (empty: nothing), and for
+    each id the fields it extracts, as a subset (keys not listed are not compared; a value None means absent)."""
     got = matched(line)
-    assert got == ids, f"{line!r}\n  expected {sorted(ids)}\n  got      {sorted(got)}"
-    if expected_fields:
-        pid = of or next(iter(ids))
-        if of is None:
-            assert len(ids) == 1, "name the pattern whose fields are checked with `of=`"
+    assert got == set(expected), f"{line!r}\n  expected {sorted(expected)}\n  got      {sorted(got)}"
+    for pid, want in expected.items():
         out = fields(pid, line)
-        sub = {k: out.get(k) for k in expected_fields}  # None = field absent
-        assert sub == expected_fields, f"{pid} on {line!r}\n  expected {expected_fields}\n  got      {out}"
+        sub = {k: out.get(k) for k in want}
+        assert sub == want, f"{pid} on {line!r}\n  expected {want}\n  got      {out}"

@@ -11,12 +11,12 @@ from tools.patterns import P
 
 PATTERNS = [
     P("ais.resource_pressure", 3, "storage_io", "root_candidate",
-      r"resource pressure: load=(?:high|critical)", "resource pressure",
+      r"resource pressure(?:: | \()load=(?:high|critical)", "resource pressure",
       "W 19:17:52.204518 moss:589 x-get-batch[Xf3kW9p0q] pending: 130 resource pressure: load=critical sleep=100ms [mem=critical dsk=high] throttle: 100ms",
       "AIStore target under resource pressure",
       fields=r"load=(?P<load>\w+)(?: sleep=\S+)?(?: \[(?P<detail>[^\]]*)\])?"),
     P("ais.out_of_bounds", 3, "storage_io", "root_candidate",
-      r"out-of-bounds index \d+", "out-of-bounds index",
+      r"out-of-bounds index \d", "out-of-bounds index",
       "E 19:18:03.001234 moss:712 x-get-batch[Xf3kW9p0q] t[KqRt8081] out-of-bounds index 17 (recv'd len=0, wid=\"Xf3kW9p0q\")",
       "batch GET lost objects in inter-target streaming", fields=r"out-of-bounds index (?P<index>\d+) \(recv'd len=(?P<recvd>\d+)", ints=("index", "recvd")),
     P("ais.shared_dm_error", 3, "storage_io", "root_candidate",

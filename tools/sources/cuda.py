@@ -15,10 +15,13 @@ PATTERNS = [
       r"CUDA out of memory\. Tried to allocate", "CUDA out of memory",
       "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 79.10 GiB of which 1.23 GiB is free. Including non-PyTorch memory, this process has 77.85 GiB memory in use.",
       "GPU memory exhausted",
-      fields=r"Tried to allocate (?P<requested>[\d.]+ ?\w+)(?:\. GPU (?P<gpu>\d+) has a total capac(?:i)?ty of (?P<total>[\d.]+ \w+) of which (?P<free>[\d.]+ \w+) is free| \(GPU (?P<gpu_old>\d+); (?P<total_old>[\d.]+ \w+) total capacity)?",
-      ints=("gpu", "gpu_old")),
+      # ≥2.1: `2.00 GiB. GPU 3 has a total capac(i)ty of 79.10 GiB of which 1.23 GiB is free`;
+      # 2.0: `20.00 MiB (GPU 0; 15.78 GiB total capacity; 14.56 GiB already allocated; 3.12 MiB free; ...`
+      fields=r"Tried to allocate (?P<requested>[\d.]+ ?\w+)(?:\.? \(?GPU (?P<gpu>\d+)(?:;| has a total capac(?:i)?ty of) (?P<total>[\d.]+ \w+)"
+             r"(?: total capacity; (?P<allocated>[\d.]+ \w+) already allocated;| of which) (?P<free>[\d.]+ \w+) (?:is )?free)?",
+      ints=("gpu",)),
     P("cuda.ecc", 1, "gpu_cuda", "root_candidate",
-      r"(?:uncorrectable ECC error encountered|Double Bit ECC|ECC error)", ("ECC error", "Double Bit ECC"),
+      r"(?:[Uu]ncorrectable ECC error|Double Bit ECC)", ("ncorrectable ECC error", "Double Bit ECC"),
       "RuntimeError: CUDA error: uncorrectable ECC error encountered",
       "GPU memory ECC error (hardware)"),
     P("cuda.error", 1, "gpu_cuda", "root_candidate",

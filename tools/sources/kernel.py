@@ -23,14 +23,15 @@ PATTERNS = [
       r"NVRM: Xid \(", "NVRM: Xid",
       "[ 5107.644336] NVRM: Xid (PCI:0000:03:00): 79, GPU has fallen off the bus.",
       "NVIDIA driver Xid error",
-      fields=r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})[^)]*\): (?P<xid>\d+),(?: pid=(?P<pid>'?<unknown>'?|\d+), name=(?P<proc>[^,]*),)? ?(?P<msg>.*)",
-      ints=("xid",)),
+      fields=r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?: GPU-I:(?P<gpu_instance>\d+))?(?: GPU-CI:(?P<compute_instance>\d+))?[^)]*\): "
+             r"(?P<xid>\d+),(?: pid=(?:'?<unknown>'?|(?P<pid>\d+)), name=(?:<unknown>|(?P<proc>[^,]*)),)? ?(?P<msg>.*)",
+      ints=("xid", "gpu_instance", "compute_instance", "pid")),
     P("kernel.sxid", 1, "gpu_cuda", "root_candidate",
       r"nvidia-nvswitch\d+: SXid", "SXid",
       "nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32 egress non-posted PRIV error (First)",
       "NVSwitch error", fields=r"SXid \(PCI:(?P<pci>[^)]+)\): (?P<sxid>\d+), (?P<severity>Fatal|Non-fatal)", ints=("sxid",)),
     P("kernel.oom_kill", 1, "oom", "root_candidate",
-      r"(?:Out of memory: Killed process|oom-kill:|invoked oom-killer)", ("Out of memory: Killed process", "oom-kill:", "invoked oom-killer"),
+      r"(?:[Oo]ut of memory: Killed process|oom-kill:|invoked oom-killer)", ("ut of memory: Killed process", "oom-kill:", "invoked oom-killer"),
       "Out of memory: Killed process 12345 (python) total-vm:123456789kB, anon-rss:98765432kB, file-rss:0kB, shmem-rss:0kB",
       "host OOM killer killed a process", fields=r"Killed process (?P<pid>\d+) \((?P<proc>[^)]*)\)", ints=("pid",)),
 ]
