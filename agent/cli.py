@@ -120,10 +120,18 @@ def scan(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
 
 def scan_json(res) -> dict:
     files = [{"file": f.rel, "kind": f.kind, "bytes": f.bytes_read, "lines": f.lines, "ranks": sorted(f.ranks),
-              "nodes": sorted(f.nodes), "error": f.error, "notes": f.notes} for f in res.files]
+              "nodes": sorted(f.nodes), "counts": _file_counts(f), "last_lines": f.last_lines,
+              "first_time": f.first_time, "error": f.error, "notes": f.notes} for f in res.files]
     return {"root": res.root, "engine": res.engine, "seconds": round(res.seconds, 3), "bytes": res.bytes,
             "lines": res.lines, "coverage": res.coverage, "patterns": res.patterns, "ranks": res.ranks,
             "rank_nodes": res.rank_nodes, "silent_first": res.silent_first, "files": files, "notes": res.notes}
+
+
+def _file_counts(f) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for (pid, _rank), n in f.counts.items():
+        out[pid] = out.get(pid, 0) + n
+    return dict(sorted(out.items()))
 
 
 @app.command()

@@ -196,20 +196,23 @@ def _write_file(job: tuple) -> dict:
         buf: list[str] = []
         while written < target:
             while mid and written >= mid[0][0] * target:
-                buf += take(mid.pop(0)[1])
-            buf += _ordinary(rank, prefix, c, sec0 + c * step, order, host, pid)
+                lines = take(mid.pop(0)[1])
+                buf += lines
+                nlines += len(lines)
+            block = _ordinary(rank, prefix, c, sec0 + c * step, order, host, pid)
+            nlines += len(block)
+            s = "".join(block)
+            buf.append(s)
+            written += len(s)  # ASCII: chars == bytes
             c += 1
-            if c % 64 == 0 or written + 90000 > target:
-                s = "".join(buf)
-                f.write(s)
-                written += len(s)  # ASCII: chars == bytes
-                nlines += len(buf)
+            if len(buf) >= 64:
+                f.write("".join(buf))
                 buf = []
         for _, lines in mid:
             buf += take(lines)
         buf += take(tail)
         f.write("".join(buf))
-        nlines += len(buf)
+        nlines += len(tail) + sum(len(lines) for _, lines in mid)
     return {"rank": rank, "file": rel, "bytes": path.stat().st_size, "lines": nlines, "counts": counts, "matched": matched}
 
 

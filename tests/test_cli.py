@@ -78,3 +78,28 @@ def test_dir_of_binaries(tmp_path):
 
 def test_invalid_regex():
     _one_line_error(runner.invoke(app, ["grep", "([", str(CASE)]))
+
+
+def _case_dirs():
+    root = Path(__file__).resolve().parent.parent
+    dirs = sorted(p.parent for p in (root / "cases").glob("*/truth.yaml"))
+    shared = root.parent / "shared" / "incidents"
+    if shared.is_dir():
+        dirs += sorted(p.parent for p in shared.glob("*/truth.yaml"))
+    return dirs
+
+
+def test_scan_and_grep_run_on_every_case():
+    """Every bundled case and every real incident scans without error, and no cited line is invented."""
+    dirs = _case_dirs()
+    assert dirs
+    for d in dirs:
+        r = runner.invoke(app, ["scan", str(d), "--json"])
+        assert r.exit_code == 0, (d, r.output)
+        data = json.loads(r.output)
+        for p in data["patterns"]:
+            ev = p["first"]
+            lines = (d / ev["file"]).read_text(errors="replace").split("\n")
+            assert lines[ev["line"] - 1].rstrip("\r") == ev["text"], (d, ev)
+        r = runner.invoke(app, ["grep", "rank|NCCL|Error", str(d), "--json"])
+        assert r.exit_code == 0, (d, r.output)
