@@ -33,7 +33,7 @@ PATTERNS = [
       "/pytorch/aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [5,0,0] Assertion `t >= 0 && t < n_classes` failed.",
       "device-side assert in a CUDA kernel (bad index or label)", fields=r"Assertion `(?P<assertion>[^`]*)` failed"),
     P("cuda.library_error", 1, "gpu_cuda", "root_candidate",
-      r"(?:CUBLAS_STATUS_[A-Z_]+|CUDNN_STATUS_[A-Z_]+|cuDNN error: )", ("CUBLAS_STATUS_", "CUDNN_STATUS_", "cuDNN error: "),
+      r"(?:CUBLAS_STATUS_[A-Z]|CUDNN_STATUS_[A-Z]|cuDNN error: )", ("CUBLAS_STATUS_", "CUDNN_STATUS_", "cuDNN error: "),
       "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx( handle, opa, opb, m, n, k, &falpha, a, CUDA_R_16BF, lda, b, CUDA_R_16BF, ldb, &fbeta, c, CUDA_R_16BF, ldc, CUDA_R_32F, CUBLAS_GEMM_DFALT_TENSOR_OP)`",
       "cuBLAS/cuDNN failure", fields=r"(?P<status>CUBLAS_STATUS_[A-Z_]+|CUDNN_STATUS_[A-Z_]+)"),
     P("cuda.accelerator_abort", 1, "gpu_cuda", "cascade",

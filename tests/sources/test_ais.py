@@ -1,0 +1,77 @@
+"""tools/sources/ais.py: AIStore daemon error signatures (FORMATS.md §4.5).
+
+Each row: a line in the AIStore nlog format `{I|W|E} HH:MM:SS.uuuuuu [file:line] message`, the pattern ids the
+scanner records for it after the fallback rule, and the fields each id extracts (a subset; None = absent).
+"""
+
+from __future__ import annotations
+
+import pytest
+from matching import check
+
+PRESSURE = "ais.resource_pressure"
+DM = "ais.shared_dm_error"
+
+SIGNATURES = [
+    ("moss throttle, critical with detail",
+     "W 19:17:52.204518 moss:589 x-get-batch[Xf3kW9p0q] pending: 130 resource pressure: load=critical sleep=100ms [mem=critical dsk=high] throttle: 100ms",
+     {PRESSURE: dict(load="critical", detail="mem=critical dsk=high")}),
+    ("moss throttle, high without detail",
+     "W 19:17:52.204518 moss:589 x-get-batch[Xf3kW9p0q] pending: 13 resource pressure: load=high sleep=10ms throttle: 10ms",
+     {PRESSURE: dict(load="high", detail=None)}),
+    ("moss 429 rejection",
+     "E 19:17:52.204518 moss:412 x-get-batch[Xf3kW9p0q]: wid=\"Xf3kW9p0q\" rejected due to resource pressure (load=critical sleep=100ms [mem=critical], pending=130)",
+     {PRESSURE: dict(load="critical", detail="mem=critical")}),
+    ("out-of-bounds index on Rx",
+     "E 19:18:03.001234 moss:712 x-get-batch[Xf3kW9p0q] t[KqRt8081] out-of-bounds index 17 (recv'd len=0, wid=\"Xf3kW9p0q\")",
+     {"ais.out_of_bounds": dict(index=17, recvd=0)}),
+    ("shared-dm reconnect failure (the broken pipe is also io.broken_pipe)",
+     "E 19:18:01.554210 shared_dm:233 shared-dm: failed reconnecting to t[Pz7Ab910] (write: broken pipe --> dial tcp 10.1.2.3:51081: i/o timeout) - closing/aborting...",
+     {DM: {}, "io.broken_pipe": {}}),
+    ("shared-dm send error",
+     "E 19:18:01.554210 shared_dm:240 t[KqRt8081] reconnect/send: shared-dm --> t[Pz7Ab910] write tcp 10.1.2.4:40000->10.1.2.3:51081: write: broken pipe",
+     {DM: {}, "io.broken_pipe": {}}),
+    ("shared-dm Rx failure",
+     "E 19:18:01.554210 shared_dm:250 shared-dm Rx failure: [ xid: Xf3kW9p0q err: EOF oname: shard-17/utt-42.flac num Rx errors: 3 ]",
+     {DM: {}}),
+    ("stream terminated on Tx",
+     "E 19:18:04.100000 transport:99 shared-dm[t[KqRt8081]=>t[Pz7Ab910]] terminated [write: broken pipe ctx: send]",
+     {DM: {}, "io.broken_pipe": {}}),
+    ("objects dropped after abort",
+     "W 19:18:04.100000 shared_dm:301 shared-dm xid Xf3kW9p0q not found - dropping shard-17/utt-42.flac",
+     {"ais.xid_not_found": {}}),
+    ("low memory alert", "W 19:17:40.000001 common:811 t[KqRt8081] mmsa alert: low memory", {"ais.memory_pressure": {}}),
+    ("oom alert", "E 19:17:40.000001 common:811 t[KqRt8081] mmsa alert: oom", {"ais.memory_pressure": {}}),
+    ("out of space",
+     "E 19:10:00.000000 space:120 out of space: used 97% of total capacity on at least one of the mountpaths (total used 9.1TiB out of 9.4TiB)",
+     {"ais.out_of_space": {}}),
+    ("low on free space",
+     "W 19:10:00.000000 space:120 low on free space: used capacity 91% exceeded cleanup watermark(90%) (total used 8.5TiB out of 9.4TiB)",
+     {"ais.out_of_space": {}}),
+]
+
+NEAR_MISSES = [
+    ("moderate load is not pressure",
+     "W 19:17:52.204518 moss:589 x-get-batch[Xf3kW9p0q] pending: 3 resource pressure: load=moderate sleep=1ms throttle: 1ms", {}),
+    ("memory back to normal", "I 19:17:40.000001 common:811 t[KqRt8081] mmsa back to normal", {}),
+    ("hourly date header", "I 12:00:03.117200 common:494 21 Aug 26 12:00 UTC =============", {}),
+    ("periodic stats line with err.* counters",
+     "I 19:18:02.100016 {err.get.n:12,err.getbatch.n:3,err.http.write.n:41,get.bps:183500800,get.n:4811734,get.ns:1843002,get.size:9123456789012,getbatch.n:90211,getbatch.obj.n:5773504,kalive.ns:712345,state.flags:8198}",
+     {}),
+    ("shared-dm stats", "I 19:18:04.100000 shared_dm:310 shared-dm stats: drops 4 rxerr 3 sbrs 1", {}),
+    ("per-disk line", "I 19:18:02.100016 nvme0n1: 1GiB/s, 128KiB, 0B/s, 0B, 97%", {}),
+]
+
+
+def _params(rows):
+    return [pytest.param(line, expected, id=name) for name, line, expected in rows]
+
+
+@pytest.mark.parametrize("line, expected", _params(SIGNATURES))
+def test_signatures(line, expected):
+    check(line, expected)
+
+
+@pytest.mark.parametrize("line, expected", _params(NEAR_MISSES))
+def test_near_misses(line, expected):
+    check(line, expected)

@@ -1,0 +1,166 @@
+"""tools/sources/generic.py: lines any Python training process prints (FORMATS.md §0, §7) and the real incidents.
+
+Each row: a line exactly as emitted, the pattern ids the scanner records for it after the fallback rule, and the
+fields each id extracts (a subset; None = absent). `python.exception`, `process.killed` and `io.timed_out` are
+fallbacks: recorded only when nothing more specific explains the line.
+"""
+
+from __future__ import annotations
+
+import pytest
+from matching import check
+
+EXC = "python.exception"
+NAN = "numerical.nan_loss"
+GRAD = "numerical.grad_nan"
+RETRY = "io.retrying"
+
+# Megatron-LM training line (FORMATS.md §7.3), verbatim; the healthy form must stay silent.
+MEGATRON_OK = (" [2024-11-05 12:00:00] iteration      100/   10000 | consumed samples:        25600 | elapsed time per iteration (ms): 1234.5 | throughput per GPU (TFLOP/s/GPU): 412.3 | learning rate: 1.499999E-04 | global batch size:   256 | lm loss: 6.123456E+00 | loss scale: 1.0 | grad norm: 1.234 | number of skipped iterations:   0 | number of nan iterations:   0 |")
+
+PYTHON = [
+    ("≥2.3 excepthook traceback header", "[rank3]: Traceback (most recent call last):", {"python.traceback": {}}),
+    ("bare traceback header", "Traceback (most recent call last):", {"python.traceback": {}}),
+    ("generic exception (fallback)",
+     "RuntimeError: shape '[4, 1024]' is invalid for input of size 2048",
+     {EXC: dict(exception="RuntimeError", message="shape '[4, 1024]' is invalid for input of size 2048")}),
+    ("dotted exception class", "grpc._channel._InactiveRpcError: StatusCode.UNAVAILABLE", {EXC: dict(exception="grpc._channel._InactiveRpcError")}),
+    ("KeyboardInterrupt", "KeyboardInterrupt: ", {EXC: dict(exception="KeyboardInterrupt", message="")}),
+    ("exhausted iterator", "StopIteration", {"python.stop_iteration": {}}),
+    ("interpreter abort, segfault", "Fatal Python error: Segmentation fault",
+     {"python.fatal_error": dict(what="Segmentation fault"), "process.segfault": {}}),
+    ("interpreter abort", "Fatal Python error: Aborted", {"python.fatal_error": dict(what="Aborted")}),
+    ("elastic shutdown escalation, Python ≤3.10 names (process.killed fallback)",
+     "W0813 22:08:40.123000 2585 torch/distributed/elastic/multiprocessing/api.py:920] Unable to shutdown process 2711 via Signals.SIGTERM, forcefully exiting via Signals.SIGKILL",
+     {"process.killed": {}}),
+]
+
+LOADER = [
+    ("bus error in a worker: /dev/shm",
+     "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
+     {"loader.shm_insufficient": {}, "process.sigbus": {}}),
+    ("worker killed", "RuntimeError: DataLoader worker (pid 12345) is killed by signal: Killed. ",
+     {"loader.worker_killed": dict(signal="Killed")}),
+    ("worker bus error",
+     "RuntimeError: DataLoader worker (pid 12345) is killed by signal: Bus error. It is possible that dataloader's workers are out of shared memory. Please try to raise your shared memory limit.",
+     {"loader.worker_killed": dict(signal="Bus error"), "process.sigbus": {}}),
+    ("workers exited", "RuntimeError: DataLoader worker (pid(s) 12345, 12346) exited unexpectedly", {"loader.worker_killed": dict(signal=None)}),
+    ("lhotse AIS batch loader error",
+     "lhotse.ais.batch_loader.AISBatchLoaderError: Sequential GET fallback failed for shard-000123/utt-42.flac",
+     {"loader.batch_loader_error": {}}),
+    ("lhotse batch.get fallback", "AIStore batch.get() failed: timeout. Falling back to sequential GET requests.", {"loader.batch_loader_error": {}}),
+    ("lhotse truncated stream",
+     "Batch stream truncated at index 17/64. Falling back to direct AIStore API calls for remaining objects.",
+     {"loader.batch_loader_error": {}}),
+    ("lhotse dropping cuts",
+     "AISBatchLoader dropping 3/64 cuts due to per-object fetch failures (skip_failed_fetches=True).",
+     {"loader.batch_loader_error": {}}),
+    ("lhotse suppressed audio error",
+     "WARNING:root:[Suppressed AudioLoadingError] Error message: Reading audio from 's3://bucket/a.flac' failed. Details: RuntimeError: Error opening",
+     {"loader.audio_error": {}}),
+    ("lhotse audio error raised",
+     "AudioLoadingError: Reading audio from '/data/a.flac' failed. Details: RuntimeError: Error opening '/data/a.flac'",
+     {"loader.audio_error": {}}),
+]
+
+NUMERICAL = [
+    ("Megatron: NaN loss, counted nan iteration",
+     " [2024-11-05 12:00:00] iteration      100/   10000 | consumed samples:        25600 | elapsed time per iteration (ms): 1234.5 | learning rate: 1.499999E-04 | global batch size:   256 | lm loss: nan | loss scale: 1.0 | grad norm: nan | number of skipped iterations:   1 | number of nan iterations:   1 |",
+     {NAN: {}, GRAD: {}}),
+    ("Megatron: '{:.6E}' prints NAN in capitals",
+     " [2024-11-05 12:00:00] iteration      100/   10000 | consumed samples:        25600 | lm loss: NAN | loss scale: 1.0 | number of skipped iterations:   0 | number of nan iterations:   0 |",
+     {NAN: {}}),
+    ("Megatron: overflowing grad norm, finite loss",
+     " [2024-11-05 12:00:00] iteration      100/   10000 | consumed samples:        25600 | lm loss: 6.123456E+00 | loss scale: 65536.0 | grad norm: inf | number of skipped iterations:   1 | number of nan iterations:   0 |",
+     {GRAD: {}}),
+    ("NeMo 2 progress line", "Training epoch 0, iteration 10/99 | lr: 1e-05 | global_batch_size: 8 | global_step: 10 | reduced_train_loss: nan | train_step_timing in s: 0.5",
+     {NAN: {}}),
+    ("Hugging Face Trainer log dict", "{'loss': nan, 'grad_norm': nan, 'learning_rate': 1e-05, 'epoch': 0.1}", {NAN: {}}),
+    ("fp16 loss scaler overflow", "[2024-11-05 12:00:00] Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0", {GRAD: {}}),
+    ("non-finite loss", "Detected non-finite loss", {GRAD: {}}),
+]
+
+IO = [
+    ("disk full", "OSError: [Errno 28] No space left on device: '/checkpoints/iter_0001000/model.pt'", {"io.no_space": {}}),
+    ("quota", "OSError: [Errno 122] Disk quota exceeded", {"io.no_space": {}}),
+    ("connection refused", "ConnectionRefusedError: [Errno 111] Connection refused", {"io.connection_refused": {}}),
+    ("broken pipe", "BrokenPipeError: [Errno 32] Broken pipe", {"io.broken_pipe": {}}),
+    ("reset inside an aborted connection",
+     "urllib3.exceptions.ProtocolError: ('Connection aborted.', ConnectionResetError(104, 'Connection reset by peer'))",
+     {"io.connection_reset": {}, "io.connection_broken": {}}),
+    ("urllib3 retry warning: Retry( is not a retry count",
+     "Retrying (Retry(total=4, connect=None, read=None, redirect=None, status=None)) after connection broken by 'ProtocolError('Connection aborted.', ConnectionResetError(104, 'Connection reset by peer'))': /v1/objects/bucket/shard-17.tar",
+     {"io.connection_broken": {}, "io.connection_reset": {}}),
+    ("retrying 1/5 is attempt 1 of 5",
+     "WARNING: GET ais://train/shard-17.tar failed, retrying 1/5: Connection reset by peer",
+     {RETRY: dict(attempt=1, max_attempts=5), "io.connection_reset": {}}),
+    ("a dated line: the date is not the retry count",
+     "2024-05-01 10:00:00 retrying 1/5",
+     {RETRY: dict(attempt=1, max_attempts=5)}),
+    ("attempt k/n", "Retrying (attempt 3/10) after error", {RETRY: dict(attempt=3, max_attempts=10)}),
+    ("k of n", "retry 2 of 5", {RETRY: dict(attempt=2, max_attempts=5)}),
+    ("read timeout (fallback)", "requests.exceptions.ReadTimeout: HTTPConnectionPool(host='ais-proxy', port=51080): Read timed out. (read timeout=60)",
+     {"io.timed_out": {}}),
+    ("DEADLINE_EXCEEDED: two fallbacks", "grpc._channel._InactiveRpcError: StatusCode.DEADLINE_EXCEEDED",
+     {"io.timed_out": {}, EXC: dict(exception="grpc._channel._InactiveRpcError")}),
+    ("gloo timeout",
+     "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 1800000ms for recv operation to complete",
+     {"gloo.timeout": dict(timeout_ms=1800000, op="recv")}),
+    ("gloo peer closed",
+     "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.0.7]:25231",
+     {"gloo.peer_closed": dict(peer="10.0.0.7", port="25231"), "io.connection_broken": {}}),
+]
+
+INCIDENTS = [
+    ("ddp-uninitialized-weight-nan-iter1/combined.log", "FloatingPointError: Loss became infinite or NaN at iteration=1!", {NAN: {}}),
+    ("ddp-uninitialized-weight-nan-iter1/combined.log",
+     "loss_dict = {'loss_cls': tensor(nan, device='cuda:0', grad_fn=<MulBackward0>), 'loss_triplet': tensor(nan, device='cuda:0', grad_fn=<MulBackward0>)}",
+     {NAN: {}}),
+]
+
+NEAR_MISSES = [
+    ("healthy Megatron iteration line (lm loss E+00, loss scale, 0 nan iterations)", MEGATRON_OK, {}),
+    ("loss scale alone", "loss scale: 1.0", {}),
+    ("healthy NeMo progress line",
+     "Training epoch 0, iteration 10/99 | lr: 1e-05 | global_batch_size: 8 | global_step: 10 | reduced_train_loss: 9.47 | train_step_timing in s: 0.5", {}),
+    ("'info' after loss: is not inf", "loss: info logged every 10 steps", {}),
+    ("tqdm postfix with a finite loss", "Epoch 10/10: 240it [05:55,  1.47s/it, loss=5.46]", {}),
+    ("INFO line mentioning timeout=", "INFO: init_process_group(backend=nccl, timeout=1800)", {}),
+    ("NeMo config echo of a timeout", "[NeMo I 2025-04-11 14:46:18 nemo_logging:393] distributed timeout=0:30:00", {}),
+    ("a fraction next to a date, no retry", "[2024/11/05 12:00:01] saved checkpoint shard 1/5", {}),
+    ("urllib3 Retry object without a count", "Retry(total=4, connect=None, read=None, redirect=None, status=None)", {}),
+]
+
+
+def _params(rows):
+    return [pytest.param(line, expected, id=name) for name, line, expected in rows]
+
+
+@pytest.mark.parametrize("line, expected", _params(PYTHON))
+def test_python_lines(line, expected):
+    check(line, expected)
+
+
+@pytest.mark.parametrize("line, expected", _params(LOADER))
+def test_data_loader_lines(line, expected):
+    check(line, expected)
+
+
+@pytest.mark.parametrize("line, expected", _params(NUMERICAL))
+def test_numerical_lines(line, expected):
+    check(line, expected)
+
+
+@pytest.mark.parametrize("line, expected", _params(IO))
+def test_io_lines(line, expected):
+    check(line, expected)
+
+
+@pytest.mark.parametrize("line, expected", _params(INCIDENTS))
+def test_incident_lines(line, expected):
+    check(line, expected)
+
+
+@pytest.mark.parametrize("line, expected", _params(NEAR_MISSES))
+def test_near_misses(line, expected):
+    check(line, expected)

@@ -1,0 +1,46 @@
+"""tools/sources/job.py: job facts printed at start-up (world size, Lightning membership).
+
+Each row: a line exactly as printed, the pattern ids the scanner records for it, and the fields each id extracts.
+"""
+
+from __future__ import annotations
+
+import pytest
+from matching import check
+
+WS = "job.world_size"
+
+FACTS = [
+    ("Megatron arguments",
+     "using world size: 16, data-parallel size: 4, context-parallel size: 1, tensor-model-parallel size: 2, pipeline-model-parallel size: 2",
+     {WS: dict(world_size=16)}),
+    ("env echo", "WORLD_SIZE=16", {WS: dict(world_size=16)}),
+    ("env echo with a colon", "Launching with WORLD_SIZE: 8", {WS: dict(world_size=8)}),
+    ("Python assignment", "world_size = 16", {WS: dict(world_size=16)}),
+    ("DeepSpeed launcher, pdsh prefix",
+     "worker-1: [2024-05-01 10:00:00,000] [INFO] [launch.py:151:main] dist_world_size=16",
+     {WS: dict(world_size=16)}),
+    ("Lightning", "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/16",
+     {"job.lightning_member": dict(global_rank=0, world_size=16)}),
+    ("Lightning with rank prefix", "[rank: 5] Initializing distributed: GLOBAL_RANK: 5, MEMBER: 6/8",
+     {"job.lightning_member": dict(global_rank=5, world_size=8)}),
+]
+
+NEAR_MISSES = [
+    ("an explanation, no number", "set WORLD_SIZE to the number of processes", {}),
+    ("world size spelled out in prose", "the world size is unknown until rendezvous", {}),
+]
+
+
+def _params(rows):
+    return [pytest.param(line, expected, id=name) for name, line, expected in rows]
+
+
+@pytest.mark.parametrize("line, expected", _params(FACTS))
+def test_job_facts(line, expected):
+    check(line, expected)
+
+
+@pytest.mark.parametrize("line, expected", _params(NEAR_MISSES))
+def test_near_misses(line, expected):
+    check(line, expected)

@@ -1,0 +1,94 @@
+"""tools/sources/kernel.py: NVIDIA driver Xid / NVSwitch SXid (FORMATS.md §6) and the host OOM killer.
+
+Each row: a line exactly as emitted (dmesg `[ sec.usec]`, journald `Mon DD HH:MM:SS host kernel:` or bare), the
+pattern ids the scanner records for it, and the fields each id extracts (a subset; None = absent). Xid forms:
+≤565 always `pid=, name=` (`'<unknown>'` without a process), ≥570 no pid/name without a process, MIG adds
+`GPU-I:`/`GPU-CI:` inside the parentheses, very old drivers omit `PCI:`.
+"""
+
+from __future__ import annotations
+
+import pytest
+from matching import check
+
+XID = "kernel.xid"
+
+XIDS = [
+    ("real journald, ≤565 unknown process",
+     "Jan 22 18:38:35 host kernel: NVRM: Xid (PCI:0000:81:00): 31, pid='<unknown>', name=<unknown>, Ch 00000016, intr 10000000. MMU Fault: ENGINE GRAPHICS HUBCLIENT_FECS faulted @ 0x0_00000000. Fault is of type FAULT_PDE ACCESS_TYPE_READ",
+     {XID: dict(pci="0000:81:00", xid=31, pid=None, proc=None,
+                msg="Ch 00000016, intr 10000000. MMU Fault: ENGINE GRAPHICS HUBCLIENT_FECS faulted @ 0x0_00000000. Fault is of type FAULT_PDE ACCESS_TYPE_READ")}),
+    ("real dmesg, ≥570 no process",
+     "[ 5107.644336] NVRM: Xid (PCI:0000:03:00): 79, GPU has fallen off the bus.",
+     {XID: dict(pci="0000:03:00", xid=79, pid=None, proc=None, msg="GPU has fallen off the bus.")}),
+    ("with pid and name",
+     "[ 5107.644336] NVRM: Xid (PCI:0000:3b:00): 13, pid=12345, name=python, Graphics SM Warp Exception on (GPC 0, TPC 0, SM 0): Out Of Range Address",
+     {XID: dict(pci="0000:3b:00", xid=13, pid=12345, proc="python")}),
+    ("94 contained ECC",
+     "[ 5107.644336] NVRM: Xid (PCI:0000:3b:00): 94, pid=12345, name=pt_main_thread, Contained: CE User Channel (0x9). RST: No, D-RST: No",
+     {XID: dict(xid=94, pid=12345, proc="pt_main_thread", msg="Contained: CE User Channel (0x9). RST: No, D-RST: No")}),
+    ("MIG: GPU-I and GPU-CI",
+     "[ 5107.644336] NVRM: Xid (PCI:0000:3b:00 GPU-I:1 GPU-CI:0): 95, pid=12345, name=python, Uncontained: LTC TAG (0x2, 0x1). RST: Yes, D-RST: No",
+     {XID: dict(pci="0000:3b:00", gpu_instance=1, compute_instance=0, xid=95, pid=12345, proc="python")}),
+    ("MIG: GPU-I only",
+     "[ 5107.644336] NVRM: Xid (PCI:0000:3b:00 GPU-I:2): 43, pid=12345, name=python, Ch 00000010",
+     {XID: dict(pci="0000:3b:00", gpu_instance=2, compute_instance=None, xid=43)}),
+    ("very old driver: no 'PCI:'",
+     "[ 5107.644336] NVRM: Xid (0000:03:00): 79, GPU has fallen off the bus.",
+     {XID: dict(pci="0000:03:00", xid=79, msg="GPU has fallen off the bus.")}),
+    ("119 GSP timeout, ≥570",
+     "[ 5107.644336] NVRM: Xid (PCI:0000:3b:00): 119, Timeout after 6s of waiting for RPC response from GPU1 GSP! Expected function 76 (GSP_RM_CONTROL) sequence 1234 (0x20802a02 0x8).",
+     {XID: dict(xid=119, pid=None)}),
+    ("≥575: 45 caused by a previous Xid",
+     "[ 5107.644336] NVRM: Xid (PCI:0000:3b:00): 45, pid=12345, name=python, Ch 00000010 caused by previous Xid 79",
+     {XID: dict(xid=45, msg="Ch 00000010 caused by previous Xid 79")}),
+    ("63 row remapper",
+     "[ 5107.644336] NVRM: Xid (PCI:0000:3b:00): 63, pid='<unknown>', name=<unknown>, Row Remapper: New row marked for remapping, reset gpu to activate.",
+     {XID: dict(xid=63, msg="Row Remapper: New row marked for remapping, reset gpu to activate.")}),
+    ("real SXid, non-fatal",
+     "nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32 egress non-posted PRIV error (First)",
+     {"kernel.sxid": dict(pci="0000:05:00.0", sxid=12028, severity="Non-fatal")}),
+    ("SXid, fatal, dmesg prefix",
+     "[ 5107.644336] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 24007, Fatal, Link 12 SOE error",
+     {"kernel.sxid": dict(sxid=24007, severity="Fatal")}),
+]
+
+OOM_KILLER = [
+    ("global OOM",
+     "[ 5107.644336] Out of memory: Killed process 12345 (python) total-vm:123456789kB, anon-rss:98765432kB, file-rss:0kB, shmem-rss:0kB",
+     {"kernel.oom_kill": dict(pid=12345, proc="python")}),
+    ("cgroup (SLURM/Kubernetes memory limit) OOM",
+     "[ 5107.644336] Memory cgroup out of memory: Killed process 12345 (python) total-vm:123456789kB, anon-rss:98765432kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:200kB oom_score_adj:0",
+     {"kernel.oom_kill": dict(pid=12345, proc="python")}),
+    ("OOM killer invoked",
+     "[ 5107.644336] python invoked oom-killer: gfp_mask=0x100cca(GFP_HIGHUSER_MOVABLE), order=0, oom_score_adj=0",
+     {"kernel.oom_kill": dict(pid=None)}),
+    ("oom-kill summary",
+     "[ 5107.644336] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0-1,oom_memcg=/slurm/uid_1000/job_123,task_memcg=/slurm/uid_1000/job_123/step_0,task=python,pid=12345,uid=1000",
+     {"kernel.oom_kill": {}}),
+]
+
+NEAR_MISSES = [
+    ("GPU identity line before the first Xid", "[ 5107.644336] NVRM: GPU at PCI:0000:3b:00: GPU-1e2a3b4c-5d6e-7f80-9a0b-1c2d3e4f5a6b", {}),
+    ("driver load", "[    5.123456] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024", {}),
+    ("fabric manager start", "[   12.000001] nvidia-nvswitch0: probe successful", {}),
+]
+
+
+def _params(rows):
+    return [pytest.param(line, expected, id=name) for name, line, expected in rows]
+
+
+@pytest.mark.parametrize("line, expected", _params(XIDS))
+def test_xid_every_form(line, expected):
+    check(line, expected)
+
+
+@pytest.mark.parametrize("line, expected", _params(OOM_KILLER))
+def test_oom_killer(line, expected):
+    check(line, expected)
+
+
+@pytest.mark.parametrize("line, expected", _params(NEAR_MISSES))
+def test_near_misses(line, expected):
+    check(line, expected)

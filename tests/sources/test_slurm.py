@@ -1,0 +1,125 @@
+"""tools/sources/slurm.py: SLURM lines written into the job's output (FORMATS.md §5).
+
+Each row: a line exactly as emitted, the pattern ids the scanner records for it after the fallback rule, and the
+fields each id extracts (a subset; None = absent). `slurm.cancelled` is a fallback: a banner with a specific
+reason (time limit, preemption, node failure) records only that reason's pattern.
+"""
+
+from __future__ import annotations
+
+import pytest
+from matching import check
+
+CANCEL = "slurm.cancelled"
+
+BANNERS = [
+    ("time limit, step",
+     "slurmstepd: error: *** STEP 4891784.0 ON gpu-node-17 CANCELLED AT 2024-11-05T12:34:56 DUE TO TIME LIMIT ***",
+     {"slurm.cancelled_time_limit": dict(step="4891784.0", node="gpu-node-17", at="2024-11-05T12:34:56")}),
+    ("preemption, job",
+     "slurmstepd: error: *** JOB 4891784 ON gpu-node-17 CANCELLED AT 2024-11-05T12:34:56 DUE TO PREEMPTION ***",
+     {"slurm.cancelled_preemption": dict(step="4891784", node="gpu-node-17")}),
+    ("node failure",
+     "slurmstepd: error: *** JOB 4891784 ON gpu-node-17 CANCELLED AT 2024-11-05T12:34:56 DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***",
+     {"slurm.cancelled_node_failure": dict(step="4891784", node="gpu-node-17", at="2024-11-05T12:34:56")}),
+    ("requeue: the generic banner with its reason",
+     "slurmstepd: error: *** JOB 4891784 ON gpu-node-17 CANCELLED AT 2024-11-05T12:34:56 DUE TO JOB REQUEUE ***",
+     {CANCEL: dict(step="4891784", reason="JOB REQUEUE")}),
+    ("≤24.11 scancel / signal: no reason",
+     "slurmstepd: error: *** STEP 4891784.0 ON gpu-node-17 CANCELLED AT 2024-11-05T12:34:56 ***",
+     {CANCEL: dict(step="4891784.0", node="gpu-node-17", at="2024-11-05T12:34:56", reason=None)}),
+    ("≥25.05 'DUE to SIGNAL' with lowercase 'to'",
+     "slurmstepd: error: *** STEP 4891784.0 ON gpu-node-17 CANCELLED AT 2024-11-05T12:34:56 DUE to SIGNAL Terminated ***",
+     {CANCEL: dict(step="4891784.0", reason="SIGNAL Terminated")}),
+    ("≥25.05 SIGNAL Killed, batch step",
+     "slurmstepd: error: *** STEP 4891784.batch ON gpu-node-17 CANCELLED AT 2024-11-05T12:34:56 DUE to SIGNAL Killed ***",
+     {CANCEL: dict(step="4891784.batch", reason="SIGNAL Killed")}),
+    ("≥25.05 task failure",
+     "slurmstepd: error: *** STEP 4891784.0 ON gpu-node-17 CANCELLED AT 2024-11-05T12:34:56 DUE TO TASK FAILURE ***",
+     {CANCEL: dict(reason="TASK FAILURE")}),
+    ("het-job step suffix",
+     "slurmstepd: error: *** STEP 4891784.0+1 ON gpu-node-17 CANCELLED AT 2024-11-05T12:34:56 ***",
+     {CANCEL: dict(step="4891784.0+1")}),
+    ("≥25.05 FAILED banner, no time",
+     "slurmstepd: error: *** STEP 4891784.0 ON gpu-node-17 FAILED (non-zero exit code or other failure mode) ***",
+     {"slurm.failed": dict(step="4891784.0", node="gpu-node-17")}),
+    ("MULTIPLE_SLURMD prefix",
+     "slurmstepd-gpu-node-17: error: *** STEP 4891784.0 ON gpu-node-17 CANCELLED AT 2024-11-05T12:34:56 DUE TO TIME LIMIT ***",
+     {"slurm.cancelled_time_limit": dict(node="gpu-node-17")}),
+    ("srun --label prefix",
+     " 3: slurmstepd: error: *** STEP 4891784.0 ON gpu-node-17 CANCELLED AT 2024-11-05T12:34:56 DUE TO TIME LIMIT ***",
+     {"slurm.cancelled_time_limit": dict(step="4891784.0")}),
+]
+
+OOM = [
+    ("≥23.02, one event",
+     "slurmstepd: error: Detected 1 oom_kill event in StepId=123456.batch. Some of the step tasks have been OOM Killed.",
+     {"slurm.oom_kill": dict(events=1, step="123456.batch")}),
+    ("≥23.02, plural",
+     "slurmstepd: error: Detected 3 oom_kill events in StepId=123456.0. Some of the step tasks have been OOM Killed.",
+     {"slurm.oom_kill": dict(events=3, step="123456.0")}),
+    ("≤22.05 'oom-kill event(s)' and ' cgroup'",
+     "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=123456.batch cgroup. Some of your processes may have been killed by the cgroup out-of-memory handler.",
+     {"slurm.oom_kill": dict(events=1, step="123456.batch")}),
+    ("≤22.05 for a whole job",
+     "slurmstepd: error: Detected 2 oom-kill event(s) in JobId=123456 cgroup. Some of your processes may have been killed by the cgroup out-of-memory handler.",
+     {"slurm.oom_kill": dict(events=2, step="123456")}),
+]
+
+SRUN = [
+    ("real: tasks aborted (SIGABRT words)",
+     "srun: error: frontier07210: tasks 8-12,14-15: Aborted (core dumped)",
+     {"slurm.task_exit": dict(hosts="frontier07210", tasks="8-12,14-15", how="Aborted (core dumped)"), "process.sigabrt": {}}),
+    ("real: tasks killed",
+     "srun: error: frontier07200: tasks 0-7: Killed",
+     {"slurm.task_exit": dict(hosts="frontier07200", tasks="0-7", how="Killed")}),
+    ("single task exit code",
+     "srun: error: node17: task 3: Exited with exit code 1",
+     {"slurm.task_exit": dict(hosts="node17", tasks="3", how="Exited with exit code 1")}),
+    ("hostlist range, Out Of Memory",
+     "srun: error: node[01-02]: tasks 0-15: Out Of Memory",
+     {"slurm.task_exit": dict(hosts="node[01-02]", tasks="0-15", how="Out Of Memory")}),
+    ("segfault is also process.segfault",
+     "srun: error: node17: task 3: Segmentation fault (core dumped)",
+     {"slurm.task_exit": dict(how="Segmentation fault (core dumped)"), "process.segfault": {}}),
+    ("node failure",
+     "srun: error: Node failure on gpu-node-17",
+     {"slurm.node_failure": dict(node="gpu-node-17")}),
+    ("step completion timeout (only the generic io.timed_out fallback)",
+     "srun: error: Timed out waiting for job step to complete",
+     {"io.timed_out": {}}),
+]
+
+NEAR_MISSES = [
+    ("optional follow-up reason line", "slurmstepd: error: *** REASON: node gpu-node-17 unresponsive ***", {}),
+    ("memory limit hit is info, not a kill",
+     "slurmstepd: error: StepId=123456.0 hit memory limit at least once during execution. This may or may not result in some failure.",
+     {}),
+    ("srun waiting for the step", "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.", {}),
+    ("srun terminating", "srun: forcing job termination", {}),
+    ("srun terminating step", "srun: Terminating StepId=4891784.0", {}),
+]
+
+
+def _params(rows):
+    return [pytest.param(line, expected, id=name) for name, line, expected in rows]
+
+
+@pytest.mark.parametrize("line, expected", _params(BANNERS))
+def test_cancellation_banners(line, expected):
+    check(line, expected)
+
+
+@pytest.mark.parametrize("line, expected", _params(OOM))
+def test_cgroup_oom(line, expected):
+    check(line, expected)
+
+
+@pytest.mark.parametrize("line, expected", _params(SRUN))
+def test_srun_task_exit(line, expected):
+    check(line, expected)
+
+
+@pytest.mark.parametrize("line, expected", _params(NEAR_MISSES))
+def test_near_misses(line, expected):
+    check(line, expected)

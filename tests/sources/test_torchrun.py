@@ -1,0 +1,141 @@
+"""tools/sources/torchrun.py: torch.distributed.elastic agent lines (FORMATS.md §2) and the real incidents.
+
+Each row: a line exactly as emitted, the pattern ids the scanner records for it after the fallback rule, and the
+fields each id extracts (a subset; None = absent). The agent header changed by torch version (§2.3): stdlib
+BASIC_FORMAT ≤2.0, `[date] logger: [LEVEL]` 2.1–2.2, glog-like `W0813 ... tid path:line]` 2.3–2.4 (thread id) and
+≥2.5 (pid); the triggers search the message, so every header must give the same facts.
+"""
+
+from __future__ import annotations
+
+import pytest
+from matching import check
+
+EXIT = "torchrun.exitcode"
+FAILED = "torchrun.worker_failed"
+CLOSE = "torchrun.closing_signal"
+
+CHILD_FAILED_REPORT = [
+    ("report title (trailing space)",
+     "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+     {"torchrun.child_failed": {}}),
+    ("time field", "  time      : 2024-04-12_14:58:30", {}),
+    ("host field", "  host      : f10de8a8e6e4", {"torchrun.failure_host": dict(host="f10de8a8e6e4")}),
+    ("host field, FQDN", "  host      : node-17.cluster.local", {"torchrun.failure_host": dict(host="node-17.cluster.local")}),
+    ("rank field", "  rank      : 12 (local_rank: 4)", {"torchrun.failure_rank": dict(failed_rank=12, failed_local_rank=4)}),
+    ("≤2.11 real exitcode, killed",
+     "  exitcode  : -9 (pid: 208585)",
+     {EXIT: dict(exitcode=-9, pid=208585, signal=None)}),
+    ("2.12+ exitcode with signal name (two spaces)",
+     "  exitcode  : -9 (pid: 1234)  (SIGKILL)",
+     {EXIT: dict(exitcode=-9, pid=1234, signal="SIGKILL")}),
+    ("2.12+ exitcode, watchdog abort: SIGABRT is also process.sigabrt",
+     "  exitcode  : -6 (pid: 1234)  (SIGABRT)",
+     {EXIT: dict(exitcode=-6, pid=1234, signal="SIGABRT"), "process.sigabrt": {}}),
+    ("2.12+ normal exit: trailing space, no signal",
+     "  exitcode  : 1 (pid: 1234) ",
+     {EXIT: dict(exitcode=1, pid=1234, signal=None)}),
+    ("real traceback field: signal",
+     "  traceback : Signal 9 (SIGKILL) received by PID 208585",
+     {"torchrun.signal_received": dict(signum=9, signal="SIGKILL", pid=208585)}),
+    ("traceback field without @record", "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html", {}),
+    ("error_file N/A", "  error_file: <N/A>", {}),
+    ("no other failures", "  <NO_OTHER_FAILURES>", {}),
+    ("root cause header", "Root Cause (first observed failure):", {}),
+    ("border", "============================================================", {}),
+]
+
+AGENT = [
+    ("≥2.5 real closing signal",
+     "W0813 22:08:39.776000 2585 torch/distributed/elastic/multiprocessing/api.py:898] Sending process 2711 closing signal SIGTERM",
+     {CLOSE: dict(pid=2711, signal="SIGTERM")}),
+    ("≤2.0 stdlib header",
+     "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 518 closing signal SIGTERM",
+     {CLOSE: dict(pid=518, signal="SIGTERM")}),
+    ("2.1-2.2 header",
+     "[2024-04-12 14:58:30,123] torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process 518 closing signal SIGKILL",
+     {CLOSE: dict(pid=518, signal="SIGKILL")}),
+    ("2.1-2.2 header, failed binary",
+     "[2024-04-12 14:58:30,123] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -9) local_rank: 3 (pid: 518) of binary: /usr/bin/python",
+     {FAILED: dict(exitcode=-9, failed_local_rank=3, pid=518)}),
+    ("2.3-2.4 header: thread id, absolute path",
+     "E0813 22:08:40.123000 140215829362496 /opt/conda/lib/python3.10/site-packages/torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 0 (pid: 2710) of binary: /usr/bin/python",
+     {FAILED: dict(exitcode=1, failed_local_rank=0, pid=2710)}),
+    ("fn entrypoint",
+     "E0813 22:08:40.123000 2585 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -6) local_rank: 2 (pid: 2712) of fn: train_main (start_method: spawn)",
+     {FAILED: dict(exitcode=-6, failed_local_rank=2, pid=2712)}),
+    ("worker group restart",
+     "[default] Worker group FAILED. 2/3 attempts left; will restart worker group",
+     {"torchrun.worker_group_restart": dict(state="FAILED", left=2, max=3)}),
+    ("worker group restart with ≥2.5 header",
+     "W0813 22:08:40.123000 2585 torch/distributed/elastic/agent/server/api.py:700] [default] Worker group UNHEALTHY. 0/3 attempts left; will restart worker group",
+     {"torchrun.worker_group_restart": dict(state="UNHEALTHY", left=0, max=3)}),
+    ("Python ≥3.11: death signal is the number",
+     "W1105 12:00:00.000000 123 torch/distributed/elastic/agent/server/api.py:704] Received 15 death signal, shutting down workers",
+     {"torchrun.death_signal": dict(signal="15")}),
+    ("Python ≤3.10: death signal is Signals.SIGTERM (SIGTERM is process.killed, a fallback, dropped)",
+     "W1105 12:00:00.000000 123 torch/distributed/elastic/agent/server/api.py:704] Received Signals.SIGTERM death signal, shutting down workers",
+     {"torchrun.death_signal": dict(signal="Signals.SIGTERM")}),
+    ("store timeout at start-up",
+     "torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 15/16 clients joined.",
+     {"torchrun.rendezvous_timeout": dict(joined=15, expected=16)}),
+    ("rendezvous timeout exception",
+     "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError",
+     {"torchrun.rendezvous_timeout": dict(joined=None)}),
+    ("client socket timeout",
+     "RuntimeError: The client socket has timed out after 1800s while trying to connect to (10.0.0.1, 29500).",
+     {"torchrun.rendezvous_timeout": {}}),
+]
+
+INCIDENTS = [
+    # speechbrain-timed-ckpt-collective-mismatch/torchelastic_summary.log, every line
+    ("speechbrain: title", "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:", {"torchrun.child_failed": {}}),
+    ("speechbrain: border", "============================================================", {}),
+    ("speechbrain: entrypoint", "train.py FAILED", {}),
+    ("speechbrain: rule", "------------------------------------------------------------", {}),
+    ("speechbrain: Failures", "Failures:", {}),
+    ("speechbrain: index is not a rank", "[1]:", {}),
+    ("speechbrain: time", "  time      : 2021-11-26_21:07:21", {}),
+    ("speechbrain: host", "  host      : f10de8a8e6e4", {"torchrun.failure_host": dict(host="f10de8a8e6e4")}),
+    ("speechbrain: rank", "  rank      : 1 (local_rank: 1)", {"torchrun.failure_rank": dict(failed_rank=1, failed_local_rank=1)}),
+    ("speechbrain: exitcode", "  exitcode  : 1 (pid: 267271)", {EXIT: dict(exitcode=1, pid=267271, signal=None)}),
+    ("speechbrain: error_file", "  error_file: /tmp/torchelastic_d676diln/none_yafvf25t/attempt_0/1/error.json", {}),
+    ("two-jobs-same-node-default-port-29500/combined.log",
+     "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use). The server socket has failed to bind to 0.0.0.0:29500 (errno: 98 - Address already in use).",
+     {"torchrun.address_in_use": dict(address="[::]:29500")}),
+]
+
+NEAR_MISSES = [
+    ("worker group state line", "[default] Worker group in FAILED state", {}),
+    ("rendezvous line", "[default] Rendezvous'ing worker group", {}),
+    ("python ≥3.11 shutdown escalation: numbers, no SIG names",
+     "W0813 22:08:40.123000 2585 torch/distributed/elastic/multiprocessing/api.py:920] Unable to shutdown process 2711 via 15, forcefully exiting via 9",
+     {}),
+    ("a 'host:' line outside the failure report", "  host: gpu-node-17", {}),
+    ("a 'Hostname :' line", "  Hostname      : gpu-node-17", {}),
+    ("launcher config echo", "  rdzv_configs     : {'timeout': 900}", {}),
+]
+
+
+def _params(rows):
+    return [pytest.param(line, expected, id=name) for name, line, expected in rows]
+
+
+@pytest.mark.parametrize("line, expected", _params(CHILD_FAILED_REPORT))
+def test_child_failed_report(line, expected):
+    check(line, expected)
+
+
+@pytest.mark.parametrize("line, expected", _params(AGENT))
+def test_agent_messages(line, expected):
+    check(line, expected)
+
+
+@pytest.mark.parametrize("line, expected", _params(INCIDENTS))
+def test_incident_lines(line, expected):
+    check(line, expected)
+
+
+@pytest.mark.parametrize("line, expected", _params(NEAR_MISSES))
+def test_near_misses(line, expected):
+    check(line, expected)
