@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tools.model import Evidence
+from tools.ranks import ranks_str
 from tools.patterns import TIERS
 
 MAX_TEXT = 160
@@ -15,24 +16,6 @@ MAX_TEXT = 160
 def row(table: Table, *cells) -> None:
     """Add a row of plain text: log lines are full of `[rank3]:` that rich would read as markup."""
     table.add_row(*(c if isinstance(c, Text) else Text(str(c)) for c in cells))
-
-
-def ranks_str(ranks: list[int], cap: int = 12) -> str:
-    """Compact rank ranges: [0,1,2,3,7] → '0-3,7'; long lists are cut with a count."""
-    if not ranks:
-        return "-"
-    rs = sorted(set(ranks))
-    parts, start, prev = [], rs[0], rs[0]
-    for r in rs[1:] + [None]:
-        if r is not None and r == prev + 1:
-            prev = r
-            continue
-        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
-        if r is not None:
-            start = prev = r
-    if len(parts) > cap:
-        return ",".join(parts[:cap]) + f",… ({len(rs)} ranks)"
-    return ",".join(parts)
 
 
 def short(text: str, n: int = MAX_TEXT) -> str:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -162,6 +163,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--no-re", action="store_true", help="skip the pure-Python engine rows")
     ap.add_argument("--strict", action="store_true", help="exit 2 when a speed or memory target fails")
+    ap.add_argument("--debugger", default=None, help="command to run instead of `debugger` (A/B a patched tree: "
+                    "'env PYTHONPATH=/tmp/tree python -m agent.cli')")
     a = ap.parse_args(argv)
     try:
         import psutil  # noqa: F401
@@ -200,7 +203,7 @@ def main(argv=None) -> int:
     else:
         print("rg not found: the ripgrep rows are skipped. Install it with: pip install ripgrep==14.1.0")
     dbg = shutil.which("debugger")
-    dbg = [dbg] if dbg else [sys.executable, "-m", "agent.cli"]
+    dbg = shlex.split(a.debugger) if a.debugger else [dbg] if dbg else [sys.executable, "-m", "agent.cli"]
 
     paths = [str(root / f["file"]) for f in files]
     sub_paths = [str(sub / f["file"]) for f in sub_files]

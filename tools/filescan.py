@@ -25,6 +25,8 @@ CHUNK = 64 << 20
 HEAD = 64 << 10
 TAIL = 1 << 20
 KEEP = 5  # first KEEP and last KEEP hits per (pattern, rank) are kept in full
+KEEP_STATE = 64  # collective-state lines: one per process group per rank, and a rank may be in many groups
+STATE_PREFIXES = ("pytorch.", "gloo.")
 LOOKAHEAD_LINES = 200  # how far a traceback's final exception line is searched for
 
 _RANK_LABEL = re.compile(rb"\[rank(\d+)\]")
@@ -93,10 +95,10 @@ class _HitKeeper:
         key = (h.pattern, h.rank)
         n = self.counts.get(key, 0)
         self.counts[key] = n + 1
-        if n < KEEP:
+        if n < (KEEP_STATE if h.pattern.startswith(STATE_PREFIXES) else KEEP):
             self.first.setdefault(key, []).append(h)
         else:
-            self.last.setdefault(key, deque(maxlen=KEEP)).append(h)
+            self.last.setdefault(key, deque(maxlen=KEEP)).append(h)  # the newest few as well
 
     def hits(self) -> tuple[list[Hit], int]:
         out: list[Hit] = []

@@ -21,6 +21,7 @@ from tools.catalog import by_id, patterns
 from tools.engine import make_engine
 from tools.filescan import FileScan, FileScanner, Hit
 from tools.model import Coverage, Evidence
+from tools.ranks import parse_ranges
 
 TEXT_SKIP_KINDS = {"fr_dump"}
 PARALLEL_MIN_BYTES = 64 << 20
@@ -269,21 +270,9 @@ def _pair_failure_blocks(f: FileScan, rank_nodes: dict[int, Evidence]) -> None:
         elif h.pattern == "slurm.task_exit":
             hosts, tasks = h.fields.get("hosts", ""), h.fields.get("tasks", "")
             if hosts and "[" not in hosts and "," not in hosts:
-                for r in _ranges(tasks):
+                for r in parse_ranges(tasks):
                     if r not in rank_nodes:
                         rank_nodes[r] = Evidence(file=f.rel, line=h.line, text=h.text, rank=r, node=hosts, kind=f.kind)
-
-
-def _ranges(spec: str) -> list[int]:
-    out: list[int] = []
-    for part in spec.split(","):
-        if "-" in part:
-            a, _, b = part.partition("-")
-            if a.isdigit() and b.isdigit() and int(b) - int(a) < 100000:
-                out.extend(range(int(a), int(b) + 1))
-        elif part.isdigit():
-            out.append(int(part))
-    return out
 
 
 def _coverage(files: list[FileScan], rank_files: dict[int, set[str]], skipped: list[dict], notes: list[str]) -> Coverage:

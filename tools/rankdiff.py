@@ -1,0 +1,582 @@
+"""`debugger diff`: every line reduced to a template, then the templates that only a few ranks printed, or that a
+few ranks did NOT print, with those ranks.
+
+Why: an unknown failure mode on one rank out of 512 is invisible to a pattern catalog but obvious as a difference
+("rank 17 printed `Timeout while fetching batch result at index <NUM>`, no one else did"; "511 ranks printed
+`saving checkpoint ...`, rank 17 did not"). Shapes, with the templates this module makes::
+
+    [rank3]:[I1105 12:00:03.123456789 train.py:10] step 3 loss 2.31   → [I<TS> train.py:<NUM>] step <NUM> loss <NUM>
+    ' 3: [rank3]:[E1105 ...] Watchdog caught ... SeqNum=5 ...'         → srun label and [rankN]: stripped, same masks
+    'node23:12098:12141 [2] NCCL INFO comm 0x55d0c4a0 busId 1b000'  → <HOST>:<NUM>:<NUM> [<NUM>] NCCL INFO comm <HEX> busId <HEX>
+
+Masks (Drain3-style named masks, applied in this order): <UUID>, <TS> (ISO date/time, glog `I1105 12:00:00.1`,
+syslog `Nov  5 12:00:00`, bare `12:00:00.5`), <HOST> (the host of NCCL's `host:pid:tid` header), <IP> (v4, v6 with `::`),
+<PATH> (absolute, `./`, `~/`), <HEX> (`0x..`, PCI `0000:1b:00.0`, a 5+ hex-char word with a digit and a letter), <NUM>
+(digit runs, decimals, exponents; also inside words: `node<NUM>`), `|<BAR>|` (tqdm bar); whitespace runs collapse
+to one space; ANSI colours, srun ` N: `, torchrun `[roleN]:`, elastic `[N]:` and c10 `[rankN]:` labels are
+stripped; of a `\\r` progress line only the text after the last `\\r` counts; templates are cut at 1024 bytes.
+
+How it stays fast (no per-line regex in Python): each 32 MiB newline-aligned buffer is digit-zeroed with ONE
+`bytes.translate` (C, ~1 GB/s), split on newlines, and counted with `Counter` (C). The named masks then run once
+per DISTINCT zeroed line, never per line, through a per-worker cache; since the digit-zeroed key keeps every non-digit
+byte, the template is a function of the key, so `template_of(line)` and the buffer path agree by construction. Rank
+labels: a file whose `[rank` labels all name one rank (two `bytes.count`s) is that rank; files interleaving several
+ranks (per-node SLURM files with `[rankN]:` or srun `N: ` labels) get ONE `findall` over the buffer that yields exactly
+one label per line, zipped with the keys. First occurrences come from `dict(zip(reversed(keys), ...))` (C), their
+text from the buffer by offset (translate keeps lengths). Files are processed in 2 forked workers over batches of
+≥ 32 MB, each batch merged in the worker; memory is bounded by the buffer, a capped key cache, ≤ 20k templates per
+file and ≤ 200k overall (caps are reported in `notes`), and one rank bitset (a Python int) per template.
+
+Measured on the 2-core project machine (tests/test_rankdiff.py `--bench`, 256 MiB, 256 per-rank files): see the
+figure in that file's docstring.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import re
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tools.attribution import attribute_line, attribute_path
+from tools.bundle import READ_ERRORS, read_error_reason
+from tools.model import Evidence
+
+__all__ = ["TemplateDiff", "DiffResult", "template_of", "diff_bundle"]
+
+CHUNK = 32 << 20
+MAX_FILE_TEMPLATES = 20_000     # distinct templates kept per file; later new ones are counted, not kept
+MAX_TEMPLATES = 200_000         # distinct templates kept over the bundle
+MAX_TEMPLATE_BYTES = 1024
+MAX_KEY_CACHE = 300_000         # zeroed line → template, per worker
+PARALLEL_MIN_BYTES = 64 << 20
+SKIP_KINDS = frozenset({"fr_dump"})
+DEFAULT = -1                    # rank slot of an unlabelled line: the file's rank, decided at the end of the file
+
+
+@dataclass
+class TemplateDiff:
+    template: str
+    ranks: list[int]                  # the minority: ranks that HAVE it (kind='only') or LACK it (kind='missing')
+    kind: str                         # 'only' | 'missing'
+    present_in: int                   # how many ranks have it
+    count: int                        # total lines with this template
+    example: Evidence                 # a real line from a rank that has it (its first occurrence)
+    missing_example: Evidence | None = None  # kind='missing': the last line of the first lacking rank
+
+
+@dataclass
+class DiffResult:
+    root: str
+    ranks: list[int]
+    templates: int
+    bytes: int
+    lines: int
+    seconds: float
+    only: list[TemplateDiff] = field(default_factory=list)
+    missing: list[TemplateDiff] = field(default_factory=list)
+    unattributed_files: list[str] = field(default_factory=list)  # files none of whose lines got a rank
+    notes: list[str] = field(default_factory=list)
+
+
+# -- templates ----------------------------------------------------------------------------------------------------
+_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
+# wrappers at the start: srun ' 3: ', torchrun '[default3]:', elastic '[12]:' (zeroed digits)
+_PREFIX = re.compile(rb"^(?: {0,6}0{1,7}: )?(?:\[[A-Za-z_][A-Za-z_]*0+\]:|\[0+\]:(?=.*\S))*")
+_RANK_LABEL0 = re.compile(rb"\[rank0+\]: ?")
+_MONTH = rb"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+_MASKS: list[tuple[re.Pattern, bytes]] = [
+    (re.compile(rb"(?<![0-9A-Za-z])[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}(?![0-9A-Za-z])"), b"<UUID>"),
+    (re.compile(rb"0000-00-00(?:[T ]00:00:00(?:[.,]0+)?(?:Z|[+-]00:?00)?)?"
+                rb"|" + _MONTH + rb" {1,2}0{1,2} 00:00:00(?:\.0+)?"
+                rb"|(?<=[IWEF])0{3,4} 00:00:00(?:\.0+)?"
+                rb"|(?<![\w:])00:00:00(?:[.,]0+)?"), b"<TS>"),
+    (re.compile(rb"^(\[[^\]]*\] )?[^\s:\[\]]+(?=:0+:0+ (?:\[0+\] )?(?:\S+ ){0,3}NCCL )"), rb"\1<HOST>"),
+    (re.compile(rb"(?<![\w.])0{1,3}(?:\.0{1,3}){3}(?!\.?\w)"
+                rb"|(?<![\w:.])(?=[0-9a-f:]*::)[0-9a-f]{0,4}(?::[0-9a-f]{0,4}){2,7}(?:%\w+)?(?![\w:.])"), b"<IP>"),
+    (re.compile(rb"(?<![\w.:/~-])(?:~|\.{1,2})?/[\w.@+-]+(?:/[\w.@+-]*)*"), b"<PATH>"),
+    (re.compile(rb"0[xX][0-9a-fA-F]+|(?<!\w)[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-9a-fA-F])?(?![\w:])"
+                rb"|(?<![\w.-])(?=[0-9a-fA-F]*[a-fA-F])(?=[a-fA-F]*0)[0-9a-fA-F]{5,}(?![\w.-])"),
+     b"<HEX>"),
+    (re.compile(rb"0+(?:\.0+)*(?:[eE][-+]?0+)?"), b"<NUM>"),
+    (re.compile(rb"(?<=%)\|[^|]*\|"), b"|<BAR>|"),
+    (re.compile(rb"[ \t]+"), b" "),
+]
+
+
+def _template(key: bytes) -> str:
+    """Template of a digit-zeroed line (no '\\n'). Pure function of `key`: see the module docstring."""
+    k = key.rstrip(b"\r")
+    if b"\x1b" in k:
+        k = _ANSI.sub(b"", k)
+    k = _PREFIX.sub(b"", k, count=1)
+    if b"\r" in k:                       # tqdm: the terminal shows only what follows the last '\r'
+        k = _PREFIX.sub(b"", k[k.rfind(b"\r") + 1:], count=1)
+    if len(k) > MAX_TEMPLATE_BYTES:
+        k = k[:MAX_TEMPLATE_BYTES]
+    if b"[rank" in k:
+        k = _RANK_LABEL0.sub(b"", k)
+    for rx, rep in _MASKS:
+        k = rx.sub(rep, k)
+    return k.strip().decode("utf-8", "replace")
+
+
+def template_of(line: bytes | str) -> str:
+    """The template of one raw log line ('' for an empty or blank line): digits zeroed, wrappers stripped, named
+    masks applied, exactly as `diff_bundle` does over whole buffers."""
+    b = line.encode("utf-8", "surrogateescape") if isinstance(line, str) else bytes(line)
+    if b.endswith(b"\n"):
+        b = b[:-1]
+    return _template(b.replace(b"\n", b" ").translate(_ZERO))
+
+
+# -- per-line rank labels -----------------------------------------------------------------------------------------
+_RANK_LABEL = re.compile(rb"\[rank(\d+)\]")
+# One match per line over b'\n' + buf: the first c10 '[rankN]:' within 160 bytes of the line start.
+_LINE_LABEL = re.compile(rb"\n(?:[^\n]{0,160}?\[rank(\d+)\]:)?")
+# srun-labelled files: (task id, torchrun role, c10 rank) per line.
+_LINE_LABEL_SRUN = re.compile(rb"\n(?:( {0,6}\d{1,7}): )?(\[[A-Za-z_]\w*?\d+\]:)?(?:[^\n]{0,160}?\[rank(\d+)\]:)?")
+_SRUN_HEAD = re.compile(rb"(?m)^ {0,6}\d{1,7}: ")
+
+
+def _srun_labelled(head: bytes) -> bool:
+    """Lines carry srun --label task ids (same test as tools.filescan: ≥ 3 and half of the first 50 lines)."""
+    if not _SRUN_HEAD.search(head):
+        return False
+    lines = head.split(b"\n")[:50]
+    text = [raw.decode("utf-8", "replace") for raw in lines if raw.strip()]
+    labelled = sum(1 for t in text if "srun_label" in attribute_line(t).styles)
+    return labelled >= max(3, len(text) // 2)
+
+
+# -- one file -----------------------------------------------------------------------------------------------------
+@dataclass
+class _FileOut:
+    idx: int
+    rel: str
+    bytes: int = 0
+    lines: int = 0
+    ranked_lines: int = 0
+    unranked_lines: int = 0
+    ranks: set[int] = field(default_factory=set)
+    templates: dict[str, list] = field(default_factory=dict)   # t → [count, first_line, rank, text, ranks set]
+    last: dict[int, tuple[int, str]] = field(default_factory=dict)  # rank → (line, text)
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+class _FileDiff:
+    """Streams one source: keys counted per chunk, templates per (template, rank slot), resolved at the end."""
+
+    def __init__(self, idx: int, rel: str, cache: dict[bytes, str]):
+        self.out = _FileOut(idx, rel)
+        self.cache = cache
+        self.hint = attribute_path(rel).rank
+        self.table: dict[tuple[str, int | None], list] = {}  # (t, slot) → [count, first_line, text]
+        self.known: dict = {}             # key or (label, key) → table entry (or None: dropped by the cap)
+        self.labels: dict = {}            # raw label → slot
+        self.explicit: set[int] = set()   # ranks named by labels in this file
+        self.n_templates: set[str] = set()
+        self.dropped = 0
+        self.last: dict[int | None, tuple[int, str]] = {}   # slot → (line, text)
+        self.srun = False
+        self.split_lines = False
+
+    def template(self, key: bytes) -> str:
+        t = self.cache.get(key)
+        if t is None:
+            t = _template(key)
+            if len(key) <= 4 * MAX_TEMPLATE_BYTES:
+                if len(self.cache) >= MAX_KEY_CACHE:
+                    self.cache.clear()
+                self.cache[key] = t
+        return t
+
+    def slot(self, label) -> int | None:
+        s = self.labels.get(label, 0)
+        if s != 0 or label in self.labels:
+            return s
+        if isinstance(label, tuple):     # srun: (task, role, rank)
+            task, role, rank = label
+            s = int(rank) if rank else (int(task) if task and not role else (None if task or role else DEFAULT))
+        else:
+            s = int(label) if label else DEFAULT
+        if s is not None and s >= 0:
+            self.explicit.add(s)
+        self.labels[label] = s
+        return s
+
+    def run(self, stream) -> _FileOut:
+        """Read `stream` in CHUNK-sized newline-aligned buffers; a read error keeps what was read and says so."""
+        carry, base, ends_nl, first = b"", 0, True, True
+        try:
+            while True:
+                block = stream.read(CHUNK)
+                eof = not block
+                buf = carry + block if carry else block
+                if not buf:
+                    break
+                if not eof:
+                    cut = buf.rfind(b"\n") + 1
+                    if cut == 0:
+                        if not self.split_lines:
+                            self.out.notes.append(f"line {base + 1} is longer than {CHUNK >> 20} MiB; read in pieces")
+                            self.split_lines = True
+                        cut = len(buf)
+                    carry, buf = buf[cut:], buf[:cut]
+                else:
+                    carry = b""
+                if first:
+                    self.srun = _srun_labelled(buf[:64 << 10])
+                    first = False
+                base += self.chunk(buf, base)
+                self.out.bytes += len(buf)
+                ends_nl = buf.endswith(b"\n")
+                if eof:
+                    break
+        except READ_ERRORS as exc:
+            self.out.error = read_error_reason(exc)
+        self.out.lines = base + (0 if ends_nl else 1)
+        return self.finish()
+
+    def chunk(self, buf: bytes, base: int) -> int:
+        """Count the lines of one newline-aligned buffer; returns its number of newlines."""
+        keys = buf.translate(_ZERO).split(b"\n")
+        n = len(keys)
+        labels = None
+        fixed: int | None = DEFAULT
+        if self.srun:
+            labels = _LINE_LABEL_SRUN.findall(b"\n" + buf)
+        elif b"[rank" in buf:
+            total = buf.count(b"[rank")
+            m = _RANK_LABEL.search(buf)
+            if m is not None and buf.count(b"[rank%s]" % m.group(1)) == total:
+                fixed = int(m.group(1))
+                self.explicit.add(fixed)
+            else:
+                labels = _LINE_LABEL.findall(b"\n" + buf)
+        if labels is not None and len(labels) != n:     # cannot happen; never mis-attribute if it does
+            self.out.notes.append(f"rank labels not aligned with lines near line {base + 1}; chunk left unattributed")
+            labels, fixed = None, None
+        if labels is None:
+            cnt: dict = Counter(keys)
+        else:
+            pairs = list(zip(labels, keys))
+            cnt = Counter(pairs)
+        known, table = self.known, self.table
+        new: list = []
+        for k, c in cnt.items():
+            e = known.get(k)
+            if e is None and k not in known:
+                new.append(k)
+            elif e is not None:
+                e[0] += c
+        if new:
+            if len(known) > MAX_KEY_CACHE:
+                known.clear()
+            seq = keys if labels is None else pairs
+            firsts = dict(zip(reversed(seq), range(n - 1, -1, -1)))
+            want: dict[int, list] = {}
+            for k in new:
+                if labels is None:
+                    key, s = k, fixed
+                else:
+                    key, s = k[1], self.slot(k[0])
+                t = self.template(key)
+                if not t:
+                    known[k] = None
+                    continue
+                i = firsts[k]
+                e = table.get((t, s))
+                if e is None:
+                    if t not in self.n_templates:
+                        if len(self.n_templates) >= MAX_FILE_TEMPLATES:
+                            self.dropped += cnt[k]
+                            known[k] = None
+                            continue
+                        self.n_templates.add(t)
+                    e = table[(t, s)] = [0, base + i + 1, None]
+                    want[i] = e
+                elif e[2] is None and base + i + 1 < e[1]:   # same chunk, earlier line
+                    e[1] = base + i + 1
+                    want[i] = e
+                e[0] += cnt[k]
+                known[k] = e
+            if want:
+                texts = _texts(buf, keys, want)
+                for i, e in want.items():
+                    if e[1] == base + i + 1:
+                        e[2] = texts[i]
+        self.last_lines(buf, keys, labels, fixed, base)
+        return n - 1
+
+    def last_lines(self, buf: bytes, keys: list[bytes], labels, fixed, base: int) -> None:
+        n = len(keys)
+        if labels is None:
+            i, tail = n - 1, 0
+            while i >= 0 and not keys[i].strip():
+                tail += len(keys[i]) + 1
+                i -= 1
+            if i >= 0:
+                end = len(buf) - tail          # tail: the bytes after line i, its newline included
+                text = buf[end - len(keys[i]):end]
+                self.last[fixed] = (base + i + 1, text.decode("utf-8", "replace").rstrip("\r"))
+            return
+        lasts = dict(zip(labels, range(n)))
+        by_slot: dict = {}
+        for lab, i in lasts.items():
+            s = self.slot(lab)
+            if keys[i].strip() and by_slot.get(s, -1) < i:
+                by_slot[s] = i
+        if by_slot:
+            texts = _texts(buf, keys, by_slot.values())
+            for s, i in by_slot.items():
+                self.last[s] = (base + i + 1, texts[i])
+
+    def finish(self) -> _FileOut:
+        out = self.out
+        default = self.hint if self.hint is not None else (
+            next(iter(self.explicit)) if len(self.explicit) == 1 else None)
+        for (t, s), (c, line, text) in self.table.items():
+            r = default if s == DEFAULT else s
+            if r is None:
+                out.unranked_lines += c
+                continue
+            out.ranked_lines += c
+            out.ranks.add(r)
+            e = out.templates.get(t)
+            if e is None:
+                out.templates[t] = [c, line, r, text, {r}]
+            else:
+                e[0] += c
+                e[4].add(r)
+                if line < e[1]:
+                    e[1], e[2], e[3] = line, r, text
+        for s, (line, text) in self.last.items():
+            r = default if s == DEFAULT else s
+            if r is not None and (r not in out.last or out.last[r][0] < line):
+                out.last[r] = (line, text)
+        if self.dropped:
+            out.notes.append(f"more than {MAX_FILE_TEMPLATES:,} distinct templates: {self.dropped:,} lines of later "
+                             f"new templates counted only")
+        return out
+
+
+def _texts(buf: bytes, keys: list[bytes], idxs) -> dict[int, str]:
+    """Verbatim text (trailing '\\r' dropped, as tools.filescan does) of lines `idxs` of `buf`, found by offset:
+    the digit-zeroed keys have the lengths of the original lines."""
+    out: dict[int, str] = {}
+    pos = prev = 0
+    for i in sorted(idxs):
+        if i > prev:
+            pos += sum(map(len, keys[prev:i])) + (i - prev)
+            prev = i
+        out[i] = buf[pos:pos + len(keys[i])].decode("utf-8", "replace").rstrip("\r")
+    return out
+
+
+# -- batches (forked workers) -------------------------------------------------------------------------------------
+@dataclass
+class _Batch:
+    templates: dict[str, list] = field(default_factory=dict)  # t → [count, (idx, line), rank, text, bits]
+    last: dict[int, tuple[int, int, str]] = field(default_factory=dict)  # rank → (idx, line, text)
+    files: list[_FileOut] = field(default_factory=list)       # per-file stats (templates emptied)
+
+
+def _bits(ranks) -> int:
+    b = 0
+    for r in ranks:
+        b |= 1 << r
+    return b
+
+
+def _merge_file(agg: _Batch, fo: _FileOut) -> None:
+    tm = agg.templates
+    for t, (c, line, r, text, ranks) in fo.templates.items():
+        bits = (1 << r) if len(ranks) == 1 else _bits(ranks)
+        e = tm.get(t)
+        if e is None:
+            tm[t] = [c, (fo.idx, line), r, text, bits]
+        else:
+            e[0] += c
+            e[4] |= bits
+            if (fo.idx, line) < e[1]:
+                e[1], e[2], e[3] = (fo.idx, line), r, text
+    for r, (line, text) in fo.last.items():
+        cur = agg.last.get(r)
+        if cur is None or (fo.idx, line) > cur[:2]:
+            agg.last[r] = (fo.idx, line, text)
+    fo.templates = {}
+    fo.last = {}
+    agg.files.append(fo)
+
+
+_CACHE: dict[bytes, str] = {}
+
+
+def _diff_sources(batch) -> _Batch:
+    agg = _Batch()
+    for idx, src in batch:
+        fd = _FileDiff(idx, src.rel, _CACHE)
+        try:
+            with src.open() as stream:
+                fo = fd.run(stream)
+        except OSError as exc:        # open() itself failed
+            fo = fd.finish()
+            fo.error = read_error_reason(exc)
+        _merge_file(agg, fo)
+    return agg
+
+
+def _batches(items, workers: int) -> list[list]:
+    total = sum(s.size for _, s in items) or 1
+    target = max(32 << 20, total // (workers * 8))
+    batches, cur, size = [], [], 0
+    for it in sorted(items, key=lambda it: -it[1].size):
+        cur.append(it)
+        size += it[1].size
+        if size >= target:
+            batches.append(cur)
+            cur, size = [], 0
+    if cur:
+        batches.append(cur)
+    return batches
+
+
+# -- the bundle ---------------------------------------------------------------------------------------------------
+def diff_bundle(bundle, *, minority: float = 0.5, max_report: int = 50, workers: int | None = None,
+                progress: Callable[[int, int], None] | None = None) -> DiffResult:
+    """Templates present in fewer than `minority` × N ranks ('only', ranks that have it) and templates present in at
+    least half but not all ranks ('missing', ranks that lack it); N = ranks seen. Each list is ordered by how few
+    ranks are involved, then (among single-rank 'only' templates) ranks that print few such templates before chatty
+    ones such as rank 0's own logging, then by count (most lines first); at most `max_report` each, the cut said in
+    `notes`. Templates every rank printed are not reported."""
+    t0 = time.perf_counter()
+    items = [(i, s) for i, s in enumerate(bundle.sources) if s.kind not in SKIP_KINDS]
+    notes: list[str] = []
+    skipped_kinds = [s.rel for s in bundle.sources if s.kind in SKIP_KINDS]
+    if skipped_kinds:
+        notes.append(f"{len(skipped_kinds)} flight-recorder dump(s) not diffed (binary): {', '.join(skipped_kinds[:5])}")
+    total = sum(s.size for _, s in items)
+    workers = workers or min(2, os.cpu_count() or 1)
+    agg = _Batch()
+    done = 0
+    if workers > 1 and total >= PARALLEL_MIN_BYTES and len(items) > 1 and "fork" in mp.get_all_start_methods():
+        with mp.get_context("fork").Pool(workers) as pool:
+            for b in pool.imap_unordered(_diff_sources, _batches(items, workers)):
+                _merge_batch(agg, b, notes)
+                done += sum(bundle.sources[f.idx].size for f in b.files)
+                if progress:
+                    progress(done, total)
+    else:
+        for it in items:
+            _merge_batch(agg, _diff_sources([it]), notes)
+            done += it[1].size
+            if progress:
+                progress(done, total)
+    res = _report(bundle, agg, minority, max_report, notes)
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def _merge_batch(agg: _Batch, b: _Batch, notes: list[str]) -> None:
+    tm = agg.templates
+    full = len(tm) >= MAX_TEMPLATES
+    dropped = 0
+    for t, e in b.templates.items():
+        cur = tm.get(t)
+        if cur is None:
+            if full or len(tm) >= MAX_TEMPLATES:
+                full = True
+                dropped += 1
+                continue
+            tm[t] = e
+        else:
+            cur[0] += e[0]
+            cur[4] |= e[4]
+            if e[1] < cur[1]:
+                cur[1], cur[2], cur[3] = e[1], e[2], e[3]
+    if dropped:
+        notes.append(f"more than {MAX_TEMPLATES:,} distinct templates in the bundle: {dropped:,} later ones dropped")
+    for r, v in b.last.items():
+        cur = agg.last.get(r)
+        if cur is None or v[:2] > cur[:2]:
+            agg.last[r] = v
+    agg.files.extend(b.files)
+
+
+def _ranks_of(bits: int) -> list[int]:
+    s = bin(bits)[:1:-1]
+    out, i = [], s.find("1")
+    while i != -1:
+        out.append(i)
+        i = s.find("1", i + 1)
+    return out
+
+
+def _report(bundle, agg: _Batch, minority: float, max_report: int, notes: list[str]) -> DiffResult:
+    srcs = bundle.sources
+    files = sorted(agg.files, key=lambda f: f.idx)
+    ranks: set[int] = set()
+    unattributed: list[str] = []
+    unranked, empty = [], []
+    for f in files:
+        ranks |= f.ranks
+        if f.error:
+            notes.append(f"{f.rel}: {f.error} (read stopped after {f.bytes:,} bytes)")
+        notes.extend(f"{f.rel}: {n}" for n in f.notes)
+        if not f.ranks:
+            if f.unranked_lines:
+                unattributed.append(f.rel)
+            else:
+                empty.append(f.rel)
+        elif f.unranked_lines:
+            unranked.append(f)
+    if empty:
+        notes.append(f"{len(empty)} file(s) with no text lines: {', '.join(empty[:5])}" + (" …" if len(empty) > 5 else ""))
+    if unranked:
+        ex = ", ".join(f"{f.rel} ({f.unranked_lines:,})" for f in unranked[:5])
+        notes.append(f"{sum(f.unranked_lines for f in unranked):,} lines in {len(unranked)} file(s) with other ranks "
+                     f"had no rank label and were left out: {ex}" + (" …" if len(unranked) > 5 else ""))
+    res = DiffResult(root=bundle.root, ranks=sorted(ranks), templates=len(agg.templates),
+                     bytes=sum(f.bytes for f in files), lines=sum(f.lines for f in files), seconds=0.0,
+                     unattributed_files=unattributed, notes=notes)
+    n = len(ranks)
+    if n < 2:
+        notes.insert(0, f"rank diff needs at least 2 ranks; saw {n}" + (f" (rank {min(ranks)})" if ranks else "")
+                     + "; nothing compared")
+        return res
+    all_bits = _bits(ranks)
+    only, missing = [], []
+    single: Counter = Counter()
+    for t, e in agg.templates.items():
+        k = e[4].bit_count()
+        if k >= n:
+            continue
+        if k < minority * n:
+            only.append((k, t, e))
+            if k == 1:
+                single[e[4].bit_length() - 1] += 1
+        elif 2 * k >= n:
+            missing.append((k, t, e))
+    only.sort(key=lambda x: (x[0], single[x[2][4].bit_length() - 1] if x[0] == 1 else 0, -x[2][0], x[1]))
+    missing.sort(key=lambda x: (n - x[0], -x[2][0], x[1]))
+
+    def ev(idx: int, line: int, text: str, r: int) -> Evidence:
+        return Evidence(file=srcs[idx].rel, line=line, text=text, rank=r, kind=srcs[idx].kind)
+
+    for k, t, (c, (idx, line), r, text, bits) in only[:max_report]:
+        res.only.append(TemplateDiff(t, _ranks_of(bits), "only", k, c, ev(idx, line, text, r)))
+    for k, t, (c, (idx, line), r, text, bits) in missing[:max_report]:
+        lack = _ranks_of(all_bits & ~bits)
+        last = agg.last.get(lack[0])
+        res.missing.append(TemplateDiff(t, lack, "missing", k, c, ev(idx, line, text, r),
+                                        ev(last[0], last[1], last[2], lack[0]) if last else None))
+    for name, rows in (("minority", only), ("missing", missing)):
+        if len(rows) > max_report:
+            notes.append(f"showing {max_report} of {len(rows)} {name} templates")
+    return res
