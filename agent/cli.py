@@ -153,6 +153,22 @@ def grep(pattern: str = typer.Argument(..., help="Python regular expression."), 
 
 
 @app.command()
+def nccl(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
+         per_step: int = typer.Option(None, "--collectives-per-step",
+                                      help="Collectives issued per training step, to say 'one step ahead'.")):
+    """NCCL/gloo state of EVERY rank: who never entered the stuck collective, who waited, who was ahead."""
+    from tools.jsonable import dumps
+    from tools.nccl import analyze
+    from tools.scan import scan_bundle
+    with guarded(), opened(paths) as b:
+        rep = analyze(scan_bundle(b), collectives_per_step=per_step)
+        if json_:
+            out.print_json(dumps(rep))
+        else:
+            render.render_nccl(rep, out)
+
+
+@app.command()
 def catalog(json_: bool = JsonOpt):
     """The fatal-pattern catalog: id, tier, category and role hints, and an example line for each."""
     from tools.catalog import patterns

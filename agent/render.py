@@ -155,3 +155,38 @@ def render_catalog(rows: list[dict], console: Console) -> None:
     for r in rows:
         row(t, r["id"], str(r["tier"]), r["category"] or "-", r["role"], r["summary"] + (" (fallback)" if r["fallback"] else ""))
     console.print(t)
+
+
+def render_nccl(rep, console: Console, max_rows: int = 40) -> None:
+    style = {"straggler": "bold red", "crash": "bold red", "gloo_straggler": "bold red", "fabric": "bold yellow"}
+    console.print(Text.assemble(("nccl ", "bold"), (rep.verdict, style.get(rep.verdict, "bold")), f": {rep.summary}"))
+    exp = f"{rep.expected_ranks}" if rep.expected_ranks else "unknown"
+    console.print(f"ranks: {rep.found_ranks} with logs of {exp} expected; {rep.with_state} with collective state"
+                  + (f"; missing {ranks_str(rep.missing_ranks)}" if rep.missing_ranks else ""))
+    for g in rep.groups:
+        roles = "; ".join(f"{k} {ranks_str(v)}" for k, v in g.roles.items())
+        start = f", collective started {g.start_time} (watchdog time − {g.timeout_ms} ms)" if g.start_time else ""
+        console.print(f"PG {g.pg}{' (' + g.desc + ')' if g.desc else ''}: {g.ranks} ranks, stuck at SeqNum "
+                      f"{g.stuck_seq} {g.op or ''}{start}; {roles}" + (" [wavefront]" if g.pg == rep.wavefront and len(rep.groups) > 1 else ""),
+                      markup=False)
+    t = Table(title="every rank (identical rows collapsed)", title_justify="left")
+    for c in ("ranks", "role", "PG", "SeqNum", "op", "enqueued", "completed", "own watchdog", "notified", "evidence"):
+        t.add_column(c)
+    for r in rep.rows[:max_rows]:
+        ev = r["evidence"]
+        row(t, ranks_str(r["ranks"]), r["role"], r["pg"] or "-", r["seq"] if r["seq"] is not None else "-",
+            r["op"] or "-", r["enqueued"] if r["enqueued"] is not None else "-",
+            r["completed"] if r["completed"] is not None else "-", "yes" if r["self_detected"] else "no",
+            "yes" if r["notified"] else "no", cite(ev))
+    console.print(t)
+    if len(rep.rows) > max_rows:
+        console.print(f"  showing {max_rows} of {len(rep.rows)} row groups", style="dim")
+    for r in rep.culprits[:20]:
+        rs = rep.ranks[r]
+        console.print(f"culprit rank {r}{' on ' + rs.node if rs.node else ''}: {rs.reason}", markup=False)
+        for ev in rs.cited(2):
+            console.print(f"  {cite(ev)}  {short(ev.text, 150)}", markup=False)
+    if rep.suspects:
+        console.print(f"suspects (no logs): {ranks_str(rep.suspects)}", markup=False)
+    for n in rep.notes:
+        console.print(f"note: {n}", style="yellow", markup=False)

@@ -4,6 +4,7 @@ Why generated cases: real bundles are rare, partial and cannot be shared at 1024
 the culprit at rank 0, 1, the middle or the last rank, at 8, 128 or 1024 ranks, with the noise real jobs have
 (NCCL INFO chatter, recovering retries, warnings on healthy ranks), and know the truth exactly.
 
+Layout: SLURM per-node files `error-<job>-<n>.out` holding torchrun --tee output (`[default3]:[rank11]:...`).
 Run: `python -m eval.generate cases/` (regenerates every case; same seed, same bytes).
 """
 
@@ -16,6 +17,11 @@ from pathlib import Path
 
 import yaml
 
+DISCLAIMER = ("This is most likely caused by incorrect usages of collectives, e.g., wrong sizes used across ranks, the "
+              "order of collectives is not same for all ranks or the scheduled collective, for some reason, didn't run. "
+              "Additionally, this can be caused by GIL deadlock or other reasons such as network errors or bugs in the "
+              "communications library (e.g. NCCL), etc. ")
+
 
 @dataclass
 class Job:
@@ -25,121 +31,243 @@ class Job:
     ranks_per_node: int = 4
     job_id: int = 4891784
     seed: int = 0
-    node_prefix: str = "gpu-node-"
     node_base: int = 17
     files: dict[str, list[str]] = field(default_factory=dict)
 
+    def __post_init__(self):
+        self.rnd = random.Random(self.seed)
+
+    @property
+    def nodes(self) -> int:
+        return (self.ranks + self.ranks_per_node - 1) // self.ranks_per_node
+
     def node(self, rank: int) -> str:
-        return f"{self.node_prefix}{self.node_base + rank // self.ranks_per_node}"
+        return f"gpu-node-{self.node_base + rank // self.ranks_per_node}"
 
     def local(self, rank: int) -> int:
         return rank % self.ranks_per_node
 
-    def file(self, rank: int) -> str:
-        return f"error-{self.job_id}-{rank // self.ranks_per_node}.out"
-
-    def emit(self, rank: int, text: str, tee: bool = True) -> None:
-        """A worker line as torchrun --tee writes it into the node's SLURM file: `[default3]:[rank3]:...`."""
-        prefix = f"[default{self.local(rank)}]:" if tee else ""
-        self.files.setdefault(self.file(rank), []).append(prefix + text)
+    def emit(self, rank: int, text: str) -> None:
+        """A worker line as torchrun --tee writes it into the node's SLURM file: `[default3]:...`."""
+        name = f"error-{self.job_id}-{rank // self.ranks_per_node}.out"
+        self.files.setdefault(name, []).append(f"[default{self.local(rank)}]:{text}")
 
     def emit_node(self, node_idx: int, text: str) -> None:
         self.files.setdefault(f"error-{self.job_id}-{node_idx}.out", []).append(text)
 
+    # -- building blocks -------------------------------------------------------------------------------------
+    def c10(self, rank: int, t: str, src: str, msg: str, sev: str = "E", mmdd: str = "1105") -> None:
+        self.emit(rank, f"[rank{rank}]:[{sev}{mmdd} {t}.{self.rnd.randrange(10**9):09d} {src}] {msg}")
 
-def _c10(rank: int, sev: str, mmdd: str, t: str, ns: int, src: str, msg: str) -> str:
-    return f"[rank{rank}]:[{sev}{mmdd} {t}.{ns:09d} {src}] {msg}"
+    def startup(self) -> None:
+        for r in range(self.ranks):
+            host, pid, lr = self.node(r), 20000 + r, self.local(r)
+            self.emit(r, f"{host}:{pid}:{pid} [{lr}] NCCL INFO NCCL version 2.21.5+cuda12.4")
+            self.emit(r, f"{host}:{pid}:{pid + 55} [{lr}] NCCL INFO ncclCommInitRank comm 0x55d0c8a{r:04x} rank {r} "
+                         f"nranks {self.ranks} cudaDev {lr} nvmlDev {lr} busId {0x18000 + lr * 0x10000:x} commId "
+                         f"0x8c3f2a1b - Init COMPLETE")
+        self.emit(self.ranks - 1, f"using world size: {self.ranks}, data-parallel size: {self.ranks}, context-parallel "
+                                  f"size: 1, tensor-model-parallel size: 1, pipeline-model-parallel size: 1")
+
+    def training(self, iters: int = 40, start_min: int = 0, ms: float = 7000.0) -> None:
+        last = self.ranks - 1
+        for it in range(1, iters + 1):
+            minute, sec = divmod(start_min * 60 + it * 7, 60)
+            self.emit(last, f" [2024-11-05 12:{minute:02d}:{sec:02d}] iteration {it * 10:8d}/   10000 | consumed "
+                            f"samples: {it * 2560:12d} | elapsed time per iteration (ms): {ms + self.rnd.random() * 40:.1f}"
+                            f" | learning rate: 1.499999E-04 | global batch size:   256 | lm loss: {6.5 - it * 0.02:.6E} |"
+                            f" loss scale: 1.0 | grad norm: {1.2 + self.rnd.random():.3f} | number of skipped "
+                            f"iterations:   0 | number of nan iterations:   0 |")
+
+    def retry_noise(self, ranks: list[int], minute: int = 2) -> None:
+        """Connection resets that succeed on the first retry: noise on healthy ranks."""
+        for r in ranks:
+            self.emit(r, f"W1105 12:{minute:02d}:{10 + r % 40:02d}.000000 {20000 + r} lhotse/dataset/sampling.py:88] GET "
+                         f"ais://train/shard-{r:05d}.tar failed, retrying 1/5: Connection reset by peer")
+
+    def waiting(self, rank: int, seq: int, t: str, op: str = "BROADCAST", pg: str = "0", desc: str = "default_pg",
+                enq: int | None = None, comp: int | None = None, timeout_ms: int = 1800000, first: bool = True) -> None:
+        """A rank whose own watchdog fired on `seq` (torch ≥2.6 lines)."""
+        enq = seq if enq is None else enq
+        comp = seq - 1 if comp is None else comp
+        pgp = f"[PG ID {pg} PG GUID {pg}({desc}) Rank {rank}]" if desc else f"[PG ID {pg} PG GUID {pg} Rank {rank}]"
+        self.c10(rank, t, "ProcessGroupNCCL.cpp:616", f"[Rank {rank}] Watchdog caught collective operation timeout: "
+                 f"WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn=1, NumelOut=1, Timeout(ms)={timeout_ms}) ran for "
+                 f"{timeout_ms + self.rnd.randrange(10, 90)} milliseconds before timing out.")
+        self.c10(rank, t, "ProcessGroupNCCL.cpp:2168", f"{pgp}  failure detected by watchdog at work sequence id: {seq} "
+                 f"PG status: last enqueued work: {enq}, last completed work: {comp}")
+        if first:
+            self.c10(rank, t, "ProcessGroupNCCL.cpp:2147", f"{pgp} First PG on this rank to signal dumping.")
+
+    def notified(self, rank: int, t: str, enq: int, comp: int, by: int = 0, pg: str = "0") -> None:
+        """A rank that only learned of another rank's timeout (its own watchdog never fired)."""
+        pgp = f"[PG ID {pg} PG GUID {pg}(default_pg) Rank {rank}]"
+        self.c10(rank, t, "ProcessGroupNCCL.cpp:1710", f"{pgp} Observed flight recorder dump signal from another rank "
+                                                      f"via TCPStore.")
+        self.c10(rank, t, "ProcessGroupNCCL.cpp:1742", f"{pgp} Received a dump signal due to a collective timeout from  "
+                 f"rank {by} and we will try our best to dump the debug info. Last enqueued NCCL work: {enq}, last "
+                 f"completed NCCL work: {comp}.{DISCLAIMER}")
+
+    def teardown(self, ranks: list[int], t: str = "12:34:40") -> None:
+        for r in ranks:
+            self.c10(r, t, "ProcessGroupNCCL.cpp:630", f"[Rank {r}] Some NCCL operations have failed or timed out. Due "
+                     f"to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on "
+                     f"corrupted/incomplete data.")
+            self.c10(r, t, "ProcessGroupNCCL.cpp:636", f"[Rank {r}] To avoid data inconsistency, we are taking the "
+                                                        f"entire process down.")
+            self.emit(r, "terminate called after throwing an instance of 'c10::DistBackendError'")
+
+    def launcher_end(self, t: str = "12:34:41") -> None:
+        for n in range(self.nodes):
+            first = n * self.ranks_per_node
+            last = min(first + self.ranks_per_node, self.ranks) - 1
+            self.emit_node(n, f"W1105 {t}.000000 {19000 + n} torch/distributed/elastic/multiprocessing/api.py:898] "
+                              f"Sending process {20000 + first} closing signal SIGTERM")
+            self.emit_node(n, f"srun: error: {self.node(first)}: tasks {first}-{last}: Exited with exit code 1")
+
+    def truth(self, category: str, culprits: list[int], root_cause: str, evidence: list[str], tags: list[str],
+              first_failure: str | None = None, nodes: list[str] | None = None, title: str = "") -> dict:
+        t = {"category": category, "culprit_ranks": culprits,
+             "culprit_nodes": nodes if nodes is not None else sorted({self.node(r) for r in culprits}),
+             "root_cause": root_cause, "evidence": evidence}
+        if first_failure:
+            t["first_failure_time"] = first_failure
+        t.update({"tags": tags + ["generated"], "title": f"generated: {title}", "framework": "Megatron-LM + torchrun + SLURM",
+                  "scale": f"{self.ranks} ranks on {self.nodes} nodes", "confidence": "high",
+                  "source_url": "generated by eval/generate.py"})
+        return t
 
 
-def _pg(rank: int) -> str:
-    return f"[PG ID 0 PG GUID 0(default_pg) Rank {rank}]"
+def _job(ranks: int, seed: int) -> Job:
+    job = Job(ranks=ranks, ranks_per_node=min(8, max(1, ranks // 2)), seed=seed)
+    job.startup()
+    job.training()
+    job.retry_noise([r for r in range(0, ranks, max(1, ranks // 4))][:4])
+    return job
 
 
 def data_loading_straggler(ranks: int = 8, culprit: int = 5, seed: int = 0) -> tuple[Job, dict]:
     """One rank hangs in its data loader (retries escalate, then silence); 30 min later every other rank's
     watchdog fires on the per-step BROADCAST and the launcher takes the job down."""
-    rnd = random.Random(seed)
-    job = Job(ranks=ranks, ranks_per_node=min(8, max(1, ranks // 2)), seed=seed)
-    seq_stuck = 4521
-    for r in range(ranks):
-        host = job.node(r)
-        pid = 20000 + r
-        job.emit(r, f"{host}:{pid}:{pid} [{job.local(r)}] NCCL INFO NCCL version 2.21.5+cuda12.4")
-        job.emit(r, f"{host}:{pid}:{pid + 55} [{job.local(r)}] NCCL INFO ncclCommInitRank comm 0x55d0c8a{r:04x} rank {r} "
-                    f"nranks {ranks} cudaDev {job.local(r)} nvmlDev {job.local(r)} busId {0x18000 + job.local(r) * 0x10000:x} "
-                    f"commId 0x8c3f2a1b - Init COMPLETE")
-    last = ranks - 1
-    job.emit(last, f"using world size: {ranks}, data-parallel size: {ranks}, context-parallel size: 1, "
-                   f"tensor-model-parallel size: 1, pipeline-model-parallel size: 1")
-    for it in range(1, 41):
-        minute, sec = divmod(it * 7, 60)
-        ts = f"2024-11-05 12:{minute:02d}:{sec:02d}"
-        ms = 7000 + rnd.random() * 40
-        job.emit(last, f" [{ts}] iteration {it * 10:8d}/   10000 | consumed samples: {it * 2560:12d} | elapsed time per "
-                       f"iteration (ms): {ms:.1f} | learning rate: 1.499999E-04 | global batch size:   256 | lm loss: "
-                       f"{6.5 - it * 0.02:.6E} | loss scale: 1.0 | grad norm: {1.2 + rnd.random():.3f} | number of skipped "
-                       f"iterations:   0 | number of nan iterations:   0 |", tee=True)
-    noisy = [r for r in range(ranks) if r != culprit][: max(1, ranks // 8)]
-    for r in noisy:
-        job.emit(r, f"W1105 12:02:{10 + r % 40:02d}.000000 {20000 + r} lhotse/dataset/sampling.py:88] GET "
-                    f"ais://train/shard-{r:05d}.tar failed, retrying 1/5: Connection reset by peer")
+    job = _job(ranks, seed)
+    seq = 4521
     for k in range(1, 6):
         job.emit(culprit, f"W1105 12:04:{k * 9:02d}.000000 {20000 + culprit} lhotse/dataset/sampling.py:88] GET "
                           f"ais://train/shard-{culprit:05d}.tar failed, retrying {k}/5: Read timed out. (read timeout=60)")
-    job.emit(culprit, f"I1105 12:04:58.000000 {20000 + culprit} lhotse/dataset/sampling.py:95] opening "
-                      f"ais://train/shard-{culprit:05d}.tar (attempt 6, no timeout)")
+    others = [r for r in range(ranks) if r != culprit]
+    for r in others:
+        job.waiting(r, seq, f"12:34:{10 + r % 40:02d}")
+    job.notified(culprit, "12:34:12", enq=seq - 1, comp=seq - 1, by=others[0])
+    job.teardown(others)
+    job.launcher_end()
+    return job, job.truth(
+        "data_loading_stall", [culprit],
+        f"Rank {culprit}'s data loader stalled on a storage read (retries escalated to 5/5); it never joined BROADCAST "
+        f"SeqNum={seq}, and 30 minutes later every other rank's NCCL watchdog fired.",
+        [f"retrying 5/5 on rank {culprit}", f"rank {culprit}: Last enqueued NCCL work: {seq - 1}, last completed NCCL "
+                                            f"work: {seq - 1}"],
+        ["hang", "cross-rank"], "2024-11-05T12:04:45", title=f"data-loading straggler, {ranks} ranks")
+
+
+def crash_before_collective(ranks: int = 8, culprit: int = 3, seed: int = 0) -> tuple[Job, dict]:
+    """One rank dies on a CUDA error; the others wait in the next ALLREDUCE until their watchdogs fire."""
+    job = _job(ranks, seed)
+    seq = 812
+    for line in ("Traceback (most recent call last):", '  File "/workspace/megatron/training/training.py", line 1187, '
+                 "in train_step", "    losses_reduced = forward_backward_func(", "RuntimeError: CUDA error: an illegal "
+                 "memory access was encountered"):
+        job.emit(culprit, f"[rank{culprit}]: {line}")
+    others = [r for r in range(ranks) if r != culprit]
+    for r in others:
+        job.waiting(r, seq, f"12:15:{10 + r % 40:02d}", op="ALLREDUCE", timeout_ms=600000)
+    job.teardown(others, "12:15:50")
+    job.launcher_end("12:15:51")
+    return job, job.truth("gpu_cuda", [culprit], f"Rank {culprit} crashed with an illegal memory access; the other "
+                          f"ranks timed out in ALLREDUCE SeqNum={seq}.", ["CUDA error: an illegal memory access"],
+                          ["crash", "cross-rank"], title=f"single-rank CUDA crash, {ranks} ranks")
+
+
+def broadcast_root_ahead(ranks: int = 8, culprit: int = 6, seed: int = 0) -> tuple[Job, dict]:
+    """A straggler never joins BROADCAST S; the root (rank 0) finished its send and queued S+1..S+3, so it is
+    ahead by one training step (3 collectives) while everyone else waits at S."""
+    job = _job(ranks, seed)
+    seq = 3000
+    job.waiting(0, seq + 1, "12:34:09", enq=seq + 3, comp=seq)
+    others = [r for r in range(1, ranks) if r != culprit]
+    for r in others:
+        job.waiting(r, seq, f"12:34:{10 + r % 40:02d}")
+    job.notified(culprit, "12:34:12", enq=seq - 1, comp=seq - 1, by=0)
+    job.teardown([0] + others)
+    job.launcher_end()
+    return job, job.truth("data_loading_stall", [culprit], f"Rank {culprit} never joined BROADCAST SeqNum={seq}; rank 0 "
+                          f"(the root) is one step ahead.", [f"rank {culprit}: enqueued == completed"],
+                          ["hang", "cross-rank"], title=f"straggler with broadcast root ahead, {ranks} ranks")
+
+
+def two_groups_stuck(ranks: int = 8, culprit: int = 2, seed: int = 0) -> tuple[Job, dict]:
+    """A tensor-parallel group (PG 1, ranks of the culprit's node) is stuck because one member never entered its
+    collective; the default group is stuck later, at a different point, only as a consequence."""
+    job = _job(ranks, seed)
+    tp = [r for r in range(ranks) if job.node(r) == job.node(culprit)]
+    for r in tp:  # the culprit's log just stops: it never reaches the tp collective
+        if r != culprit:
+            job.waiting(r, 900, f"12:20:{r % 40:02d}", op="ALLGATHER", pg="1", desc="tp", timeout_ms=600000)
     for r in range(ranks):
-        if r == culprit:
-            continue
-        t = f"12:34:{10 + r % 40:02d}"
-        job.emit(r, _c10(r, "E", "1105", t, 100000000 + r, "ProcessGroupNCCL.cpp:616",
-                         f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq_stuck}, "
-                         f"OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for {1800000 + 12 + r} "
-                         f"milliseconds before timing out."))
-        job.emit(r, _c10(r, "E", "1105", t, 200000000 + r, "ProcessGroupNCCL.cpp:2168",
-                         f"{_pg(r)}  failure detected by watchdog at work sequence id: {seq_stuck} PG status: last "
-                         f"enqueued work: {seq_stuck}, last completed work: {seq_stuck - 1}"))
-        job.emit(r, _c10(r, "E", "1105", t, 300000000 + r, "ProcessGroupNCCL.cpp:2147",
-                         f"{_pg(r)} First PG on this rank to signal dumping."))
-    t = "12:34:12"
-    job.emit(culprit, _c10(culprit, "E", "1105", t, 400000000, "ProcessGroupNCCL.cpp:1710",
-                           f"{_pg(culprit)} Observed flight recorder dump signal from another rank via TCPStore."))
-    job.emit(culprit, _c10(culprit, "E", "1105", t, 500000000, "ProcessGroupNCCL.cpp:1742",
-                           f"{_pg(culprit)} Received a dump signal due to a collective timeout from  rank 0 and we will "
-                           f"try our best to dump the debug info. Last enqueued NCCL work: {seq_stuck - 1}, last completed "
-                           f"NCCL work: {seq_stuck - 1}.This is most likely caused by incorrect usages of collectives, "
-                           f"e.g., wrong sizes used across ranks, the order of collectives is not same for all ranks or "
-                           f"the scheduled collective, for some reason, didn't run. Additionally, this can be caused by GIL "
-                           f"deadlock or other reasons such as network errors or bugs in the communications library (e.g. "
-                           f"NCCL), etc. "))
+        if r not in tp:
+            job.waiting(r, 55, f"12:44:{10 + r % 40:02d}", op="ALLREDUCE")
+    job.teardown([r for r in range(ranks) if r != culprit])
+    job.launcher_end()
+    return job, job.truth("data_loading_stall", [culprit], f"Rank {culprit} never entered the tp group's ALLGATHER "
+                          f"(SeqNum 900); the data-parallel group stalled later as a consequence.", [],
+                          ["hang", "cross-rank", "multi-pg"], title=f"two process groups stuck, {ranks} ranks")
+
+
+def fabric_failure(ranks: int = 8, seed: int = 0) -> tuple[Job, dict]:
+    """Every rank entered ALLREDUCE and every rank's own watchdog fired; IB completion errors: the network."""
+    job = _job(ranks, seed)
+    seq = 1204
+    for r in (1, ranks // 2):
+        host, pid = job.node(r), 20000 + r
+        job.emit(r, "")
+        job.emit(r, f"{host}:{pid}:{pid + 90} [{job.local(r)}] transport/net_ib.cc:2453 NCCL WARN NET/IB: Got completion "
+                    f"from peer 10.99.91.63<51161> with status=12 opcode=32614 len=32614 vendor err 129 (Send) localGid "
+                    f"::ffff:10.99.92.59 remoteGids::ffff:10.99.91.63 hca mlx5_1")
     for r in range(ranks):
-        if r == culprit:
-            continue
-        job.emit(r, _c10(r, "E", "1105", "12:34:40", 600000000 + r, "ProcessGroupNCCL.cpp:630",
-                         f"[Rank {r}] Some NCCL operations have failed or timed out. Due to the asynchronous nature of "
-                         f"CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data."))
-        job.emit(r, _c10(r, "E", "1105", "12:34:40", 700000000 + r, "ProcessGroupNCCL.cpp:636",
-                         f"[Rank {r}] To avoid data inconsistency, we are taking the entire process down."))
-        job.emit(r, "terminate called after throwing an instance of 'c10::DistBackendError'")
-    nodes = (ranks + job.ranks_per_node - 1) // job.ranks_per_node
-    for n in range(nodes):
-        first = n * job.ranks_per_node
-        job.emit_node(n, f"W1105 12:34:41.000000 {19000 + n} torch/distributed/elastic/multiprocessing/api.py:898] "
-                         f"Sending process {20000 + first} closing signal SIGTERM")
-        job.emit_node(n, f"srun: error: {job.node(first)}: tasks {first}-{min(first + job.ranks_per_node, ranks) - 1}: "
-                         f"Exited with exit code 1")
-    truth = {
-        "category": "data_loading_stall", "culprit_ranks": [culprit], "culprit_nodes": [job.node(culprit)],
-        "root_cause": f"Rank {culprit}'s data loader stalled on a storage read (retries escalated to 5/5, then an "
-                      f"untimed read); it never joined BROADCAST SeqNum={seq_stuck}, and 30 minutes later every other "
-                      f"rank's NCCL watchdog fired and the job was torn down.",
-        "evidence": [f"retrying 5/5 on rank {culprit}",
-                     f"rank {culprit}: Last enqueued NCCL work: {seq_stuck - 1}, last completed NCCL work: {seq_stuck - 1}"],
-        "first_failure_time": "2024-11-05T12:04:45", "tags": ["hang", "cross-rank", "generated"],
-        "title": f"generated: data-loading straggler, {ranks} ranks", "framework": "Megatron-LM + torchrun + SLURM",
-        "scale": f"{ranks} ranks on {nodes} nodes", "confidence": "high", "source_url": "generated by eval/generate.py",
-    }
+        job.waiting(r, seq, f"12:34:{10 + r % 40:02d}", op="ALLREDUCE")
+    job.teardown(list(range(ranks)))
+    job.launcher_end()
+    return job, job.truth("network", [], "IB retry-exceeded completion errors; every rank entered the collective and "
+                          "timed out: a network fault, no straggler.", ["NET/IB: Got completion ... status=12"],
+                          ["hang", "network"], nodes=[], title=f"network fabric failure, {ranks} ranks")
+
+
+def missing_rank_file(ranks: int = 8, culprit: int = 5, seed: int = 0) -> tuple[Job, dict]:
+    """The straggler's node file was not collected: the logs cannot name the culprit, only where to look."""
+    job, truth = data_loading_straggler(ranks, culprit, seed)
+    del job.files[f"error-{job.job_id}-{culprit // job.ranks_per_node}.out"]
+    truth["tags"] = ["hang", "partial", "generated"]
+    truth["title"] = f"generated: straggler whose node log is missing, {ranks} ranks"
     return job, truth
+
+
+def gloo_straggler(ranks: int = 8, culprit: int = 1, seed: int = 0) -> tuple[Job, dict]:
+    """CPU job on gloo: no work counters; the waiting ranks raise recv timeouts, the culprit's log just stops."""
+    job = Job(ranks=ranks, ranks_per_node=min(8, max(1, ranks // 2)), seed=seed)
+    for r in range(ranks):
+        job.emit(r, f"[rank{r}]: I1105 12:00:0{r % 10}.000000 {20000 + r} train.py:40] rank {r}/{ranks} initialised "
+                    f"(backend=gloo, world_size={ranks})")
+        job.emit(r, f"[rank{r}]: I1105 12:01:00.000000 {20000 + r} train.py:88] epoch 0 step 10 loss 2.31")
+    for r in range(ranks):
+        if r == culprit:
+            job.emit(r, f"[rank{r}]: I1105 12:01:30.000000 {20000 + r} data.py:51] loading shard 17 from /mnt/data")
+            continue
+        job.emit(r, f"[rank{r}]: Traceback (most recent call last):")
+        job.emit(r, f'[rank{r}]:   File "/workspace/train.py", line 97, in <module>')
+        job.emit(r, f"[rank{r}]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out "
+                    f"waiting 1800000ms for recv operation to complete")
+    job.launcher_end("12:31:31")
+    return job, job.truth("data_loading_stall", [culprit], f"Rank {culprit} stalled loading data; the others timed out "
+                          f"in a gloo recv.", [], ["hang", "gloo"], title=f"gloo straggler, {ranks} ranks")
 
 
 SCENARIOS = {
@@ -151,7 +279,8 @@ def write_case(dest: Path, job: Job, truth: dict) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     for name, lines in job.files.items():
         (dest / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    (dest / "truth.yaml").write_text(yaml.safe_dump(truth, sort_keys=False, width=100), encoding="utf-8")
+    if truth:
+        (dest / "truth.yaml").write_text(yaml.safe_dump(truth, sort_keys=False, width=100), encoding="utf-8")
 
 
 def main(argv: list[str]) -> int:

@@ -27,14 +27,17 @@ the ranks that did not (stopped by the launcher, or whose log just stops) are wh
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from tools.catalog import patterns
 from tools.model import Evidence, Finding, Role
 from tools.ranks import ranks_str
 from tools.scan import ScanResult, to_evidence
 
+_SEQ = re.compile(r"SeqNum=(\d+)")
 STATE_PATTERNS = {
     "pytorch.watchdog_timeout", "pytorch.watchdog_pg_status", "pytorch.watchdog_thread_exception",
     "pytorch.dump_first_signal", "pytorch.dump_observed", "pytorch.dump_signal_received", "pytorch.heartbeat_stuck",
@@ -79,6 +82,15 @@ class RankState:
     flags: list[str] = field(default_factory=list)  # heartbeat_stuck, process_down, comm_aborted, gloo_timeout
     evidence: list[Evidence] = field(default_factory=list)
 
+    def cited(self, n: int = 3) -> list[Evidence]:
+        """The crash (if any), the first state lines and the rank's last line, each line once."""
+        seen, out = set(), []
+        for ev in ([self.crash] if self.crash else []) + self.evidence[:n] + ([self.last_line] if self.last_line else []):
+            if ev.cite() not in seen:
+                seen.add(ev.cite())
+                out.append(ev)
+        return out
+
 
 @dataclass
 class GroupSummary:
@@ -98,6 +110,7 @@ class NcclReport:
     verdict: str  # straggler | crash | fabric | gloo_straggler | no_collective_state | inconclusive
     summary: str
     culprits: list[int]
+    suspects: list[int]  # not proven: ranks without logs when nothing else differs
     ranks: dict[int, RankState]
     groups: list[GroupSummary]
     wavefront: str | None
@@ -112,9 +125,7 @@ class NcclReport:
         out = []
         for r in self.culprits:
             rs = self.ranks.get(r)
-            ev = (rs.evidence[:3] if rs and rs.evidence else []) + ([rs.last_line] if rs and rs.last_line else [])
-            if rs and rs.crash:
-                ev.insert(0, rs.crash)
+            ev = rs.cited() if rs else []
             if not ev:
                 continue
             out.append(Finding(id=f"nccl.{rs.role}", summary=f"rank {r}: {rs.reason}", role=Role.root_candidate,
@@ -168,6 +179,12 @@ def collect(res: ScanResult) -> dict[int, RankState]:
                 if fx.get("enqueued") is not None and pg.enqueued is None:
                     pg.enqueued, pg.completed = fx["enqueued"], fx.get("completed")
                 pg.evidence.append(ev)
+            elif h.pattern == "pytorch.watchdog_thread_exception" and _pg_key(fx) is not None:
+                m = _SEQ.search(fx.get("what", ""))
+                if m:  # the thread-exit line names the PG that the legacy `[Rank r] Watchdog caught` line omits
+                    pg = _pg(rs, fx)
+                    pg.seq = pg.seq if pg.seq is not None else int(m.group(1))
+                    pg.evidence.append(ev)
             elif h.pattern == "pytorch.heartbeat_stuck":
                 rs.flags.append("heartbeat_stuck")
             elif h.pattern == "pytorch.process_down":
@@ -177,7 +194,13 @@ def collect(res: ScanResult) -> dict[int, RankState]:
             elif h.pattern == "gloo.timeout":
                 rs.flags.append("gloo_timeout")
             elif _is_crash(h.pattern, res):
-                key = (_time_sort(h.time), f.rel, h.line)
+                if h.pattern == "python.traceback" and _is_cascade(fx.get("exception_text", "")):
+                    continue  # a traceback that ends in a collective timeout is the wait, not a crash
+                if h.pattern == "python.traceback" and fx.get("exception_line"):
+                    # cite what the traceback ended in, not its header line
+                    ev = Evidence(file=f.rel, line=fx["exception_line"], text=fx["exception_text"], rank=h.rank,
+                                  node=h.node, kind=f.kind)
+                key = (_time_sort(h.time), f.rel, ev.line)
                 if h.rank not in crash_cats or key < crash_cats[h.rank][0]:
                     crash_cats[h.rank] = (key, ev)
     for r, fx, ev in pending_timeouts:  # attach each timeout to the PG whose status names the same SeqNum
@@ -217,6 +240,10 @@ def _is_crash(pid: str, res: ScanResult) -> bool:
     return bool(ps and ps.role == "root_candidate" and ps.tier in (1, 2) and not pid.startswith(("pytorch.", "nccl.")))
 
 
+def _is_cascade(text: str) -> bool:
+    return any(p.role == "cascade" and p.match(text) for p in patterns())
+
+
 def _time_sort(t: dict | None) -> str:
     return (t or {}).get("iso") or "~"
 
@@ -231,13 +258,16 @@ def classify(ranks: dict[int, RankState], expected: int | None, missing: list[in
         members = {r: rs.pgs[key] for r, rs in with_state.items() if key in rs.pgs}
         seqs = Counter(p.seq for p in members.values() if p.seq is not None and p.self_detected)
         stuck = min(seqs, key=lambda s: (-seqs[s], s)) if seqs else None
+        enqs = Counter(p.enqueued for p in members.values() if p.enqueued is not None and p.seq == stuck)
+        base_enq = enqs.most_common(1)[0][0] if enqs else None
         roles: dict[str, list[int]] = {}
         gaps: dict[int, int] = {}
         for r, p in members.items():
             role = _pg_role(p, stuck)
             roles.setdefault(role, []).append(r)
-            if stuck is not None and p.seq is not None and p.seq != stuck and p.self_detected:
-                gaps[r] = p.seq - stuck
+            gap = _gap(p, stuck, base_enq)
+            if gap:
+                gaps[r] = gap
         sample = next((p for p in members.values() if p.seq == stuck and p.timeout_ms), None)
         groups.append(GroupSummary(pg=key, desc=next((p.desc for p in members.values() if p.desc), None),
                                    ranks=len(members), stuck_seq=stuck, op=sample.op if sample else None,
@@ -248,7 +278,7 @@ def classify(ranks: dict[int, RankState], expected: int | None, missing: list[in
             rs = ranks[r]
             role = _pg_role(p, stuck)
             if ROLE_ORDER.index(role) < ROLE_ORDER.index(rs.role) or rs.role == "no_state":
-                rs.role, rs.reason = role, _reason(role, p, stuck, key, collectives_per_step)
+                rs.role, rs.reason = role, _reason(role, p, gaps.get(r), key, collectives_per_step)
     any_state = bool(with_state)
     for r, rs in ranks.items():
         if rs.pgs:
@@ -281,11 +311,14 @@ def classify(ranks: dict[int, RankState], expected: int | None, missing: list[in
         verdict, summary = "fabric", ("every rank entered the collective and fired its own watchdog; no straggler: "
                                       "suspect the network (NIC, link, switch)")
     else:
-        verdict, summary = "inconclusive", "no rank differs, but some ranks' logs are missing"
+        verdict, summary = "inconclusive", (f"no rank with a log differs; rank(s) {ranks_str(missing)} have no log in "
+                                            f"the bundle: the culprit may be among them")
     if missing:
         notes.append(f"{len(missing)} rank(s) have no log in the bundle: {ranks_str(missing)}; one of them may be the culprit")
     wave = _wavefront(groups)
-    return NcclReport(verdict=verdict, summary=summary, culprits=culprits, ranks=dict(sorted(ranks.items())),
+    suspects = list(missing) if verdict == "inconclusive" and not culprits else []
+    return NcclReport(verdict=verdict, summary=summary, culprits=culprits, suspects=suspects,
+                      ranks=dict(sorted(ranks.items())),
                       groups=groups, wavefront=wave, expected_ranks=expected, found_ranks=len(ranks) - len(missing),
                       with_state=len(with_state), missing_ranks=list(missing), rows=_rows(ranks), notes=notes)
 
@@ -305,7 +338,17 @@ def _pg_role(p: PGState, stuck: int | None) -> str:
     return "waiting" if p.self_detected else "never_entered"
 
 
-def _reason(role: str, p: PGState, stuck: int | None, key: str, per_step: int | None) -> str:
+def _gap(p: PGState, stuck: int | None, base_enq: int | None) -> int:
+    """How many collectives this rank is ahead (+) or behind (−) of the group: by enqueued work when both are
+    known (a broadcast root queues the next step's collectives), else by the SeqNum its watchdog fired on."""
+    if p.enqueued is not None and base_enq is not None and p.self_detected:
+        return p.enqueued - base_enq
+    if stuck is not None and p.seq is not None and p.self_detected:
+        return p.seq - stuck
+    return 0
+
+
+def _reason(role: str, p: PGState, k: int | None, key: str, per_step: int | None) -> str:
     pg = f"PG {key}" + (f" ({p.desc})" if p.desc else "")
     counts = f"last enqueued {p.enqueued}, last completed {p.completed}" if p.enqueued is not None else ""
     if role == "never_entered":
@@ -315,7 +358,6 @@ def _reason(role: str, p: PGState, stuck: int | None, key: str, per_step: int | 
     if role == "waiting":
         return f"{pg}: joined SeqNum {p.seq}, waiting for others ({counts or 'own watchdog fired'})"
     if role in ("ahead", "behind"):
-        k = (p.seq - stuck) if (p.seq is not None and stuck is not None) else None
         step = ""
         if k and per_step and abs(abs(k) - per_step) <= 1:
             step = f" = one training step ({per_step} collectives per step)"

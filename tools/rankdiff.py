@@ -138,8 +138,9 @@ def template_of(line: bytes | str) -> str:
 _RANK_LABEL = re.compile(rb"\[rank(\d+)\]")
 # One match per line over b'\n' + buf: the first c10 '[rankN]:' within 160 bytes of the line start.
 _LINE_LABEL = re.compile(rb"\n(?:[^\n]{0,160}?\[rank(\d+)\]:)?")
-# srun-labelled files: (task id, torchrun role, c10 rank) per line.
-_LINE_LABEL_SRUN = re.compile(rb"\n(?:( {0,6}\d{1,7}): )?(\[[A-Za-z_]\w*?\d+\]:)?(?:[^\n]{0,160}?\[rank(\d+)\]:)?")
+# srun-labelled files: the whole wrapper prefix per line (' 3: ', ' 0: [default3]:', ' 3: [rank3]:'), read once per
+# distinct prefix with tools.attribution (a torchrun role after the srun label makes it a node index, not a rank).
+_LINE_LABEL_SRUN = re.compile(rb"\n( {0,6}\d{1,7}: (?:\[[A-Za-z_][A-Za-z_]*\d+\]:)?(?:\[rank\d+\]:)?)?")
 _SRUN_HEAD = re.compile(rb"(?m)^ {0,6}\d{1,7}: ")
 
 
@@ -184,6 +185,7 @@ class _FileDiff:
         self.dropped = 0
         self.last: dict[int | None, tuple[int, str]] = {}   # slot → (line, text)
         self.srun = False
+        self.mixed = False                # a chunk of this file had several ranks' labels
         self.split_lines = False
 
     def template(self, key: bytes) -> str:
@@ -200,11 +202,12 @@ class _FileDiff:
         s = self.labels.get(label, 0)
         if s != 0 or label in self.labels:
             return s
-        if isinstance(label, tuple):     # srun: (task, role, rank)
-            task, role, rank = label
-            s = int(rank) if rank else (int(task) if task and not role else (None if task or role else DEFAULT))
+        if not label:
+            s = DEFAULT
+        elif self.srun:
+            s = attribute_line(label.decode("latin-1") + "x").rank
         else:
-            s = int(label) if label else DEFAULT
+            s = int(label)
         if s is not None and s >= 0:
             self.explicit.add(s)
         self.labels[label] = s
@@ -252,21 +255,20 @@ class _FileDiff:
         if self.srun:
             labels = _LINE_LABEL_SRUN.findall(b"\n" + buf)
         elif b"[rank" in buf:
-            total = buf.count(b"[rank")
-            m = _RANK_LABEL.search(buf)
-            if m is not None and buf.count(b"[rank%s]" % m.group(1)) == total:
-                fixed = int(m.group(1))
-                self.explicit.add(fixed)
-            else:
+            if not self.mixed:   # one rank in all its labels? (head check first: saves two passes when mixed)
+                head = set(_RANK_LABEL.findall(buf, 0, 1 << 16)) or {m.group(1) for m in [_RANK_LABEL.search(buf)] if m}
+                if len(head) == 1:
+                    r0 = next(iter(head))
+                    if buf.count(b"[rank%s]" % r0) == buf.count(b"[rank"):
+                        fixed = int(r0)
+                        self.explicit.add(fixed)
+            if fixed == DEFAULT:
+                self.mixed = True
                 labels = _LINE_LABEL.findall(b"\n" + buf)
         if labels is not None and len(labels) != n:     # cannot happen; never mis-attribute if it does
             self.out.notes.append(f"rank labels not aligned with lines near line {base + 1}; chunk left unattributed")
             labels, fixed = None, None
-        if labels is None:
-            cnt: dict = Counter(keys)
-        else:
-            pairs = list(zip(labels, keys))
-            cnt = Counter(pairs)
+        cnt: dict = Counter(keys) if labels is None else Counter(zip(labels, keys))
         known, table = self.known, self.table
         new: list = []
         for k, c in cnt.items():
@@ -278,8 +280,9 @@ class _FileDiff:
         if new:
             if len(known) > MAX_KEY_CACHE:
                 known.clear()
-            seq = keys if labels is None else pairs
-            firsts = dict(zip(reversed(seq), range(n - 1, -1, -1)))
+            firsts = dict(zip(reversed(keys), range(n - 1, -1, -1)))
+            if labels is not None:
+                firsts = _PairFirsts(keys, labels, firsts)
             want: dict[int, list] = {}
             for k in new:
                 if labels is None:
@@ -364,6 +367,35 @@ class _FileDiff:
             out.notes.append(f"more than {MAX_FILE_TEMPLATES:,} distinct templates: {self.dropped:,} lines of later "
                              f"new templates counted only")
         return out
+
+
+class _PairFirsts:
+    """First line index of a (label, key) pair, from the first index of the key alone (one C-level dict over the keys,
+    no tuple per line): hop through the key's next occurrences with `list.index` (C) until the label matches; past a
+    hop budget, build the exact per-pair dict once for the chunk."""
+
+    HOPS = 4096
+
+    def __init__(self, keys: list[bytes], labels: list[bytes], key_firsts: dict[bytes, int]):
+        self.keys, self.labels, self.kf = keys, labels, key_firsts
+        self.hops = 0
+        self.exact: dict | None = None
+
+    def __getitem__(self, pair: tuple[bytes, bytes]) -> int:
+        lab, k = pair
+        i = self.kf[k]
+        if self.labels[i] == lab:
+            return i
+        if self.exact is None:
+            index, labels = self.keys.index, self.labels
+            while self.hops < self.HOPS:
+                self.hops += 1
+                i = index(k, i + 1)
+                if labels[i] == lab:
+                    return i
+            n = len(self.keys)
+            self.exact = dict(zip(reversed(list(zip(labels, self.keys))), range(n - 1, -1, -1)))
+        return self.exact[pair]
 
 
 def _texts(buf: bytes, keys: list[bytes], idxs) -> dict[int, str]:

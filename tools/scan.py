@@ -209,6 +209,23 @@ def summarize(root: str, engine: str, files: list[FileScan], notes: list[str], s
         notes.append(f"{dropped} repeated hits kept as counts only (first and last 5 per pattern and rank kept in full)")
 
     coverage = _coverage(files, rank_files, skipped, notes)
+    deduced = _deduce_last_rank(files, coverage)
+    if deduced is not None:
+        (f, lr, r) = deduced
+        notes.append(f"{f.rel}: local rank {lr} is deduced to be rank {r}: it is the only local rank in the bundle with "
+                     f"no stated global rank, and rank {r} the only rank of the job with no line of its own")
+        coverage.seen_ranks = sorted(set(coverage.seen_ranks) | {r})
+        coverage.missing_ranks = [x for x in coverage.missing_ranks if x != r]
+        rank_files.setdefault(r, set()).add(f.rel)
+        for h in f.hits:
+            if h.rank is None and h.local_rank == lr:
+                h.rank = r
+                for pc in (pat_counts.get(h.pattern),):
+                    if pc is not None:
+                        pc["unranked"] -= 1
+                        pc["ranks"][r] = pc["ranks"].get(r, 0) + 1
+                per_rank_counts.setdefault(r, {})[h.pattern] = per_rank_counts.get(r, {}).get(h.pattern, 0) + 1
+        f.ranks.add(r)
     seen = coverage.seen_ranks
     pats: list[PatternSummary] = []
     for pid, pc in pat_counts.items():
@@ -273,6 +290,20 @@ def _pair_failure_blocks(f: FileScan, rank_nodes: dict[int, Evidence]) -> None:
                 for r in parse_ranges(tasks):
                     if r not in rank_nodes:
                         rank_nodes[r] = Evidence(file=f.rel, line=h.line, text=h.text, rank=r, node=hosts, kind=f.kind)
+
+
+def _deduce_last_rank(files: list[FileScan], cov: Coverage):
+    """One rank unseen, one (file, local rank) unmapped: then they are the same process. Anything more ambiguous
+    stays unattributed (the report lists it), because a wrong rank is worse than none."""
+    if len(cov.missing_ranks) != 1 or cov.expected_from == "max rank seen":
+        return None
+    unmapped = {(f.rel, h.local_rank) for f in files for h in f.hits if h.rank is None and h.local_rank is not None
+                and f.local_to_rank and h.local_rank not in f.local_to_rank}
+    if len(unmapped) != 1:
+        return None
+    rel, lr = next(iter(unmapped))
+    f = next(x for x in files if x.rel == rel)
+    return f, lr, cov.missing_ranks[0]
 
 
 def _coverage(files: list[FileScan], rank_files: dict[int, set[str]], skipped: list[dict], notes: list[str]) -> Coverage:
