@@ -298,6 +298,38 @@ def test_chunk_size_and_workers_do_not_change_the_result(tmp_path, monkeypatch):
     assert kinds == {("only", (9, 19)), ("only", (2,)), ("missing", (4,))}
 
 
+def test_sequential_rank_blocks_in_one_file(tmp_path, monkeypatch):
+    """One file holding rank 3's lines, then rank 4's, then rank 5's: each buffer alone may look single-rank."""
+    lines = []
+    for r in (3, 4, 5):
+        lines += _rank_lines(r, 20, error_at=9 if r == 5 else None, skip_ckpt=r == 4)
+    (tmp_path / "combined.log").write_text("\n".join(lines) + "\n")
+
+    def run():
+        with open_bundle(tmp_path) as b:
+            res = diff_bundle(b)
+        _check_cited(tmp_path, res)
+        return [(d.kind, d.ranks, d.template, d.count, d.example.line) for d in res.only + res.missing], res.ranks
+
+    base = run()
+    assert base[1] == [3, 4, 5]
+    assert [x[:2] for x in base[0]] == [("only", [5]), ("missing", [4])]
+    monkeypatch.setattr(rankdiff, "CHUNK", 1500)
+    assert run() == base
+
+
+def test_json(tmp_path):
+    from tools.jsonable import dumps
+    _write_per_rank(tmp_path, 4, odd=1, lacking=2)
+    with open_bundle(tmp_path) as b:
+        res = diff_bundle(b)
+    import json
+    j = json.loads(dumps(res))
+    assert j["only"][0]["example"]["file"] == "rank_1.log" and j["missing"][0]["ranks"] == [2]
+    assert set(j) >= {"root", "ranks", "templates", "bytes", "lines", "seconds", "only", "missing",
+                      "unattributed_files", "notes"}
+
+
 def test_file_template_cap_is_said(tmp_path, monkeypatch):
     monkeypatch.setattr(rankdiff, "MAX_FILE_TEMPLATES", 5)
     for r in range(2):

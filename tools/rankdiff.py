@@ -161,7 +161,6 @@ class _FileOut:
     rel: str
     bytes: int = 0
     lines: int = 0
-    ranked_lines: int = 0
     unranked_lines: int = 0
     ranks: set[int] = field(default_factory=set)
     templates: dict[str, list] = field(default_factory=dict)   # t → [count, first_line, rank, text, ranks set]
@@ -178,11 +177,12 @@ class _FileDiff:
         self.cache = cache
         self.hint = attribute_path(rel).rank
         self.table: dict[tuple[str, int | None], list] = {}  # (t, slot) → [count, first_line, text]
-        self.known: dict = {}             # key or (label, key) → table entry (or None: dropped by the cap)
+        # zeroed key (per fixed slot) or (label, key) → its table entry; None for blank lines
+        self.known: dict[object, dict] = {}
+        self.over = [0, 0, ""]           # entry collecting the lines of templates beyond MAX_FILE_TEMPLATES
         self.labels: dict = {}            # raw label → slot
         self.explicit: set[int] = set()   # ranks named by labels in this file
         self.n_templates: set[str] = set()
-        self.dropped = 0
         self.last: dict[int | None, tuple[int, str]] = {}   # slot → (line, text)
         self.srun = False
         self.mixed = False                # a chunk of this file had several ranks' labels
@@ -269,7 +269,8 @@ class _FileDiff:
             self.out.notes.append(f"rank labels not aligned with lines near line {base + 1}; chunk left unattributed")
             labels, fixed = None, None
         cnt: dict = Counter(keys) if labels is None else Counter(zip(labels, keys))
-        known, table = self.known, self.table
+        known = self.known.setdefault("pairs" if labels is not None else fixed, {})
+        table = self.table
         new: list = []
         for k, c in cnt.items():
             e = known.get(k)
@@ -278,8 +279,9 @@ class _FileDiff:
             elif e is not None:
                 e[0] += c
         if new:
-            if len(known) > MAX_KEY_CACHE:
-                known.clear()
+            if sum(map(len, self.known.values())) > MAX_KEY_CACHE:
+                for d in self.known.values():
+                    d.clear()
             firsts = dict(zip(reversed(keys), range(n - 1, -1, -1)))
             if labels is not None:
                 firsts = _PairFirsts(keys, labels, firsts)
@@ -298,8 +300,8 @@ class _FileDiff:
                 if e is None:
                     if t not in self.n_templates:
                         if len(self.n_templates) >= MAX_FILE_TEMPLATES:
-                            self.dropped += cnt[k]
-                            known[k] = None
+                            self.over[0] += cnt[k]
+                            known[k] = self.over
                             continue
                         self.n_templates.add(t)
                     e = table[(t, s)] = [0, base + i + 1, None]
@@ -349,7 +351,6 @@ class _FileDiff:
             if r is None:
                 out.unranked_lines += c
                 continue
-            out.ranked_lines += c
             out.ranks.add(r)
             e = out.templates.get(t)
             if e is None:
@@ -363,9 +364,9 @@ class _FileDiff:
             r = default if s == DEFAULT else s
             if r is not None and (r not in out.last or out.last[r][0] < line):
                 out.last[r] = (line, text)
-        if self.dropped:
-            out.notes.append(f"more than {MAX_FILE_TEMPLATES:,} distinct templates: {self.dropped:,} lines of later "
-                             f"new templates counted only")
+        if self.over[0]:
+            out.notes.append(f"more than {MAX_FILE_TEMPLATES:,} distinct templates; {self.over[0]:,} lines with "
+                             f"templates beyond that cap were not compared")
         return out
 
 
