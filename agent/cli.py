@@ -28,6 +28,11 @@ PathsArg = typer.Argument(..., help="Log bundle(s): directory, .tar/.tar.gz/.tgz
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON.")
 
 
+def _print_json(text: str) -> None:
+    """Plain JSON on stdout: rich's print_json re-parses and highlights, far too slow for big reports."""
+    sys.stdout.write(text + "\n")
+
+
 def _version() -> str:
     try:
         return version("trainlog-debugger")
@@ -113,7 +118,7 @@ def scan(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
             if bar is not None:
                 bar.stop()
         if json_:
-            out.print_json(dumps(scan_json(res)))
+            _print_json(dumps(scan_json(res)))
         else:
             render.render_scan(res, out)
 
@@ -147,7 +152,7 @@ def grep(pattern: str = typer.Argument(..., help="Python regular expression."), 
         except ValueError as e:
             fail(str(e), 2)
         if json_:
-            out.print_json(dumps(res))
+            _print_json(dumps(res))
         else:
             render.render_grep(res, out, max_lines=max_lines)
 
@@ -163,7 +168,7 @@ def nccl(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
     with guarded(), opened(paths) as b:
         rep = analyze(scan_bundle(b), collectives_per_step=per_step)
         if json_:
-            out.print_json(dumps(rep))
+            _print_json(dumps(rep))
         else:
             render.render_nccl(rep, out)
 
@@ -176,7 +181,7 @@ def catalog(json_: bool = JsonOpt):
     rows = [{"id": p.id, "tier": p.tier, "category": p.category, "role": p.role, "summary": p.summary,
              "trigger": p.trigger, "example": p.example, "fallback": p.fallback} for p in patterns()]
     if json_:
-        out.print_json(dumps(rows))
+        _print_json(dumps(rows))
     else:
         render.render_catalog(rows, out)
 

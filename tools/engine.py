@@ -12,8 +12,10 @@ pattern's Python regex, so the two engines cannot disagree on what counts as a m
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from tools.patterns import Pattern
 
@@ -57,6 +59,33 @@ class ReEngine:
         return out
 
 
+def _cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainlog-debugger"
+
+
+def _cached_db(exprs: list[bytes]):
+    """Compiling the catalog takes ~0.4 s; a serialized database keyed by the patterns and the Hyperscan version
+    loads in milliseconds. The cache is ours (never user input) and any problem with it just means compiling."""
+    key = hashlib.sha256(b"\0".join(exprs) + getattr(_hs, "__version__", "").encode()).hexdigest()[:24]
+    path = _cache_dir() / f"hs-{key}.db"
+    try:
+        db = _hs.loadb(path.read_bytes(), mode=_hs.HS_MODE_BLOCK)
+        db.scratch = _hs.Scratch(db)  # a deserialized database comes without scratch space
+        return db
+    except Exception:
+        pass
+    db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+    db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=[0] * len(exprs))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(_hs.dumpb(db))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return db
+
+
 class HyperscanEngine:
     """All triggers in one block-mode database; the callback records only where each match ends."""
 
@@ -67,10 +96,8 @@ class HyperscanEngine:
         if _hs is None:
             raise RuntimeError("hyperscan is not installed")
         self.patterns = list(patterns)
-        self.db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
         exprs = [p.trigger.encode() for p in self.patterns]
-        self.db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs),
-                        flags=[0] * len(exprs))
+        self.db = _cached_db(exprs)
 
     def candidates(self, buf: bytes) -> set[tuple[int, int]]:
         ends: list[tuple[int, int]] = []

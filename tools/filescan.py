@@ -180,8 +180,12 @@ class FileScanner:
             if st is not None and st.uptime_s is None:
                 fs.first_time, fs.first_time_line = st.to_json(), i + 1
                 break
-        labelled = sum(1 for raw in lines[:50] if "srun_label" in attribute_line(_decode(raw)).styles)
-        return labelled >= max(3, len([x for x in lines[:50] if x.strip()]) // 2)
+        sample = lines[:50]
+        candidates = [raw for raw in sample if _SRUN_LABEL.match(raw)]  # cheap bytes test first
+        if len(candidates) < 3:
+            return False
+        labelled = sum(1 for raw in candidates if "srun_label" in attribute_line(_decode(raw)).styles)
+        return labelled >= max(3, len([x for x in sample if x.strip()]) // 2)
 
     def _labels(self, fs: FileScan, buf: bytes, srun: bool) -> None:
         """Every rank that has a line here, exactly, without a per-line loop: count each known label with
@@ -254,36 +258,36 @@ class FileScanner:
         """Each rank's last line and last timestamp, read back from the end of the file."""
         if not tail:
             return
-        lines = tail.split(b"\n")
-        if lines and lines[-1] == b"":
-            lines.pop()
-        if not lines:
-            return
-        single = fs.hint.get("rank") if len(fs.ranks) <= 1 else None
-        if single is None and len(fs.ranks) == 1:
-            single = next(iter(fs.ranks))
+        multi = len(fs.ranks) > 1
+        single = None if multi else (fs.hint.get("rank") if fs.hint.get("rank") is not None else next(iter(fs.ranks), None))
         need_time: set = set()
-        for i in range(len(lines) - 1, -1, -1):
-            raw = lines[i]
+        end = len(tail)
+        line_no = tail_line + tail.count(b"\n") + (0 if tail.endswith(b"\n") else 1)
+        if tail.endswith(b"\n"):
+            end -= 1
+        steps = 0
+        while end >= 0:  # walk back line by line with rfind: no split of the whole tail for one-rank files
+            start = tail.rfind(b"\n", 0, end) + 1
+            raw = tail[start:end]
+            cur, end = line_no, start - 1
+            line_no -= 1
+            steps += 1
             if not raw.strip():
+                if start == 0:
+                    break
                 continue
             text = _decode(raw)
-            line_no = tail_line + i + 1
-            if len(fs.ranks) > 1:
-                a = attribute_line(text)
-                rank = a.rank
-            else:
-                rank = single
+            rank = attribute_line(text).rank if multi else single
             ll = fs.last_lines.get(rank)
             if ll is None:
-                ll = fs.last_lines[rank] = LastLine(line_no, text)
+                ll = fs.last_lines[rank] = LastLine(cur, text)
                 need_time.add(rank)
             if rank in need_time:
                 st = parse_stamp(text)
                 if st is not None and st.uptime_s is None:
-                    ll.time, ll.time_line = st.to_json(), line_no
+                    ll.time, ll.time_line = st.to_json(), cur
                     need_time.discard(rank)
-            if len(fs.ranks) <= 1 and not need_time:
+            if (not multi and not need_time) or steps > 20000 or start == 0:
                 break
 
     @staticmethod
