@@ -104,6 +104,39 @@ def _progress():
 
 
 @app.command()
+def ask(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
+        markdown: Path = typer.Option(None, "--markdown", help="Also write a Markdown post-mortem to this file.")):
+    """Investigate a bundle: status, category, culprit, the root-cause chain with file:line proof."""
+    from agent.render_report import render_report, to_markdown
+    from tools.investigate import investigate
+    from tools.jsonable import dumps
+    if not os.environ.get("ANTHROPIC_API_KEY") and not json_:
+        err.print("no ANTHROPIC_API_KEY: running the deterministic analysis only", style="dim")
+    with guarded(), opened(paths) as b:
+        bar, cb = _progress()
+        try:
+            diag = investigate(b, progress=cb)
+        finally:
+            if bar is not None:
+                bar.stop()
+        if markdown:
+            markdown.write_text(to_markdown(diag), encoding="utf-8")
+        if json_:
+            _print_json(dumps(diag))
+        else:
+            render_report(diag, out)
+
+
+@app.command()
+def schema():
+    """The JSON schema of `debugger ask --json` (the Diagnosis): a public contract."""
+    import json
+
+    from tools.model import Diagnosis
+    _print_json(json.dumps(Diagnosis.model_json_schema(), indent=2))
+
+
+@app.command()
 def scan(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
          engine: str = typer.Option(None, help="Force the scan engine: hyperscan or re."),
          workers: int = typer.Option(None, help="Worker processes (default: up to 2).")):

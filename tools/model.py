@@ -87,3 +87,79 @@ class Coverage(BaseModel):
     files_without_rank: int = 0
     skipped: list[dict[str, str]] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+
+
+class Status(str, Enum):
+    """How the job ended, as far as the logs prove."""
+
+    crashed = "crashed"  # a process died on an error
+    hung = "hung"  # a collective (or the loop) stopped progressing; usually ended by a watchdog
+    slow = "slow"  # it ran, but step times regressed or a rank straggled
+    completed = "completed"  # it finished normally
+    cancelled = "cancelled"  # the scheduler ended it (time limit, preemption, node failure)
+    inconclusive = "inconclusive"  # the logs do not prove more; `missing` says what would
+
+
+CATEGORIES = ("storage_io", "network", "gpu_cuda", "data", "software", "infrastructure", "data_loading_stall", "oom",
+              "numerical", "config", "none")
+
+
+class TimelineEvent(BaseModel):
+    time: str | None = None  # ISO as far as known ('--11-05T12:04:45' has no year); None when the line has no time
+    what: str
+    evidence: Evidence
+    role: Role = Role.context
+
+
+class JobDetails(BaseModel):
+    framework: str | None = None
+    launcher: str | None = None
+    ranks: int | None = None
+    nodes: int | None = None
+    ranks_per_node: int | None = None
+    resumed_from_checkpoint: bool | None = None
+    start: str | None = None
+    end: str | None = None
+    evidence: list[Evidence] = Field(default_factory=list)
+
+
+class Alternative(BaseModel):
+    category: str
+    summary: str
+    rejected_because: str
+    evidence: list[Evidence] = Field(default_factory=list)
+
+
+class Diagnosis(BaseModel):
+    """What `debugger ask --json` prints. Field names are a public contract; add, never rename."""
+
+    status: Status
+    category: str
+    culprit_ranks: list[int] = Field(default_factory=list)
+    culprit_nodes: list[str] = Field(default_factory=list)
+    confidence: str = "low"  # high | medium | low
+    headline: str = ""
+    chain: list[Finding] = Field(default_factory=list)  # trigger first, cascade after; every step cited
+    timeline: list[TimelineEvent] = Field(default_factory=list)
+    job: JobDetails = Field(default_factory=JobDetails)
+    key_files: list[str] = Field(default_factory=list)
+    recommendations: list[str] = Field(default_factory=list)
+    restart: str = ""  # 'restart as is' | 'restart without node X' | 'fix first'
+    alternatives: list[Alternative] = Field(default_factory=list)
+    missing: list[str] = Field(default_factory=list)
+    coverage: Coverage = Field(default_factory=Coverage)
+    notes: list[str] = Field(default_factory=list)
+    narrative: str | None = None  # filled by the agent only
+    verified: bool = False  # every cited line was re-read from the raw file and matched
+
+    @field_validator("category")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in CATEGORIES:
+            raise ValueError(f"unknown category {v!r}")
+        return v
+
+    def evidence(self) -> list[Evidence]:
+        out = [e for f in self.chain for e in f.evidence] + [t.evidence for t in self.timeline]
+        out += [e for a in self.alternatives for e in a.evidence] + self.job.evidence
+        return out

@@ -6,7 +6,7 @@ Each row: a line exactly as printed, the pattern ids the scanner records for it,
 from __future__ import annotations
 
 import pytest
-from matching import check
+from matching import check, matched
 
 WS = "job.world_size"
 
@@ -44,3 +44,16 @@ def test_job_facts(line, expected):
 @pytest.mark.parametrize("line, expected", _params(NEAR_MISSES))
 def test_near_misses(line, expected):
     check(line, expected)
+
+
+@pytest.mark.parametrize("line,ids", [
+    ("I1105 14:00:00.000000 2585 torch/distributed/elastic/agent/server/api.py:862] [default] worker group successfully "
+     "finished. Waiting 300 seconds for other agents to finish.", {"job.finished"}),
+    ("`Trainer.fit` stopped: `max_steps=1000` reached.", {"job.finished"}),
+    ("[after training is done] datetime: 2024-11-05 14:00:00", {"job.finished"}),
+    (" successfully loaded checkpoint from /checkpoints/gpt-8b [ t 0/1, p 0/1 ] at iteration 3000", {"job.resumed"}),
+    ("Restoring states from the checkpoint path at /ckpt/last.ckpt", {"job.resumed"}),
+    ("training step 10 finished in 0.5s", set()),
+])
+def test_job_end_and_resume(line, ids):
+    assert set(matched(line)) == ids

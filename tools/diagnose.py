@@ -1,0 +1,247 @@
+"""From the tools' facts to the answer: status, category, culprit, the chain from trigger to crash, and the proof.
+
+The protocol (DEVELOPERS.md) as code, without I/O:
+1. triage: crashed, hung, slow, cancelled by the scheduler, or finished normally;
+2. localize and isolate: the collective analysis (tools/nccl.py) names the rank that differs; rules that speak
+   about that rank are preferred;
+3. root cause: the FIRST decisive trigger, not the loudest line. Candidates are ordered by time where their lines
+   carry comparable times; among candidates of similar strength the earliest wins; NCCL timeouts, watchdog
+   teardown, launcher signals and ChildFailedError are cascade steps, never the trigger while anything earlier
+   explains them; retries that recovered are noise;
+4. every step is cited; alternatives say why they were rejected; what is missing is named, and a weak answer is
+   `inconclusive` with low confidence rather than a confident guess.
+Re-reading the cited lines from disk is tools/verify.py's job, run by the caller.
+"""
+
+from __future__ import annotations
+
+from tools.model import Alternative, Diagnosis, Evidence, Finding, JobDetails, Role, Status, TimelineEvent
+from tools.ranks import ranks_str
+from tools.rules import RULES, Candidate, Facts
+from tools.rules.base import time_key
+
+DECISIVE = 0.5
+WINDOW = 0.3  # candidates this close to the strongest compete on time
+CULPRIT_BOOST = 0.15
+HARDWARE_KINDS = {"kernel", "nvidia_smi"}
+CASCADE_STEPS = (  # (pattern, what it means in the chain), in causal order
+    ("pytorch.watchdog_timeout", "NCCL watchdog timed out waiting for the collective"),
+    ("gloo.timeout", "gloo collective timed out waiting for a peer"),
+    ("pytorch.comm_aborted", "NCCL communicator aborted"),
+    ("pytorch.process_down", "watchdog took the process down"),
+    ("pytorch.terminate_backend_error", "process aborted on the watchdog's exception"),
+    ("torchrun.closing_signal", "launcher sent SIGTERM to the remaining workers"),
+    ("torchrun.child_failed", "torchrun reported the failed workers"),
+    ("slurm.task_exit", "srun reported the tasks' exit"),
+    ("slurm.cancelled", "SLURM cancelled the step"),
+)
+
+
+def candidates(facts: Facts) -> list[Candidate]:
+    out: list[Candidate] = []
+    for rule in RULES:
+        out.extend(c for c in rule(facts) if c.evidence)
+    culprits = set(facts.nccl.culprits) if facts.nccl else set()
+    for c in out:
+        if culprits and set(c.ranks) & culprits and c.rule != "collective.straggler":
+            c.strength = min(1.0, c.strength + CULPRIT_BOOST)
+            c.facts["on_collective_culprit"] = True
+    return out
+
+
+def pick(cands: list[Candidate]) -> Candidate | None:
+    """The trigger: among candidates within WINDOW of the strongest, the earliest that has a time; else the
+    strongest. Ties go to the stronger candidate."""
+    if not cands:
+        return None
+    pool = [c for c in cands if c.strength >= DECISIVE] or cands
+    best = max(c.strength for c in pool)
+    eligible = [c for c in pool if c.strength >= best - WINDOW]
+    timed = [c for c in eligible if c.time_key is not None]
+    if timed and len({c.time_key[:2] for c in timed}) >= 1:
+        return min(timed, key=lambda c: (c.time_key, -c.strength))
+    return max(eligible, key=lambda c: c.strength)
+
+
+def diagnose(facts: Facts) -> Diagnosis:
+    scan = facts.scan
+    cands = candidates(facts)
+    trigger = pick(cands)
+    job = job_details(facts)
+    if trigger is None:
+        return _no_failure(facts, job)
+    supporting = [c for c in cands if c is not trigger and _same_story(c, trigger)]
+    chain = [_finding(trigger, Role.root_candidate)] + [_finding(c, Role.context) for c in supporting]
+    chain += _cascade(facts, trigger)
+    status = Status(trigger.status)
+    confidence, caps = _confidence(facts, trigger, cands)
+    if trigger.strength < DECISIVE:
+        status = Status.inconclusive
+    missing = _missing(facts, trigger)
+    alternatives = _alternatives(facts, trigger, cands, supporting)
+    culprit_nodes = list(dict.fromkeys(n for n in trigger.nodes if n))
+    headline = f"{status.value}: {trigger.summary}"
+    recs = list(dict.fromkeys(trigger.recommendations + [r for c in supporting for r in c.recommendations]))
+    if missing and confidence != "high":
+        recs.append("collect the missing evidence listed below, then re-run `debugger ask`")
+    return Diagnosis(
+        status=status, category=trigger.category, culprit_ranks=sorted(trigger.ranks), culprit_nodes=culprit_nodes,
+        confidence=confidence, headline=headline, chain=chain, timeline=_timeline(facts, chain), job=job,
+        key_files=_key_files(chain), recommendations=recs, restart=trigger.restart, alternatives=alternatives,
+        missing=missing, coverage=scan.coverage, notes=caps + list(facts.nccl.notes if facts.nccl else []))
+
+
+def _same_story(c: Candidate, t: Candidate) -> bool:
+    """Supporting evidence: the same ranks or nodes and a compatible category (storage errors under a stall)."""
+    compatible = c.category == t.category or {c.category, t.category} <= {"storage_io", "data_loading_stall"}
+    overlap = bool(set(c.ranks) & set(t.ranks)) or bool(set(c.nodes) & set(t.nodes))
+    return compatible and (overlap or (not c.ranks and not t.ranks and c.category == t.category))
+
+
+def _finding(c: Candidate, role: Role) -> Finding:
+    return Finding(id=c.rule, summary=c.summary, role=role, category=c.category, ranks=c.ranks, nodes=c.nodes,
+                   facts={"strength": round(c.strength, 2), **c.facts}, evidence=c.evidence)
+
+
+def _cascade(facts: Facts, trigger: Candidate) -> list[Finding]:
+    out = []
+    used = {(e.file, e.line) for e in trigger.evidence}
+    for pid, what in CASCADE_STEPS:
+        evs = [e for e in facts.hits(pid) if (e.file, e.line) not in used]
+        if not evs:
+            continue
+        s = facts.summaries.get(pid)
+        nr = len(s.rank_counts) if s else 0
+        seen = len(facts.scan.coverage.seen_ranks)
+        scope = f" on {nr} of {seen} ranks" if nr else ""
+        summary = what + scope
+        if pid == "pytorch.watchdog_timeout" and facts.nccl and facts.nccl.groups:
+            g = facts.nccl.groups[0]
+            summary = f"{what}: {g.op or 'collective'} SeqNum {g.stuck_seq}{scope}" + (
+                f", collective started {g.start_time}" if g.start_time else "")
+        out.append(Finding(id=pid, summary=summary, role=Role.cascade, ranks=sorted(s.rank_counts)[:64] if s else [],
+                           count=s.count if s else len(evs), evidence=evs[:1]))
+    return out
+
+
+def _confidence(facts: Facts, t: Candidate, cands: list[Candidate]) -> tuple[str, list[str]]:
+    caps: list[str] = []
+    level = "high" if t.strength >= 0.8 else ("medium" if t.strength >= DECISIVE else "low")
+    rivals = [c for c in cands if c is not t and c.category != t.category and c.strength >= t.strength - 0.1
+              and c.strength >= DECISIVE and not _same_story(c, t)]
+    if rivals and level == "high":
+        level = "medium"
+        caps.append(f"confidence capped: {rivals[0].rule} ({rivals[0].category}) is nearly as strong")
+    cov = facts.scan.coverage
+    if cov.missing_ranks and t.status == "hung" and level == "high":
+        level = "medium"
+        caps.append(f"confidence capped: {len(cov.missing_ranks)} rank(s) have no log and could hold an earlier trigger")
+    if len(cov.seen_ranks) <= 1 and (cov.expected_ranks or 0) != 1 and level == "high" and t.status == "hung":
+        level = "medium"
+        caps.append("confidence capped: only one rank's log is in the bundle")
+    return level, caps
+
+
+def _alternatives(facts: Facts, t: Candidate, cands: list[Candidate], supporting: list[Candidate]) -> list[Alternative]:
+    out = []
+    tk = t.time_key
+    rest = [c for c in cands if c is not t and c not in supporting
+            and not (c.facts.get("fallback") and t.strength >= DECISIVE)]  # "nothing else explains it" is moot now
+    for c in sorted(rest, key=lambda c: -c.strength):
+        if c.time_key and tk and c.time_key > tk:
+            why = f"its first line is later than the trigger's ({_t(c.evidence[0])} vs {_t(t.evidence[0])})"
+        elif c.strength < t.strength:
+            why = f"weaker evidence ({c.strength:.2f} vs {t.strength:.2f})"
+        else:
+            why = "as strong, but the trigger came first or speaks about the culprit rank"
+        out.append(Alternative(category=c.category, summary=c.summary, rejected_because=why, evidence=c.evidence[:1]))
+    noise = [r for r, rs in facts.scan.ranks.items() if rs.retry and rs.retry["state"] == "recovering"]
+    resets = facts.hits("io.connection_reset", "io.retrying")
+    noisy = [e for e in resets if e.rank in noise]
+    if noisy:
+        out.append(Alternative(category="storage_io", summary=f"connection resets / retries on rank(s) {ranks_str(noise)}",
+                               rejected_because="every retry recovered at the first attempt: noise, not cause",
+                               evidence=noisy[:1]))
+    return out[:12]
+
+
+def _missing(facts: Facts, t: Candidate) -> list[str]:
+    cov = facts.scan.coverage
+    out = []
+    if cov.missing_ranks:
+        out.append(f"logs of rank(s) {ranks_str(cov.missing_ranks)} ({len(cov.missing_ranks)} of "
+                   f"{cov.expected_ranks} expected, from {cov.expected_from}) are not in the bundle")
+    elif len(cov.seen_ranks) <= 1 and cov.expected_ranks is None:
+        out.append("the logs of every rank (the bundle holds one rank's or an unattributed excerpt)")
+    kinds = set(facts.kinds.values())
+    if t.category in ("gpu_cuda", "infrastructure") and not kinds & HARDWARE_KINDS and t.rule.startswith("gpu."):
+        out.append("the kernel log (dmesg / kern.log) of the culprit node, for Xid and ECC lines")
+    if t.category in ("storage_io", "data_loading_stall") and not kinds & {"ais_target", "ais_proxy"}:
+        out.append("the storage side for the failure window (AIStore: `ais log get cluster`)")
+    if t.status == "hung" and facts.nccl and facts.nccl.with_state and not any(
+            facts.nccl.ranks[r].pgs and any(p.enqueued is not None for p in facts.nccl.ranks[r].pgs.values())
+            for r in facts.nccl.ranks):
+        out.append("per-rank enqueued/completed work counters (torch ≥ 2.4 logs them) or flight-recorder dumps "
+                   "(TORCH_NCCL_TRACE_BUFFER_SIZE, TORCH_NCCL_DUMP_ON_TIMEOUT=1)")
+    if t.rule == "collective.straggler" and "does not say" in t.summary:
+        out.append(f"a py-spy dump of rank(s) {ranks_str(t.ranks)} while stuck (what they were doing)")
+    return out
+
+
+def _timeline(facts: Facts, chain: list[Finding], cap: int = 30) -> list[TimelineEvent]:
+    events: dict[tuple, TimelineEvent] = {}
+    for f in chain:
+        for ev in f.evidence[:2]:
+            events.setdefault((ev.file, ev.line), TimelineEvent(time=_t(ev), what=f.summary, evidence=ev, role=f.role))
+    out = sorted(events.values(), key=lambda e: (time_key(e.evidence) is None, time_key(e.evidence) or (),
+                                                 e.evidence.file, e.evidence.line))
+    return out[:cap]
+
+
+def _t(ev: Evidence) -> str | None:
+    return (ev.time or {}).get("iso")
+
+
+def _key_files(chain: list[Finding]) -> list[str]:
+    counts: dict[str, int] = {}
+    for f in chain:
+        for e in f.evidence:
+            counts[e.file] = counts.get(e.file, 0) + 1
+    return sorted(counts, key=lambda k: -counts[k])[:10]
+
+
+def job_details(facts: Facts) -> JobDetails:
+    scan = facts.scan
+    kinds = set(facts.kinds.values())
+    framework = next((k for k in ("nemo", "megatron", "deepspeed") if k in kinds), None)
+    if framework is None and any(p.startswith("pytorch.") for p in facts.summaries):
+        framework = "pytorch"
+    launchers = [n for n, hit in (("slurm", "slurm" in kinds or any(p.startswith("slurm.") for p in facts.summaries)),
+                                  ("torchrun", "torchrun" in kinds or any(p.startswith("torchrun.") for p in facts.summaries)
+                                   or any(f.local_to_rank for f in scan.files))) if hit]
+    nodes = {ev.node for ev in scan.rank_nodes.values() if ev.node}
+    ranks = scan.coverage.expected_ranks
+    evidence = list(scan.coverage.expected_evidence)
+    resumed = facts.hits("job.resumed")
+    times = [f.first_time for f in scan.files if f.first_time and f.first_time.get("has_date")]
+    lasts = [ll.time for f in scan.files for ll in f.last_lines.values() if ll.time and ll.time.get("has_date")]
+    return JobDetails(
+        framework=framework, launcher="+".join(launchers) or None, ranks=ranks, nodes=len(nodes) or None,
+        ranks_per_node=(ranks // len(nodes)) if ranks and nodes and ranks % len(nodes) == 0 else None,
+        resumed_from_checkpoint=True if resumed else None,
+        start=min((t["iso"] for t in times), default=None), end=max((t["iso"] for t in lasts), default=None),
+        evidence=evidence + resumed[:1])
+
+
+def _no_failure(facts: Facts, job: JobDetails) -> Diagnosis:
+    fin = facts.hits("job.finished")
+    if fin:
+        return Diagnosis(status=Status.completed, category="none", confidence="high",
+                         headline="completed: the job says it finished normally", job=job,
+                         chain=[Finding(id="job.finished", summary="the job reports a normal end", role=Role.context,
+                                        evidence=fin[:2])],
+                         timeline=[TimelineEvent(time=_t(fin[0]), what="normal end", evidence=fin[0])],
+                         key_files=[fin[0].file], restart="", coverage=facts.scan.coverage)
+    return Diagnosis(status=Status.completed, category="none", confidence="medium",
+                     headline="no failure found: no fatal pattern on any rank", job=job, coverage=facts.scan.coverage,
+                     missing=["an explicit end-of-training line (the logs may simply stop)"], restart="")

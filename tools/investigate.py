@@ -1,0 +1,19 @@
+"""`debugger ask` without an LLM: the named stages, in order. Open → scan → collectives → extras → rules →
+diagnosis → verification. The agent (later) starts from exactly this Diagnosis."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tools.diagnose import diagnose
+from tools.model import Diagnosis
+from tools.nccl import analyze
+from tools.rules import Facts
+from tools.scan import scan_bundle
+from tools.verify import verified
+
+
+def investigate(bundle, *, progress: Callable[[int, int], None] | None = None, workers: int | None = None) -> Diagnosis:
+    scan = scan_bundle(bundle, workers=workers, progress=progress)
+    facts = Facts(scan, analyze(scan))
+    return verified(diagnose(facts), bundle)

@@ -1,0 +1,98 @@
+"""What every diagnosis rule sees (`Facts`) and returns (`Candidate`). Rules are pure: no I/O, data in, data out.
+
+Why candidates and not verdicts: several rules usually fire on one bundle (the NCCL timeout, a CUDA error on one
+rank, a retry storm); the diagnosis picks the trigger among them by time and by how decisive each is, and keeps
+the rest as alternatives with the reason each was rejected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tools.model import Evidence
+from tools.scan import ScanResult, to_evidence
+
+
+@dataclass
+class Candidate:
+    rule: str  # dotted id, e.g. 'gpu.xid'
+    category: str
+    summary: str
+    strength: float  # 0..1: how decisive this evidence is for the category when it is present
+    evidence: list[Evidence]  # the first line is the trigger line
+    status: str = "crashed"
+    ranks: list[int] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)
+    recommendations: list[str] = field(default_factory=list)
+    restart: str = "fix first"
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def time_key(self) -> tuple | None:
+        return time_key(self.evidence[0]) if self.evidence else None
+
+
+def time_key(ev: Evidence | None) -> tuple | None:
+    """Comparable within one job: month, day, time (the year and zone are rarely printed; a job spans days, not
+    years). None when the line has no date: such lines are ordered by strength, never by guesswork."""
+    t = ev.time if ev else None
+    if not t or not t.get("has_date") or t.get("month") is None:
+        return None
+    return (t["month"], t["day"], t.get("hour", 0), t.get("minute", 0), t.get("second", 0), t.get("micro", 0))
+
+
+class Facts:
+    """The deterministic tools' output, indexed for rules: hits by pattern, the NCCL report, optional extras."""
+
+    def __init__(self, scan: ScanResult, nccl=None, ais=None, steps=None, fr=None):
+        self.scan, self.nccl, self.ais, self.steps, self.fr = scan, nccl, ais, steps, fr
+        self.by_pattern: dict[str, list[Evidence]] = {}
+        self.fields: dict[tuple[str, int], dict] = {}
+        for f in scan.files:
+            for h in f.hits:
+                ev = to_evidence(h, f.rel, f.kind)
+                self.by_pattern.setdefault(h.pattern, []).append(ev)
+                self.fields[(f.rel, h.line, h.pattern)] = h.fields
+        for evs in self.by_pattern.values():
+            evs.sort(key=lambda e: (time_key(e) is None, time_key(e) or (), e.file, e.line))
+        self.summaries = {p.id: p for p in scan.patterns}
+        self.kinds = {f.rel: f.kind for f in scan.files}
+
+    def hits(self, *pids: str) -> list[Evidence]:
+        out = [e for p in pids for e in self.by_pattern.get(p, [])]
+        out.sort(key=lambda e: (time_key(e) is None, time_key(e) or (), e.file, e.line))
+        return out
+
+    def fx(self, ev: Evidence, pid: str) -> dict:
+        return self.fields.get((ev.file, ev.line, pid), {})
+
+    def ranks_of(self, *pids: str) -> list[int]:
+        out: set[int] = set()
+        for p in pids:
+            s = self.summaries.get(p)
+            if s:
+                out |= set(s.rank_counts)
+        return sorted(out)
+
+    def count(self, *pids: str) -> int:
+        return sum(self.summaries[p].count for p in pids if p in self.summaries)
+
+    def nodes_of(self, evs: list[Evidence]) -> list[str]:
+        out = []
+        for e in evs:
+            n = e.node or (self.scan.rank_nodes[e.rank].node if e.rank in self.scan.rank_nodes else None)
+            if n and n not in out:
+                out.append(n)
+        return out
+
+
+def cand(rule: str, category: str, summary: str, strength: float, evs: list[Evidence], src: Facts, **kw) -> Candidate:
+    """A Candidate whose ranks and nodes default to those of its evidence lines."""
+    ranks = kw.pop("ranks", None)
+    if ranks is None:
+        ranks = sorted({e.rank for e in evs if e.rank is not None})
+    nodes = kw.pop("nodes", None)
+    if nodes is None:
+        nodes = src.nodes_of(evs)
+    return Candidate(rule, category, summary, strength, evs, ranks=ranks, nodes=nodes, **kw)

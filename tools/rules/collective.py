@@ -1,0 +1,79 @@
+"""Hangs decided by the collective analysis (tools/nccl.py): the rank that never entered, and what it did last.
+
+A never-entered rank was stuck outside NCCL. Its own last lines say where: storage errors → storage_io; data
+loading (escalating retries, loader, shard, dataset) → data_loading_stall; checkpoint save → storage_io. A crash
+on the culprit is left to the crash rules; the culprit set is what this rule adds to them.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tools.rules.base import Facts, cand
+
+_DATA = re.compile(r"(?i)data ?loader|dataset|loading|shard|lhotse|fetch|prefetch|batch|sampler|\.tar\b|read timed out")
+_CKPT = re.compile(r"(?i)checkpoint|saving|save_checkpoint|\.distcp|torch\.save")
+_STORAGE_PIDS = ("loader.batch_loader_error", "ais.resource_pressure", "ais.out_of_bounds", "ais.shared_dm_error",
+                 "io.no_space")
+
+
+def straggler(f: Facts):
+    rep = f.nccl
+    if rep is None or rep.verdict not in ("straggler", "gloo_straggler"):
+        return []
+    culprits = [r for r in rep.culprits if rep.ranks[r].role in ("never_entered", "behind")]
+    if not culprits:
+        return []
+    r0 = culprits[0]
+    rs = rep.ranks[r0]
+    own = [e for p in _STORAGE_PIDS for e in f.hits(p) if e.rank in culprits]
+    retries = [e for e in f.hits("io.retrying") if e.rank in culprits]
+    exhausted = [r for r in culprits if (f.scan.ranks.get(r) and f.scan.ranks[r].retry
+                                         and f.scan.ranks[r].retry["state"] in ("exhausted", "escalating"))]
+    last = rs.last_line.text if rs.last_line else ""
+    ev = ([own[0]] if own else []) + ([retries[-1]] if retries and not own else []) + rs.cited(2)
+    who = f"rank{'s' if len(culprits) > 1 else ''} {', '.join(map(str, culprits[:8]))}"
+    base = (f"{who} never entered the stuck collective ({len(rep.ranks) - len(rep.missing_ranks)} ranks checked, "
+            f"{len(culprits)} differ): stuck outside NCCL")
+    if own:
+        cat, why, s = "storage_io", f"{base}, after storage errors on the same rank", 0.85
+    elif exhausted or (retries and _DATA.search(retries[-1].text)):
+        cat, why, s = "data_loading_stall", f"{base}, in data loading (its reads were retrying)", 0.85
+    elif _CKPT.search(last):
+        cat, why, s = "storage_io", f"{base}, while saving a checkpoint (its last line)", 0.75
+    elif _DATA.search(last):
+        cat, why, s = "data_loading_stall", f"{base}, in data loading (its last line)", 0.8
+    else:
+        cat, why, s = "data_loading_stall", f"{base}; its last line does not say what it was doing", 0.6
+    recs = {"storage_io": ["check the storage backend for the window before the hang (AIStore: `ais log get cluster`)",
+                           "add timeouts and bounded retries to the loader's reads"],
+            "data_loading_stall": ["put a timeout on data reads (a read with no timeout blocks the rank forever)",
+                                   f"inspect rank {r0}'s data shard / loader worker at the time of its last line",
+                                   "a py-spy dump of the stuck rank shows the exact frame next time"]}[cat]
+    return [cand("collective.straggler", cat, why, s, ev, f, status="hung", ranks=culprits,
+                 nodes=[rep.ranks[r].node for r in culprits if rep.ranks[r].node], restart="restart as is",
+                 recommendations=recs, facts={"nccl_verdict": rep.verdict})]
+
+
+def mismatch(f: Facts):
+    evs = f.hits("pytorch.collective_mismatch")
+    if not evs:
+        return []
+    return [cand("collective.mismatch", "software", "ranks issued different collectives (a rank-dependent or "
+                 "time-dependent code path around a collective)", 0.8, evs[:2], f, ranks=[],
+                 recommendations=["make every rank take the same branch around collectives (e.g. broadcast the "
+                                  "decision from rank 0 instead of computing it per rank)"])]
+
+
+def desync(f: Facts):
+    evs = f.hits("pytorch.desync_lagging")
+    if not evs:
+        return []
+    lag = f.fx(evs[0], "pytorch.desync_lagging").get("lagging", "")
+    ranks = [int(x) for x in re.findall(r"\d+", lag)]
+    return [cand("collective.desync", "data_loading_stall", f"desync debug names lagging rank(s) {lag}", 0.7, evs[:1],
+                 f, status="hung", ranks=ranks, nodes=[],
+                 recommendations=[f"inspect what rank(s) {lag} were doing before the timeout"])]
+
+
+RULES = [straggler, mismatch, desync]

@@ -1,0 +1,37 @@
+"""A program error that no specific rule explains: the exception a traceback ended in, segfaults, aborts."""
+
+from __future__ import annotations
+
+from tools.catalog import patterns
+from tools.model import Evidence
+from tools.rules.base import Facts, cand
+
+
+def _is_cascade(text: str) -> bool:
+    return any(p.role == "cascade" and p.match(text) for p in patterns())
+
+
+def exception(f: Facts):
+    for ev in f.hits("python.traceback"):
+        fx = f.fx(ev, "python.traceback")
+        text = fx.get("exception_text")
+        if not text or _is_cascade(text):
+            continue
+        exc = Evidence(file=ev.file, line=fx["exception_line"], text=text, time=ev.time, rank=ev.rank, node=ev.node,
+                       kind=ev.kind)
+        return [cand("software.exception", "software", f"{fx['exception']}: {fx.get('message', '')[:160]}", 0.45,
+                     [exc, ev], f, recommendations=["fix the error in the traceback (its last frames are in the file)"])]
+    evs = [e for e in f.hits("python.exception") if not _is_cascade(e.text)]
+    if evs:
+        return [cand("software.exception", "software", evs[0].text.strip()[:160], 0.35, evs[:1], f)]
+    return []
+
+
+def native_crash(f: Facts):
+    evs = f.hits("process.segfault", "python.fatal_error")
+    return [cand("software.native_crash", "software", "a process crashed in native code (segfault / fatal error)", 0.5,
+                 evs[:2], f, recommendations=["get a core dump or py-spy --native stack; check extension/CUDA versions"])] \
+        if evs else []
+
+
+RULES = [exception, native_crash]

@@ -1,0 +1,52 @@
+"""Storage and I/O: loader errors from the object store, AIStore failure signatures, full disks, retries that
+ran out. Connection resets that recover at the first retry are noise and never a candidate."""
+
+from __future__ import annotations
+
+from tools.rules.base import Facts, cand
+
+
+def batch_loader(f: Facts):
+    evs = f.hits("loader.batch_loader_error")
+    return [cand("storage.batch_loader", "storage_io", "the storage batch loader got fewer objects than requested",
+                 0.75, evs[:3], f, recommendations=["check the AIStore targets for the failure window (resource "
+                                                    "pressure, shared-dm stream errors)"])] if evs else []
+
+
+def ais_signatures(f: Facts):
+    pids = ("ais.resource_pressure", "ais.out_of_bounds", "ais.shared_dm_error", "ais.out_of_space",
+            "ais.memory_pressure")
+    evs = f.hits(*pids)
+    if not evs:
+        return []
+    nodes = f.nodes_of(evs)
+    return [cand("storage.ais", "storage_io", f"AIStore target(s) {', '.join(nodes[:4]) or '?'} under pressure / "
+                 f"failing streams", 0.7, evs[:3], f, ranks=[], nodes=nodes,
+                 recommendations=["relieve the target(s): disk/memory pressure, rebalance; then restart the job"])]
+
+
+def disk_full(f: Facts):
+    evs = [e for e in f.hits("io.no_space") if "/dev/shm" not in e.text and "shm" not in e.text.lower()
+           and not f.fx(e, "nccl.shm_no_space") and "posix_fallocate" not in e.text]
+    return [cand("storage.disk_full", "storage_io", "a disk filled up (No space left on device)", 0.85, evs[:3], f,
+                 recommendations=["free space or point checkpoints/logs at a larger volume"])] if evs else []
+
+
+def retries_exhausted(f: Facts):
+    ranks = [r for r, rs in f.scan.ranks.items() if rs.retry and rs.retry["state"] == "exhausted"]
+    if not ranks:
+        return []
+    evs = [e for e in f.hits("io.retrying") if e.rank in ranks]
+    evs = sorted(evs, key=lambda e: -(f.fx(e, "io.retrying").get("attempt") or 0))[:2]
+    return [cand("storage.retries_exhausted", "storage_io", f"retries ran out (M/M) on rank(s) "
+                 f"{', '.join(map(str, ranks[:8]))}", 0.55, evs, f, ranks=ranks,
+                 recommendations=["check the storage endpoint those ranks read from"])] if evs else []
+
+
+def io_errors(f: Facts):
+    evs = f.hits("io.broken_pipe", "io.connection_refused", "io.timed_out")
+    return [cand("storage.io_errors", "storage_io", "I/O errors (timeouts, refused connections, broken pipes)", 0.3,
+                 evs[:3], f)] if evs else []
+
+
+RULES = [batch_loader, ais_signatures, disk_full, retries_exhausted, io_errors]
