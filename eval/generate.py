@@ -10,6 +10,7 @@ Run: `python -m eval.generate cases/` (regenerates every case; same seed, same b
 
 from __future__ import annotations
 
+import gzip
 import random
 import sys
 from dataclasses import dataclass, field
@@ -270,15 +271,150 @@ def gloo_straggler(ranks: int = 8, culprit: int = 1, seed: int = 0) -> tuple[Job
                           f"in a gloo recv.", [], ["hang", "gloo"], title=f"gloo straggler, {ranks} ranks")
 
 
-SCENARIOS = {
-    "gen-slurm-8r-a": lambda: data_loading_straggler(ranks=8, culprit=5, seed=1),
-}
+def cuda_oom(ranks: int = 8, culprit: int = 0, seed: int = 0) -> tuple[Job, dict]:
+    """One rank runs out of GPU memory on a long batch; the rest wait in the next all-reduce."""
+    job = _job(ranks, seed)
+    for line in ("Traceback (most recent call last):", '  File "/workspace/megatron/training/training.py", line 1187, '
+                 "in train_step", "    output_tensor = model(tokens, position_ids, attention_mask)",
+                 "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 3 has a total capacity of "
+                 "79.10 GiB of which 1.02 GiB is free. Including non-PyTorch memory, this process has 78.05 GiB memory in "
+                 "use. Of the allocated memory 74.20 GiB is allocated by PyTorch, and 2.31 GiB is reserved by PyTorch but "
+                 "unallocated. If reserved but unallocated memory is large try setting "
+                 "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory "
+                 "Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"):
+        job.emit(culprit, f"[rank{culprit}]: {line}")
+    others = [r for r in range(ranks) if r != culprit]
+    for r in others:
+        job.waiting(r, 940, f"12:16:{10 + r % 40:02d}", op="ALLREDUCE", timeout_ms=600000)
+    job.teardown(others, "12:16:50")
+    job.launcher_end("12:16:51")
+    return job, job.truth("oom", [culprit], f"Rank {culprit} ran out of GPU memory (tried to allocate 3.50 GiB).",
+                          ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB"], ["crash"],
+                          title=f"CUDA OOM on one rank, {ranks} ranks")
+
+
+def nan_divergence(ranks: int = 8, seed: int = 0) -> tuple[Job, dict]:
+    """The loss diverges to NaN after warm-up; Megatron counts NaN iterations, then the run aborts."""
+    job = _job(ranks, seed)
+    last = ranks - 1
+    for it in range(41, 46):
+        job.emit(last, f" [2024-11-05 12:05:{(it - 40) * 7:02d}] iteration {it * 10:8d}/   10000 | consumed samples: "
+                       f"{it * 2560:12d} | elapsed time per iteration (ms): 7012.4 | learning rate: 1.499999E-04 | global "
+                       f"batch size:   256 | lm loss: NAN | loss scale: 1.0 | grad norm: nan | number of skipped "
+                       f"iterations:   0 | number of nan iterations: {it - 40:3d} |")
+    job.emit(last, f"[rank{last}]: Traceback (most recent call last):")
+    job.emit(last, f'[rank{last}]:   File "/workspace/megatron/training/training.py", line 1240, in train')
+    job.emit(last, f"[rank{last}]: AssertionError: found NaN in local grad norm in backward pass before data-parallel "
+                   f"communication collective")
+    job.launcher_end("12:05:40")
+    return job, job.truth("numerical", [], "The loss diverged to NaN after ~400 iterations (grad norm NaN).",
+                          ["lm loss: NAN", "number of nan iterations"], ["crash"], nodes=[],
+                          title=f"NaN divergence, {ranks} ranks")
+
+
+def time_limit(ranks: int = 8, seed: int = 0) -> tuple[Job, dict]:
+    """A healthy run reaches the SLURM time limit; NCCL noise after the cancel is not a fault."""
+    job = _job(ranks, seed)
+    for n in range(job.nodes):
+        job.emit_node(n, f"slurmstepd: error: *** STEP {job.job_id}.0 ON {job.node(n * job.ranks_per_node)} CANCELLED AT "
+                         f"2024-11-05T16:00:03 DUE TO TIME LIMIT ***")
+    job.emit_node(0, f"W1105 16:00:03.000000 19000 torch/distributed/elastic/agent/server/api.py:704] Received 15 death "
+                     f"signal, shutting down workers")
+    return job, job.truth("infrastructure", [], "SLURM cancelled the job at its time limit; nothing failed before.",
+                          ["CANCELLED AT 2024-11-05T16:00:03 DUE TO TIME LIMIT"], ["control", "scheduler"], nodes=[],
+                          title=f"time limit, {ranks} ranks")
+
+
+def shm_exhaustion(ranks: int = 8, seed: int = 0) -> tuple[Job, dict]:
+    """The container's /dev/shm is 64 MB: NCCL cannot create its shared-memory segments at the first collective."""
+    job = Job(ranks=ranks, ranks_per_node=min(8, max(1, ranks // 2)), seed=seed)
+    job.startup()
+    for r in range(job.ranks_per_node):
+        host, pid = job.node(r), 20000 + r
+        job.emit(r, "")
+        job.emit(r, f"{host}:{pid}:{pid + 70} [{r}] include/shm.h:28 NCCL WARN Call to posix_fallocate failed: No space "
+                    f"left on device")
+        job.emit(r, f"{host}:{pid}:{pid + 70} [{r}] include/shm.h:48 NCCL WARN Error while creating shared memory "
+                    f"segment nccl-shm-recv-250a7cc850ba9298-0-{r}-3 (size 9637888)")
+        job.emit(r, f"[rank{r}]: torch.distributed.DistBackendError: NCCL error in: "
+                    f"../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, unhandled system error (run with NCCL_DEBUG=INFO "
+                    f"for details), NCCL version 2.21.5")
+    job.launcher_end("12:00:31")
+    return job, job.truth("infrastructure", [], "/dev/shm in the container is too small for NCCL's shared-memory "
+                          "transport.", ["posix_fallocate failed: No space left on device"], ["crash", "startup"],
+                          nodes=[], title=f"/dev/shm exhaustion, {ranks} ranks")
+
+
+def port_in_use(ranks: int = 8, seed: int = 0) -> tuple[Job, dict]:
+    """A second job on the node already holds the default rendezvous port: start-up fails at once."""
+    job = Job(ranks=ranks, ranks_per_node=min(8, max(1, ranks // 2)), seed=seed)
+    job.emit_node(0, "[W socket.cpp:464] [c10d] The server socket has failed to bind to [::]:29500 (errno: 98 - Address "
+                     "already in use).")
+    job.emit_node(0, "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
+                     "address. The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use). "
+                     "The server socket has failed to bind to 0.0.0.0:29500 (errno: 98 - Address already in use).")
+    job.emit_node(0, f"srun: error: {job.node(0)}: task 0: Exited with exit code 1")
+    return job, job.truth("config", [], "The rendezvous port 29500 was already in use on the node.",
+                          ["errno: 98 - Address already in use"], ["crash", "startup"], nodes=[],
+                          title="port already in use")
+
+
+def clean_run(ranks: int = 8, seed: int = 0) -> tuple[Job, dict]:
+    """A healthy run that finishes, with the usual noise (recovering retries, warnings)."""
+    job = _job(ranks, seed)
+    for n in range(job.nodes):
+        job.emit_node(n, f"I1105 13:00:00.000000 {19000 + n} torch/distributed/elastic/agent/server/api.py:862] [default] "
+                         f"worker group successfully finished. Waiting 300 seconds for other agents to finish.")
+    return job, job.truth("none", [], "The job finished normally.", [], ["control"], nodes=[],
+                          title=f"clean run, {ranks} ranks")
+
+
+def _scenarios() -> dict:
+    """Every case in cases/ that the generator owns: each failure type at 8, 128 and 1024 ranks, the culprit at
+    rank 0, 1, the middle and the last rank. Slugs are neutral (they never name the cause)."""
+    out = {"gen-slurm-8r-a": lambda: data_loading_straggler(ranks=8, culprit=5, seed=1)}
+    plan = [
+        (data_loading_straggler, {"culprit": lambda n: [0, n // 2, n - 1]}),
+        (crash_before_collective, {"culprit": lambda n: [1, n - 1]}),
+        (cuda_oom, {"culprit": lambda n: [0, n // 2]}),
+        (broadcast_root_ahead, {"culprit": lambda n: [n - 1]}),
+        (two_groups_stuck, {"culprit": lambda n: [2]}),
+        (gloo_straggler, {"culprit": lambda n: [1]}),
+        (missing_rank_file, {"culprit": lambda n: [n // 2 + 1]}),
+        (fabric_failure, {}), (nan_divergence, {}), (time_limit, {}), (shm_exhaustion, {}), (clean_run, {}),
+    ]
+    k = 0
+    for fn, opts in plan:
+        for n in (8, 128, 1024):
+            for c in opts.get("culprit", lambda n: [None])(n):
+                k += 1
+                kw = {"ranks": n, "seed": k} | ({"culprit": c} if c is not None else {})
+                out[f"gen-{n}r-{k:03d}"] = (lambda fn=fn, kw=kw: fn(**kw))
+    out["gen-port-001"] = lambda: port_in_use(ranks=8, seed=99)
+    return out
+
+
+SCENARIOS = _scenarios()
+MAX_PLAIN = 1_500_000  # bytes: larger bundles are written as one logs.tar.gz (cases stay under 2 MB)
 
 
 def write_case(dest: Path, job: Job, truth: dict) -> None:
+    import io
+    import tarfile
     dest.mkdir(parents=True, exist_ok=True)
-    for name, lines in job.files.items():
-        (dest / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    blobs = {name: ("\n".join(lines) + "\n").encode() for name, lines in job.files.items()}
+    if sum(map(len, blobs.values())) > MAX_PLAIN:
+        raw = io.BytesIO()
+        with tarfile.open(fileobj=raw, mode="w") as t:
+            for name, data in sorted(blobs.items()):
+                info = tarfile.TarInfo(f"logs/{name}")
+                info.size, info.mtime = len(data), 1730808000
+                t.addfile(info, io.BytesIO(data))
+        with gzip.GzipFile(dest / "logs.tar.gz", "wb", compresslevel=9, mtime=0) as gz:  # same bytes every run
+            gz.write(raw.getvalue())
+    else:
+        for name, data in blobs.items():
+            (dest / name).write_bytes(data)
     if truth:
         (dest / "truth.yaml").write_text(yaml.safe_dump(truth, sort_keys=False, width=100), encoding="utf-8")
 

@@ -77,6 +77,7 @@ class FileScan:
     last_lines: dict[int | None, LastLine] = field(default_factory=dict)
     retries: dict[int | None, list[int]] = field(default_factory=dict)  # rank → [max attempt, M, n at 1/M, n at M/M]
     local_to_rank: dict[int, int] = field(default_factory=dict)  # stated by lines like `[default1]:[rank5]:`
+    last_local: dict[int, LastLine] = field(default_factory=dict)  # last lines of local ranks with no known rank
 
 
 def _decode(b: bytes) -> str:
@@ -161,10 +162,10 @@ class FileScanner:
             fs.notes.append(f"read stopped at byte {base_off}: {fs.error}")
         fs.bytes_read = base_off
         fs.lines = base_line + (1 if tail and not tail.endswith(b"\n") else 0)
-        self._tail(fs, tail, tail_line)
         fs.hits, fs.dropped_hits = keeper.hits()
         fs.counts = keeper.counts
         self._local_ranks(fs)
+        self._tail(fs, tail, tail_line)
         self._file_nodes(fs)
         if hint.rank is not None:
             fs.ranks.add(hint.rank)
@@ -277,7 +278,16 @@ class FileScanner:
                     break
                 continue
             text = _decode(raw)
-            rank = attribute_line(text).rank if multi else single
+            rank = single
+            if multi:
+                a = attribute_line(text)
+                rank = a.rank
+                if rank is None and a.local_rank is not None:
+                    mapped = fs.local_to_rank.get(a.local_rank, -1)
+                    if mapped >= 0:
+                        rank = mapped
+                    elif a.local_rank not in fs.last_local:
+                        fs.last_local[a.local_rank] = LastLine(cur, text)
             ll = fs.last_lines.get(rank)
             if ll is None:
                 ll = fs.last_lines[rank] = LastLine(cur, text)

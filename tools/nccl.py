@@ -249,7 +249,7 @@ def _time_sort(t: dict | None) -> str:
 
 
 def classify(ranks: dict[int, RankState], expected: int | None, missing: list[int],
-             collectives_per_step: int | None = None) -> NcclReport:
+             collectives_per_step: int | None = None, stated_world: bool = True) -> NcclReport:
     with_state = {r: rs for r, rs in ranks.items() if rs.pgs}
     notes: list[str] = []
     groups: list[GroupSummary] = []
@@ -316,7 +316,8 @@ def classify(ranks: dict[int, RankState], expected: int | None, missing: list[in
     if missing:
         notes.append(f"{len(missing)} rank(s) have no log in the bundle: {ranks_str(missing)}; one of them may be the culprit")
     wave = _wavefront(groups)
-    suspects = list(missing) if verdict == "inconclusive" and not culprits else []
+    # ranks without logs are suspects only against a stated world size (a "max rank seen" bound proves nothing)
+    suspects = list(missing) if verdict == "inconclusive" and not culprits and stated_world else []
     return NcclReport(verdict=verdict, summary=summary, culprits=culprits, suspects=suspects,
                       ranks=dict(sorted(ranks.items())),
                       groups=groups, wavefront=wave, expected_ranks=expected, found_ranks=len(ranks) - len(missing),
@@ -417,4 +418,5 @@ def _delta(pg: PGState | None):
 
 def analyze(res: ScanResult, collectives_per_step: int | None = None) -> NcclReport:
     ranks = collect(res)
-    return classify(ranks, res.coverage.expected_ranks, res.coverage.missing_ranks, collectives_per_step)
+    return classify(ranks, res.coverage.expected_ranks, res.coverage.missing_ranks, collectives_per_step,
+                    stated_world=res.coverage.expected_from != "max rank seen")

@@ -3,32 +3,37 @@ few ranks did NOT print, with those ranks.
 
 Why: an unknown failure mode on one rank out of 512 is invisible to a pattern catalog but obvious as a difference
 ("rank 17 printed `Timeout while fetching batch result at index <NUM>`, no one else did"; "511 ranks printed
-`saving checkpoint ...`, rank 17 did not"). Shapes, with the templates this module makes::
+`saving checkpoint ...`, rank 17 did not"). Real lines and their templates::
 
-    [rank3]:[I1105 12:00:03.123456789 train.py:10] step 3 loss 2.31   → [I<TS> train.py:<NUM>] step <NUM> loss <NUM>
-    ' 3: [rank3]:[E1105 ...] Watchdog caught ... SeqNum=5 ...'         → srun label and [rankN]: stripped, same masks
-    'node23:12098:12141 [2] NCCL INFO comm 0x55d0c4a0 busId 1b000'  → <HOST>:<NUM>:<NUM> [<NUM>] NCCL INFO comm <HEX> busId <HEX>
+    [rank3]:[I1105 12:00:03.123456789 train.py:10] step 3 loss 2.31  → [I<TS> train.py:<NUM>] step <NUM> loss <NUM>
+    ' 3: [rank3]:[E1105 ...] [Rank 3] Watchdog caught ... SeqNum=5'  → [E<TS> ...] [Rank <NUM>] Watchdog caught ...
+                                                                       SeqNum=<NUM>
+    node23:12098:12141 [2] NCCL INFO comm 0x55d0c4a0 busId 1b000     → <HOST>:<NUM>:<NUM> [<NUM>] NCCL INFO comm <HEX>
+                                                                       busId <HEX>
 
-Masks (Drain3-style named masks, applied in this order): <UUID>, <TS> (ISO date/time, glog `I1105 12:00:00.1`,
-syslog `Nov  5 12:00:00`, bare `12:00:00.5`), <HOST> (the host of NCCL's `host:pid:tid` header), <IP> (v4, v6 with `::`),
-<PATH> (absolute, `./`, `~/`), <HEX> (`0x..`, PCI `0000:1b:00.0`, a 5+ hex-char word with a digit and a letter), <NUM>
-(digit runs, decimals, exponents; also inside words: `node<NUM>`), `|<BAR>|` (tqdm bar); whitespace runs collapse
-to one space; ANSI colours, srun ` N: `, torchrun `[roleN]:`, elastic `[N]:` and c10 `[rankN]:` labels are
-stripped; of a `\\r` progress line only the text after the last `\\r` counts; templates are cut at 1024 bytes.
+Masks, Drain3-style and in this order: <UUID>; <TS> (ISO date-time, glog `I1105 12:00:00.1`, syslog
+`Nov  5 12:00:00`, bare `12:00:00.5`); <HOST> (the host of NCCL's `host:pid:tid` header); <IP> (v4, v6 with `::`);
+<PATH> (absolute, `./`, `~/`); <HEX> (`0x..`, PCI `0000:1b:00`, a 5+ hex-char word with a digit and a letter);
+<NUM> (digit runs with decimals and exponents, inside words too: `node<NUM>`); `|<BAR>|` (tqdm). Whitespace runs
+become one space; ANSI colours, srun ` N: `, torchrun `[roleN]:`, elastic `[N]:` and c10 `[rankN]:` labels are
+stripped; of a `\r` progress line only the text after the last `\r` counts; templates are cut at 1024 bytes.
 
-How it stays fast (no per-line regex in Python): each 32 MiB newline-aligned buffer is digit-zeroed with ONE
-`bytes.translate` (C, ~1 GB/s), split on newlines, and counted with `Counter` (C). The named masks then run once
-per DISTINCT zeroed line, never per line, through a per-worker cache; since the digit-zeroed key keeps every non-digit
-byte, the template is a function of the key, so `template_of(line)` and the buffer path agree by construction. Rank
-labels: a file whose `[rank` labels all name one rank (two `bytes.count`s) is that rank; files interleaving several
-ranks (per-node SLURM files with `[rankN]:` or srun `N: ` labels) get ONE `findall` over the buffer that yields exactly
-one label per line, zipped with the keys. First occurrences come from `dict(zip(reversed(keys), ...))` (C), their
-text from the buffer by offset (translate keeps lengths). Files are processed in 2 forked workers over batches of
-≥ 32 MB, each batch merged in the worker; memory is bounded by the buffer, a capped key cache, ≤ 20k templates per
-file and ≤ 200k overall (caps are reported in `notes`), and one rank bitset (a Python int) per template.
+Rank of a line: its own c10 `[rankN]:` label (or srun `N: ` task id in srun-labelled files, read with
+tools.attribution); lines with no label take the file's rank (`attribute_path`, else the file's single labelled
+rank); lines with none of these are left out, and said so (`unattributed_files`, `notes`).
 
-Measured on the 2-core project machine (tests/test_rankdiff.py `--bench`, 256 MiB, 256 per-rank files): see the
-figure in that file's docstring.
+How it stays fast, with no per-line regex in Python: each 32 MiB newline-aligned buffer is digit-zeroed with ONE
+`bytes.translate` (C), split on newlines and counted with `Counter` (C). The named masks then run once per DISTINCT
+zeroed line through a per-worker cache: the zeroed key keeps every non-digit byte, so the template is a function of
+the key, and `template_of(line)` and the buffer path agree by construction. Rank labels: a buffer whose `[rank`
+labels all name one rank (two `bytes.count`s) needs nothing per line; buffers interleaving ranks (per-node SLURM
+files, srun --label) get ONE `findall` yielding exactly one label per line, zipped with the keys. First occurrences:
+`Counter` keeps first-occurrence order, so each new key's first line is a C-level `list.index` from the previous one
+(one scan at most); its verbatim text is cut from the buffer by offset (translate keeps lengths). Files go to 2
+forked workers in batches of ≥ 32 MB, merged in the worker. Memory: the buffers, a capped key cache, ≤ 20k templates
+per file and ≤ 200k overall (caps are said in `notes`), one rank bitset (a Python int) per template.
+
+Throughput on the 2-core project VM: see tests/test_rankdiff.py (`python tests/test_rankdiff.py --bench`).
 """
 
 from __future__ import annotations
@@ -52,7 +57,8 @@ MAX_FILE_TEMPLATES = 20_000     # distinct templates kept per file; later new on
 MAX_TEMPLATES = 200_000         # distinct templates kept over the bundle
 MAX_TEMPLATE_BYTES = 1024
 MAX_KEY_CACHE = 300_000         # zeroed line → template, per worker
-PARALLEL_MIN_BYTES = 64 << 20
+PARALLEL_MIN_BYTES = 64 << 20    # fork 2 workers from this many bytes, or from this many files:
+PARALLEL_MIN_FILES = 256
 SKIP_KINDS = frozenset({"fr_dump"})
 DEFAULT = -1                    # rank slot of an unlabelled line: the file's rank, decided at the end of the file
 
@@ -87,7 +93,7 @@ _ZERO = bytes.maketrans(b"123456789", b"000000000")
 _ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
 # wrappers at the start: srun ' 3: ', torchrun '[default3]:', elastic '[12]:' (zeroed digits)
 _PREFIX = re.compile(rb"^(?: {0,6}0{1,7}: )?(?:\[[A-Za-z_][A-Za-z_]*0+\]:|\[0+\]:(?=.*\S))*")
-_RANK_LABEL0 = re.compile(rb"\[rank0+\]: ?")
+_RANK_LABEL0 = re.compile(rb"\[rank0+\]: ?")      # a c10 label, digits zeroed
 _MONTH = rb"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _MASKS: list[tuple[re.Pattern, bytes]] = [
     (re.compile(rb"(?<![0-9A-Za-z])[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}(?![0-9A-Za-z])"), b"<UUID>"),
@@ -141,12 +147,19 @@ _LINE_LABEL = re.compile(rb"\n(?:[^\n]{0,160}?\[rank(\d+)\]:)?")
 # srun-labelled files: the whole wrapper prefix per line (' 3: ', ' 0: [default3]:', ' 3: [rank3]:'), read once per
 # distinct prefix with tools.attribution (a torchrun role after the srun label makes it a node index, not a rank).
 _LINE_LABEL_SRUN = re.compile(rb"\n( {0,6}\d{1,7}: (?:\[[A-Za-z_][A-Za-z_]*\d+\]:)?(?:\[rank\d+\]:)?)?")
-_SRUN_HEAD = re.compile(rb"(?m)^ {0,6}\d{1,7}: ")
+_SRUN_HEAD = re.compile(rb"\n {0,6}\d{1,7}: ")     # searched in b'\n' + head: a literal first byte is fast
+
+
+def _line_labels(rx: re.Pattern, buf: bytes) -> list[bytes]:
+    """One label per line of `buf` (b'' where none): the first line's from a small copy, the others from one findall
+    whose matches each start at a newline (no copy of the whole buffer)."""
+    first = rx.match(b"\n" + buf[:256].split(b"\n", 1)[0])
+    return [(first.group(1) or b"") if first else b""] + rx.findall(buf)
 
 
 def _srun_labelled(head: bytes) -> bool:
     """Lines carry srun --label task ids (same test as tools.filescan: ≥ 3 and half of the first 50 lines)."""
-    if not _SRUN_HEAD.search(head):
+    if not _SRUN_HEAD.search(b"\n" + head):
         return False
     lines = head.split(b"\n")[:50]
     text = [raw.decode("utf-8", "replace") for raw in lines if raw.strip()]
@@ -213,6 +226,14 @@ class _FileDiff:
         self.labels[label] = s
         return s
 
+    @staticmethod
+    def fixed_slot(key: bytes, fixed: int | None) -> int | None:
+        """Slot of a line in a chunk whose '[rank' labels all name rank `fixed`: `fixed` if the line carries a
+        '[rankN]:' label, else DEFAULT (the file's rank, decided at the end of the file, as in a mixed chunk)."""
+        if fixed is None or fixed == DEFAULT or b"[rank" not in key or not _RANK_LABEL0.search(key):
+            return DEFAULT if fixed is not None else None
+        return fixed
+
     def run(self, stream) -> _FileOut:
         """Read `stream` in CHUNK-sized newline-aligned buffers; a read error keeps what was read and says so."""
         carry, base, ends_nl, first = b"", 0, True, True
@@ -253,7 +274,7 @@ class _FileDiff:
         labels = None
         fixed: int | None = DEFAULT
         if self.srun:
-            labels = _LINE_LABEL_SRUN.findall(b"\n" + buf)
+            labels = _line_labels(_LINE_LABEL_SRUN, buf)
         elif b"[rank" in buf:
             if not self.mixed:   # one rank in all its labels? (head check first: saves two passes when mixed)
                 head = set(_RANK_LABEL.findall(buf, 0, 1 << 16)) or {m.group(1) for m in [_RANK_LABEL.search(buf)] if m}
@@ -264,7 +285,7 @@ class _FileDiff:
                         self.explicit.add(fixed)
             if fixed == DEFAULT:
                 self.mixed = True
-                labels = _LINE_LABEL.findall(b"\n" + buf)
+                labels = _line_labels(_LINE_LABEL, buf)
         if labels is not None and len(labels) != n:     # cannot happen; never mis-attribute if it does
             self.out.notes.append(f"rank labels not aligned with lines near line {base + 1}; chunk left unattributed")
             labels, fixed = None, None
@@ -282,13 +303,11 @@ class _FileDiff:
             if sum(map(len, self.known.values())) > MAX_KEY_CACHE:
                 for d in self.known.values():
                     d.clear()
-            firsts = dict(zip(reversed(keys), range(n - 1, -1, -1)))
-            if labels is not None:
-                firsts = _PairFirsts(keys, labels, firsts)
+            firsts = _Firsts(keys, labels)
             want: dict[int, list] = {}
             for k in new:
                 if labels is None:
-                    key, s = k, fixed
+                    key, s = k, self.fixed_slot(k, fixed)
                 else:
                     key, s = k[1], self.slot(k[0])
                 t = self.template(key)
@@ -329,7 +348,8 @@ class _FileDiff:
             if i >= 0:
                 end = len(buf) - tail          # tail: the bytes after line i, its newline included
                 text = buf[end - len(keys[i]):end]
-                self.last[fixed] = (base + i + 1, text.decode("utf-8", "replace").rstrip("\r"))
+                self.last[self.fixed_slot(keys[i], fixed)] = (base + i + 1,
+                                                              text.decode("utf-8", "replace").rstrip("\r"))
             return
         lasts = dict(zip(labels, range(n)))
         by_slot: dict = {}
@@ -370,33 +390,39 @@ class _FileDiff:
         return out
 
 
-class _PairFirsts:
-    """First line index of a (label, key) pair, from the first index of the key alone (one C-level dict over the keys,
-    no tuple per line): hop through the key's next occurrences with `list.index` (C) until the label matches; past a
-    hop budget, build the exact per-pair dict once for the chunk."""
+class _Firsts:
+    """First line index of each NEW key (or (label, key) pair) of a chunk, asked in first-occurrence order (the order
+    `Counter` keeps): each lookup is a C-level `list.index` from the previous answer, so a chunk costs at most one
+    scan, and usually a short one (new templates show up early). A pair hops over its key's lines with other labels;
+    past a hop budget, the exact per-pair dict is built once for the chunk."""
 
     HOPS = 4096
 
-    def __init__(self, keys: list[bytes], labels: list[bytes], key_firsts: dict[bytes, int]):
-        self.keys, self.labels, self.kf = keys, labels, key_firsts
+    def __init__(self, keys: list[bytes], labels: list[bytes] | None):
+        self.keys, self.labels = keys, labels
+        self.pos = 0
         self.hops = 0
         self.exact: dict | None = None
 
-    def __getitem__(self, pair: tuple[bytes, bytes]) -> int:
-        lab, k = pair
-        i = self.kf[k]
-        if self.labels[i] == lab:
+    def __getitem__(self, k) -> int:
+        if self.exact is not None:
+            return self.exact[k]
+        index = self.keys.index
+        if self.labels is None:
+            i = self.pos = index(k, self.pos)
             return i
-        if self.exact is None:
-            index, labels = self.keys.index, self.labels
-            while self.hops < self.HOPS:
-                self.hops += 1
-                i = index(k, i + 1)
-                if labels[i] == lab:
-                    return i
-            n = len(self.keys)
-            self.exact = dict(zip(reversed(list(zip(labels, self.keys))), range(n - 1, -1, -1)))
-        return self.exact[pair]
+        lab, key = k
+        labels = self.labels
+        i = index(key, self.pos)
+        while labels[i] != lab:
+            self.hops += 1
+            if self.hops > self.HOPS:
+                seq = list(zip(labels, self.keys))
+                self.exact = dict(zip(reversed(seq), range(len(seq) - 1, -1, -1)))
+                return self.exact[k]
+            i = index(key, i + 1)
+        self.pos = i
+        return i
 
 
 def _texts(buf: bytes, keys: list[bytes], idxs) -> dict[int, str]:
@@ -418,6 +444,7 @@ class _Batch:
     templates: dict[str, list] = field(default_factory=dict)  # t → [count, (idx, line), rank, text, bits]
     last: dict[int, tuple[int, int, str]] = field(default_factory=dict)  # rank → (idx, line, text)
     files: list[_FileOut] = field(default_factory=list)       # per-file stats (templates emptied)
+    dropped: int = 0                                          # templates beyond MAX_TEMPLATES
 
 
 def _bits(ranks) -> int:
@@ -466,8 +493,10 @@ def _diff_sources(batch) -> _Batch:
 
 
 def _batches(items, workers: int) -> list[list]:
+    """Batches of ≥ 32 MB (PERF.md: one task per small file costs more than it gains); a bundle of many small files
+    under PARALLEL_MIN_BYTES gets 4 batches per worker."""
     total = sum(s.size for _, s in items) or 1
-    target = max(32 << 20, total // (workers * 8))
+    target = max(32 << 20, total // (workers * 8)) if total >= PARALLEL_MIN_BYTES else total // (workers * 4) + 1
     batches, cur, size = [], [], 0
     for it in sorted(items, key=lambda it: -it[1].size):
         cur.append(it)
@@ -493,21 +522,23 @@ def diff_bundle(bundle, *, minority: float = 0.5, max_report: int = 50, workers:
     notes: list[str] = []
     skipped_kinds = [s.rel for s in bundle.sources if s.kind in SKIP_KINDS]
     if skipped_kinds:
-        notes.append(f"{len(skipped_kinds)} flight-recorder dump(s) not diffed (binary): {', '.join(skipped_kinds[:5])}")
+        notes.append(f"{len(skipped_kinds)} flight-recorder dump(s) not diffed (binary): "
+                     f"{', '.join(skipped_kinds[:5])}")
     total = sum(s.size for _, s in items)
     workers = workers or min(2, os.cpu_count() or 1)
     agg = _Batch()
     done = 0
-    if workers > 1 and total >= PARALLEL_MIN_BYTES and len(items) > 1 and "fork" in mp.get_all_start_methods():
+    big = total >= PARALLEL_MIN_BYTES or len(items) >= PARALLEL_MIN_FILES
+    if workers > 1 and big and len(items) > 1 and "fork" in mp.get_all_start_methods():
         with mp.get_context("fork").Pool(workers) as pool:
             for b in pool.imap_unordered(_diff_sources, _batches(items, workers)):
-                _merge_batch(agg, b, notes)
+                _merge_batch(agg, b)
                 done += sum(bundle.sources[f.idx].size for f in b.files)
                 if progress:
                     progress(done, total)
     else:
         for it in items:
-            _merge_batch(agg, _diff_sources([it]), notes)
+            _merge_batch(agg, _diff_sources([it]))
             done += it[1].size
             if progress:
                 progress(done, total)
@@ -516,16 +547,15 @@ def diff_bundle(bundle, *, minority: float = 0.5, max_report: int = 50, workers:
     return res
 
 
-def _merge_batch(agg: _Batch, b: _Batch, notes: list[str]) -> None:
+def _merge_batch(agg: _Batch, b: _Batch) -> None:
     tm = agg.templates
     full = len(tm) >= MAX_TEMPLATES
-    dropped = 0
     for t, e in b.templates.items():
         cur = tm.get(t)
         if cur is None:
             if full or len(tm) >= MAX_TEMPLATES:
                 full = True
-                dropped += 1
+                agg.dropped += 1
                 continue
             tm[t] = e
         else:
@@ -533,8 +563,6 @@ def _merge_batch(agg: _Batch, b: _Batch, notes: list[str]) -> None:
             cur[4] |= e[4]
             if e[1] < cur[1]:
                 cur[1], cur[2], cur[3] = e[1], e[2], e[3]
-    if dropped:
-        notes.append(f"more than {MAX_TEMPLATES:,} distinct templates in the bundle: {dropped:,} later ones dropped")
     for r, v in b.last.items():
         cur = agg.last.get(r)
         if cur is None or v[:2] > cur[:2]:
@@ -569,8 +597,12 @@ def _report(bundle, agg: _Batch, minority: float, max_report: int, notes: list[s
                 empty.append(f.rel)
         elif f.unranked_lines:
             unranked.append(f)
+    if agg.dropped:
+        notes.append(f"more than {MAX_TEMPLATES:,} distinct templates in the bundle: {agg.dropped:,} later ones "
+                     f"were not compared")
     if empty:
-        notes.append(f"{len(empty)} file(s) with no text lines: {', '.join(empty[:5])}" + (" …" if len(empty) > 5 else ""))
+        notes.append(f"{len(empty)} file(s) with no text lines: {', '.join(empty[:5])}"
+                     + (" …" if len(empty) > 5 else ""))
     if unranked:
         ex = ", ".join(f"{f.rel} ({f.unranked_lines:,})" for f in unranked[:5])
         notes.append(f"{sum(f.unranked_lines for f in unranked):,} lines in {len(unranked)} file(s) with other ranks "

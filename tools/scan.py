@@ -226,6 +226,8 @@ def summarize(root: str, engine: str, files: list[FileScan], notes: list[str], s
                         pc["ranks"][r] = pc["ranks"].get(r, 0) + 1
                 per_rank_counts.setdefault(r, {})[h.pattern] = per_rank_counts.get(r, {}).get(h.pattern, 0) + 1
         f.ranks.add(r)
+        if lr in f.last_local:
+            f.last_lines[r] = f.last_local.pop(lr)
     seen = coverage.seen_ranks
     pats: list[PatternSummary] = []
     for pid, pc in pat_counts.items():

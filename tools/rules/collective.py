@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from tools.ranks import ranks_str
 from tools.rules.base import Facts, cand
 
 _DATA = re.compile(r"(?i)data ?loader|dataset|loading|shard|lhotse|fetch|prefetch|batch|sampler|\.tar\b|read timed out")
@@ -76,4 +77,20 @@ def desync(f: Facts):
                  recommendations=[f"inspect what rank(s) {lag} were doing before the timeout"])]
 
 
-RULES = [straggler, mismatch, desync]
+def missing_logs(f: Facts):
+    """Every rank with a log was waiting, and some ranks have no log: those are the only ones not seen waiting.
+    Not proof (hence below the decisive threshold): the diagnosis stays inconclusive and asks for their logs."""
+    rep = f.nccl
+    if rep is None or not rep.suspects or rep.culprits:
+        return []
+    evs = f.hits("pytorch.watchdog_timeout", "pytorch.watchdog_pg_status", "gloo.timeout")[:2]
+    if not evs:
+        return []
+    return [cand("collective.missing_logs", "data_loading_stall",
+                 f"every rank with a log was waiting in the collective; rank(s) {ranks_str(rep.suspects)} have no log "
+                 f"and are the only ones not seen waiting", 0.4, evs, f, status="hung", ranks=list(rep.suspects),
+                 nodes=[], recommendations=[f"collect the logs of rank(s) {ranks_str(rep.suspects)}: one of them "
+                                            f"most likely never entered the collective"])]
+
+
+RULES = [straggler, mismatch, desync, missing_logs]
