@@ -207,6 +207,25 @@ def nccl(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
 
 
 @app.command()
+def steps(paths: list[Path] = PathsArg, json_: bool = JsonOpt):
+    """Step times per rank: stragglers (robust z within parallel groups), when a slowdown began, compute- vs comm-bound."""
+    from agent.render_steps import render_steps
+    from tools.jsonable import dumps
+    from tools.steps import scan_steps
+    with guarded(), opened(paths) as b:
+        bar, cb = _progress()
+        try:
+            rep = scan_steps(b, progress=cb)
+        finally:
+            if bar is not None:
+                bar.stop()
+        if json_:
+            _print_json(dumps(rep.to_json()))
+        else:
+            render_steps(rep, out)
+
+
+@app.command()
 def catalog(json_: bool = JsonOpt):
     """The fatal-pattern catalog: id, tier, category and role hints, and an example line for each."""
     from tools.catalog import patterns
