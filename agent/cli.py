@@ -207,6 +207,22 @@ def nccl(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
 
 
 @app.command()
+def fr(paths: list[Path] = PathsArg, json_: bool = JsonOpt):
+    """Flight-recorder dumps: per process group the stuck collective, ranks that never joined it, mismatches."""
+    from agent.render_fr import render_fr
+    from tools.frdump import analyze_bundle
+    from tools.jsonable import dumps
+    with guarded(), opened(paths) as b:
+        rep = analyze_bundle(b)
+        if rep is None:
+            fail(f"no flight-recorder dumps in {b.root} (nccl_trace_rank_<N>, comm_lib_trace_rank_<N>)", 2)
+        if json_:
+            _print_json(dumps({**rep.to_json(), "findings": rep.findings()}))
+        else:
+            render_fr(rep, out)
+
+
+@app.command()
 def steps(paths: list[Path] = PathsArg, json_: bool = JsonOpt):
     """Step times per rank: stragglers (robust z within parallel groups), when a slowdown began, compute- vs comm-bound."""
     from agent.render_steps import render_steps

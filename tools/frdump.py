@@ -8,7 +8,8 @@ Reading (`load_dump`). A dump is a pickle, and unpickling runs whatever the stre
 RESTRICTED unpickler: `find_class` and `persistent_load` refuse everything, which leaves only the opcodes that build
 plain containers, numbers, strings, bytes, bools and None (a REDUCE/BUILD/NEWOBJ needs a callable that only
 `find_class` could supply). Nothing the stream names is ever imported. The result is then walked once more and must
-contain only those plain types. Input is capped (MAX_DUMP_BYTES). A refused or unreadable dump raises
+contain only those plain types, at most MAX_DEPTH deep (the second lock: an EXT opcode served from copyreg's
+extension cache would bypass find_class; and the depth bound protects everything downstream that recurses). Input is capped (MAX_DUMP_BYTES). A refused or unreadable dump raises
 `DumpRefused` with ONE line ("refused: the pickle asks for posix.system; flight-recorder dumps only contain plain
 data": `os.system` pickles as `posix.system` on Linux) and is listed as skipped, never a traceback. The JSON form
 (`torch._C._distributed_c10d._dump_nccl_trace_json` / `_dump_fr_trace_json`) is read too; it has no `frames`, gives
@@ -39,26 +40,37 @@ the members are the ranks that have entries for it, and the report says so). Col
 - culprits = missing ranks (or, when more members are missing than joined, the few that joined alone: an extra
   collective), plus the minority ranks of each mismatch. Ranks with no dump at all are listed, never guessed.
 
+Scale: each dump is loaded, reduced to compact per-rank records (equal values shared across ranks, stack frames kept
+only for unfinished entries) and dropped; the few dumps a finding cites are read again for the texts. 128 ranks ×
+2000 entries (62 MB of pickles): ~100 MB of memory, ~14 s on the 2-core VM (unpickling ~1/3, the plain-type walk
+~1/3, the reduction ~1/3).
+
 Compared with PyTorch's analyzer (`python -m torch.distributed.flight_recorder.fr_trace DIR --prefix
-nccl_trace_rank_`, torch 2.13.0; run on the dumps `python tests/test_frdump.py --write-cases DIR` writes):
-- never joined (4 and 128 ranks): same verdict; it prints "Not all ranks joining collective, sequence number: 5 ...
-  missing ranks: {3}", we give missing_ranks [3], culprit 3.
-- type / size / dtype mismatch: same seq and same mismatch kind, but it blames the rank that differs from the FIRST
-  rank it reads ("Culprit rank 2; Error type: COLLECTIVE_TYPE_MISMATCH"), we blame the minority: the same rank
-  unless rank 0 itself is the odd one, where it names every OTHER rank and we name rank 0.
-- its state check fails any seq where ranks are in different states (the normal picture of a hang: some `started`,
-  some `scheduled`) as a mismatch that blames the others; we record it and blame only ranks behind the majority.
-- all completed: it reports nothing; neither do we.
-- ring-buffer truncation: it drops every record older than the newest FIRST record_id of all ranks (record ids count
-  all PGs of a rank, so it can drop usable records); we decide per PG by seq, with the same verdict in our cases.
-- two PGs stuck: it reports both; we report both and name the one whose stuck entry is oldest (`first_stuck`).
-- a rank with no dump: it stops ("Missing dump files from ranks {3}") unless --allow-incomplete-ranks, then says
-  "We cannot decide what's wrong with this collective entry because we missed FR dumps from ranks ({3})"; we list 3
-  under no_dump_ranks and say every dumped rank joined.
-- JSON form: it cannot read it (pickle.load only); we can.
-- real torch 2.13 gloo dumps (tests/fixtures/fr/gloo-2.13): its loader crashes (KeyError: ('0', 0)): on 2 of the 4
-  ranks pg_config holds one PG with an EMPTY name and no ranks. We fall back to the entries and find rank 3 never
-  joined all_reduce #5. A malicious pickle: it runs it (pickle.load); we refuse it.
+nccl_trace_rank_`, torch 2.13.0+cpu) on the dumps `python tests/test_frdump.py --write-cases DIR` writes:
+- never joined, 4 and 128 ranks: same verdict. It prints "Not all ranks joining collective, sequence number: 5 ...
+  missing ranks: {3}"; we give missing_ranks [3], culprit 3.
+- type / size / dtype mismatch: same seq and same type_of_mismatch. It blames every rank that differs from the
+  FIRST rank it reads ("Culprit rank 2; Error type: COLLECTIVE_TYPE_MISMATCH"); we blame the minority. Same
+  answer unless rank 0 is the odd one out: then it names ranks 1, 2 and 3, and we name rank 0.
+- its state check treats ranks in different states at one seq (the usual picture of a hang: some `started`, some
+  `scheduled`) as a mismatch and blames whoever differs from the first rank. We record it and blame only ranks
+  BEHIND the majority.
+- all completed: it reports nothing and neither do we. Two PGs stuck: both tools report both. We also name the PG
+  whose stuck entry is oldest (`first_stuck`).
+- ring-buffer truncation (case ring_truncation: ranks 0-1 also run a busy second PG, so their buffers wrapped):
+  it keeps only records newer than the newest FIRST record_id of any rank (record ids count all of a rank's PGs, so
+  they do not line up across ranks). That drops every record of ranks 2-3, and it reports "missing ranks: {2, 3}"
+  at #4, #5 and #6. We decide per PG by seq: only rank 3 is missing, at #6. In case truncated_past_stuck (#3
+  fell out of rank 3's buffer) it drops #3 entirely and reports ranks 0-2 missing from #4 and #5. We report #3 stuck,
+  ranks 0-2 in it and rank 3 `not_recorded`: never "missing".
+- a rank with no dump: it stops with "Missing dump files from ranks {3}"; with --allow-incomplete-ranks it says
+  "We cannot decide what's wrong with this collective entry because we missed FR dumps from ranks ({3})". We list
+  3 under no_dump_ranks, and note that every dumped rank reached the stuck seq.
+- JSON form: it cannot read it (`pickle.load` only, and `int("2.json")` fails on the name); we can.
+- real torch 2.13 gloo dumps (tests/fixtures/fr/gloo-2.13): it crashes (KeyError: ('0', 0)), because on 2 of the 4
+  ranks pg_config holds one PG with an EMPTY name and no ranks. We fall back to the entries and find that rank 3
+  never joined all_reduce #5.
+- a malicious pickle: it executes it (`pickle.load`: the test's `touch` ran before it crashed); we refuse it.
 """
 
 from __future__ import annotations
@@ -66,14 +78,15 @@ from __future__ import annotations
 import gc
 import io
 import json
+import operator
 import os
 import pickle
 import re
 from collections import Counter, defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import lru_cache
-from itertools import compress
+from functools import lru_cache, partial
+from itertools import chain, compress
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -86,7 +99,6 @@ MAX_CITED = 5                   # evidence lines per finding per role (culprit /
 KIND = "fr_dump"
 STATES = ("scheduled", "started", "completed")
 _RANK = {s: i for i, s in enumerate(STATES)}
-_PLAIN = (dict, list, tuple, str, bytes, bytearray, int, float, bool, type(None), set, frozenset)
 _P2P = frozenset({"send", "recv"})
 # Ops whose per-rank sizes legitimately differ (FR's Op.match exempts the same ones).
 _NO_INPUT_SIZE = frozenset({"all_to_all", "all_to_all_single", "all_to_all_v_single", "scatter", "all_gather_v",
@@ -123,15 +135,20 @@ class _PlainUnpickler(pickle.Unpickler):
 
 
 _LEAVES = frozenset({str, bytes, bytearray, int, float, bool, type(None)})
-_CONTAINERS = frozenset({dict, list, tuple, set, frozenset})
+_SEQUENCES = frozenset({list, tuple, set, frozenset})
+_CONTAINERS = _SEQUENCES | {dict}
 
 
 def _check_plain(obj: Any) -> None:
-    """Level by level (no recursion limit to trip, type checks done in C): only plain types, MAX_DEPTH deep."""
+    """Level by level (no recursion limit to trip; the per-node work runs in C): only plain types, at most
+    MAX_DEPTH deep. The restricted unpickler already makes anything else impossible; this is the second lock, and
+    the depth bound protects everything downstream that recurses (json, repr)."""
     level, depth = [obj], 0
+    is_dict = partial(operator.is_, dict)
     while level:
         depth += 1
-        kinds = set(map(type, level))
+        types = list(map(type, level))
+        kinds = set(types)
         if not kinds <= _LEAVES | _CONTAINERS:
             bad = next(iter(kinds - _LEAVES - _CONTAINERS))
             raise DumpRefused(f"refused: the dump holds a {bad.__name__}; flight-recorder dumps only contain "
@@ -140,14 +157,10 @@ def _check_plain(obj: Any) -> None:
             return
         if depth > MAX_DEPTH:
             raise DumpRefused(f"refused: nested more than {MAX_DEPTH} levels deep; not a flight-recorder dump")
-        nxt: list = []
-        for o in compress(level, map(_CONTAINERS.__contains__, map(type, level))):  # containers only, picked in C
-            if type(o) is dict:
-                nxt.extend(o.keys())
-                nxt.extend(o.values())
-            else:
-                nxt.extend(o)
-        level = nxt
+        dicts = list(compress(level, map(is_dict, types)))
+        seqs = compress(level, map(_SEQUENCES.__contains__, types))
+        level = list(chain(chain.from_iterable(dicts), chain.from_iterable(map(dict.values, dicts)),
+                           chain.from_iterable(seqs)))
 
 
 @contextmanager
@@ -301,16 +314,16 @@ class _Canon:
     per-rank summaries stay small and equal values compare by identity."""
 
     def __init__(self) -> None:
-        self.d: dict[Any, Any] = {}
+        self.strs: dict[str, str] = {}
+        self.d: dict[str, Any] = {}
 
     def __call__(self, v: Any) -> Any:
-        if v is None or type(v) in (bool, int):
+        t = type(v)
+        if t is str:
+            return self.strs.setdefault(v, v)
+        if v is None or t is bool or t is int:
             return v
-        try:
-            key = (type(v), v) if type(v) is str else (type(v), repr(v))
-        except Exception:  # pragma: no cover - plain data always has a repr
-            return v
-        return self.d.setdefault(key, v)
+        return self.d.setdefault(f"{t.__name__}:{v!r}", v)   # plain data, depth-bounded by _check_plain
 
 
 @dataclass(slots=True)
@@ -557,8 +570,9 @@ def analyze(dumps: dict[int, dict], names: dict[int, str] | None = None) -> FRRe
     """Analyse loaded dumps (global rank → load_dump() result). `names` maps ranks to their bundle-relative paths,
     used as Evidence.file (default `nccl_trace_rank_<N>`)."""
     canon = _Canon()
-    data = {r: _summarize(r, d, canon) for r, d in sorted(dumps.items())}
-    return _analyze(data, names, dumps.get)
+    with _no_gc():
+        data = {r: _summarize(r, d, canon) for r, d in sorted(dumps.items())}
+        return _analyze(data, names, dumps.get)
 
 
 def _analyze(data: dict[int, _RankData], names: dict[int, str] | None, fetch) -> FRReport:
@@ -945,10 +959,15 @@ def analyze_bundle(bundle) -> FRReport | None:
     dump is loaded, summarised and dropped (memory stays at the summaries, not the dumps); the few cited ones are
     read again for the citation texts. Dumps that cannot be read (refused, corrupt, no rank in the name, a second
     dump for one rank) are skipped with a one-line reason."""
-    from tools.bundle import READ_ERRORS, read_error_reason
     srcs = [s for s in bundle.sources if s.kind == KIND]
     if not srcs:
         return None
+    with _no_gc():
+        return _analyze_sources(srcs)
+
+
+def _analyze_sources(srcs: list) -> FRReport:
+    from tools.bundle import READ_ERRORS, read_error_reason
     canon = _Canon()
     data: dict[int, _RankData] = {}
     names: dict[int, str] = {}

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tools.diagnose import diagnose
+from tools.frdump import analyze_bundle
 from tools.model import Diagnosis
 from tools.nccl import analyze
 from tools.rules import Facts
@@ -15,5 +16,6 @@ from tools.verify import verified
 
 def investigate(bundle, *, progress: Callable[[int, int], None] | None = None, workers: int | None = None) -> Diagnosis:
     scan = scan_bundle(bundle, workers=workers, progress=progress)
-    facts = Facts(scan, analyze(scan))
+    fr = analyze_bundle(bundle) if any(s.kind == "fr_dump" for s in bundle.sources) else None
+    facts = Facts(scan, analyze(scan), fr=fr)
     return verified(diagnose(facts), bundle)

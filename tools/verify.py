@@ -62,8 +62,14 @@ def check(diag: Diagnosis, bundle) -> list[str]:
         if src is None:
             problems.append(f"{rel}: cited file is not in the bundle")
             continue
-        if src.kind == "fr_dump":
-            continue  # binary dumps: checked by tools.frdump.verify_entry where they are cited
+        if src.kind == "fr_dump":  # binary dumps: a "line" is an entry index, its text the entry's JSON rendering
+            from tools.frdump import verify_entry
+            for ev in (e for e in diag.evidence() if e.file == rel):
+                if verify_entry(src, ev.line, ev.text):
+                    actual[(rel, ev.line)] = ev.text
+                else:
+                    problems.append(f"{ev.cite()}: cited entry differs from the dump")
+            continue
         try:
             got = read_lines(src, lines)
         except READ_ERRORS as e:
@@ -71,12 +77,11 @@ def check(diag: Diagnosis, bundle) -> list[str]:
             continue
         actual.update({(rel, n): t for n, t in got.items()})
     for ev in diag.evidence():
-        if ev.kind == "fr_dump" or not any(ev.file == p.split(":")[0] for p in problems if p.endswith("bundle")) and \
-                (ev.file, ev.line) in actual and actual[(ev.file, ev.line)] == ev.text:
-            continue
-        if (ev.file, ev.line) not in actual and ev.file in by_rel and by_rel[ev.file].kind != "fr_dump":
+        if ev.file not in by_rel or by_rel[ev.file].kind == "fr_dump":
+            continue  # reported above
+        if (ev.file, ev.line) not in actual:
             problems.append(f"{ev.cite()}: no such line")
-        elif (ev.file, ev.line) in actual and actual[(ev.file, ev.line)] != ev.text:
+        elif actual[(ev.file, ev.line)] != ev.text:
             problems.append(f"{ev.cite()}: cited text differs from the file")
     return sorted(set(problems))
 

@@ -93,4 +93,26 @@ def missing_logs(f: Facts):
                                             f"most likely never entered the collective"])]
 
 
-RULES = [straggler, mismatch, desync, missing_logs]
+def flight_recorder(f: Facts):
+    """Flight-recorder dumps name the ranks that never joined the stuck collective, or that issued a different
+    one, per process group (tools/frdump.py): the same roles as the text logs, from the dumps' own records."""
+    if f.fr is None:
+        return []
+    out = []
+    for fd in f.fr.findings():
+        if fd.role.value != "root_candidate":
+            continue
+        if fd.id == "fr.missing_ranks":
+            out.append(cand("collective.fr_never_joined", "data_loading_stall", fd.summary, 0.8, fd.evidence, f,
+                            status="hung", ranks=fd.ranks, nodes=fd.nodes,
+                            recommendations=["look at what those ranks were doing when the others entered the "
+                                             "collective (their last log lines, a py-spy dump)"]))
+        elif fd.id == "fr.mismatch":
+            out.append(cand("collective.fr_mismatch", "software", fd.summary, 0.8, fd.evidence, f, status="hung",
+                            ranks=fd.ranks, nodes=fd.nodes,
+                            recommendations=["make every rank issue the same collectives with the same sizes and "
+                                             "dtypes in the same order"]))
+    return out
+
+
+RULES = [straggler, mismatch, desync, missing_logs, flight_recorder]
