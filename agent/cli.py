@@ -207,6 +207,26 @@ def nccl(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
 
 
 @app.command()
+def diff(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
+         max_report: int = typer.Option(50, help="Templates shown per kind (the cut is said).")):
+    """Templates printed by only a few ranks, or missing from a few ranks: every line, numbers/paths/hex masked."""
+    from agent.render_diff import render_diff
+    from tools.jsonable import dumps
+    from tools.rankdiff import diff_bundle
+    with guarded(), opened(paths) as b:
+        bar, cb = _progress()
+        try:
+            res = diff_bundle(b, max_report=max_report, progress=cb)
+        finally:
+            if bar is not None:
+                bar.stop()
+        if json_:
+            _print_json(dumps(res))
+        else:
+            render_diff(res, out)
+
+
+@app.command()
 def fr(paths: list[Path] = PathsArg, json_: bool = JsonOpt):
     """Flight-recorder dumps: per process group the stuck collective, ranks that never joined it, mismatches."""
     from agent.render_fr import render_fr

@@ -51,7 +51,7 @@ def _table(console: Console, rows: list[TemplateDiff], n: int, kind: str, title:
         t.add_column("ranks" if kind == "only" else "lacking", overflow="fold")
         t.add_column("present in", justify="right", no_wrap=True)
         t.add_column("lines", justify="right")
-        t.add_column("example (file:line)", overflow="fold")
+        t.add_column("example (file:line)", no_wrap=True)
         if kind == "missing":
             t.add_column("a lacking rank's last line", overflow="fold")
         for d in rows:

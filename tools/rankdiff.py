@@ -19,8 +19,10 @@ become one space; ANSI colours, srun ` N: `, torchrun `[roleN]:`, elastic `[N]:`
 stripped; of a `\r` progress line only the text after the last `\r` counts; templates are cut at 1024 bytes.
 
 Rank of a line: its own c10 `[rankN]:` label (or srun `N: ` task id in srun-labelled files, read with
-tools.attribution); lines with no label take the file's rank (`attribute_path`, else the file's single labelled
-rank); lines with none of these are left out, and said so (`unattributed_files`, `notes`).
+tools.attribution); a torchrun `[default1]:`-only line takes the global rank the same file states for local rank 1
+(`[default1]:[rank5]:`, as tools.filescan does); lines with no label take the file's rank (`attribute_path`, else
+the file's single labelled rank); lines with none of these are left out, and said so (`unattributed_files`,
+`notes`).
 
 How it stays fast, with no per-line regex in Python: each 32 MiB newline-aligned buffer is digit-zeroed with ONE
 `bytes.translate` (C), split on newlines and counted with `Counter` (C). The named masks then run once per DISTINCT
@@ -57,10 +59,11 @@ MAX_FILE_TEMPLATES = 20_000     # distinct templates kept per file; later new on
 MAX_TEMPLATES = 200_000         # distinct templates kept over the bundle
 MAX_TEMPLATE_BYTES = 1024
 MAX_KEY_CACHE = 300_000         # zeroed line → template, per worker
-PARALLEL_MIN_BYTES = 64 << 20    # fork 2 workers from this many bytes, or from this many files:
+PARALLEL_MIN_BYTES = 64 << 20   # fork the workers from this many bytes, or from this many files
 PARALLEL_MIN_FILES = 256
 SKIP_KINDS = frozenset({"fr_dump"})
 DEFAULT = -1                    # rank slot of an unlabelled line: the file's rank, decided at the end of the file
+LOCAL = -2                      # LOCAL - n: slot of a line labelled only with local rank n ('[default<n>]:')
 
 
 @dataclass
@@ -147,14 +150,18 @@ _LINE_LABEL = re.compile(rb"\n(?:[^\n]{0,160}?\[rank(\d+)\]:)?")
 # srun-labelled files: the whole wrapper prefix per line (' 3: ', ' 0: [default3]:', ' 3: [rank3]:'), read once per
 # distinct prefix with tools.attribution (a torchrun role after the srun label makes it a node index, not a rank).
 _LINE_LABEL_SRUN = re.compile(rb"\n( {0,6}\d{1,7}: (?:\[[A-Za-z_][A-Za-z_]*\d+\]:)?(?:\[rank\d+\]:)?)?")
+# torchrun --tee role files: (local rank of '[default3]:', c10 rank) per line.
+_LINE_LABEL_ROLE = re.compile(rb"\n(?:\[(?!rank\d)[A-Za-z_][A-Za-z_]*(\d+)\]:)?(?:[^\n]{0,160}?\[rank(\d+)\]:)?")
+_ROLE_HEAD = re.compile(rb"\n\[(?!rank\d)[A-Za-z_][A-Za-z_]*\d+\]:")
 _SRUN_HEAD = re.compile(rb"\n {0,6}\d{1,7}: ")     # searched in b'\n' + head: a literal first byte is fast
 
 
-def _line_labels(rx: re.Pattern, buf: bytes) -> list[bytes]:
-    """One label per line of `buf` (b'' where none): the first line's from a small copy, the others from one findall
-    whose matches each start at a newline (no copy of the whole buffer)."""
-    first = rx.match(b"\n" + buf[:256].split(b"\n", 1)[0])
-    return [(first.group(1) or b"") if first else b""] + rx.findall(buf)
+def _line_labels(rx: re.Pattern, buf: bytes) -> list:
+    """One label per line of `buf` (b'', or a tuple of b'' for a multi-group `rx`, where none): the first line's
+    from a small copy, the others from one findall whose matches each start at a newline (no copy of the buffer)."""
+    m = rx.match(b"\n" + buf[:256].split(b"\n", 1)[0])
+    first = m.groups(b"") if rx.groups > 1 else (m.group(1) or b"")
+    return [first] + rx.findall(buf)
 
 
 def _srun_labelled(head: bytes) -> bool:
@@ -198,6 +205,9 @@ class _FileDiff:
         self.n_templates: set[str] = set()
         self.last: dict[int | None, tuple[int, str]] = {}   # slot → (line, text)
         self.srun = False
+        self.roles = False                # torchrun '[default3]:' role prefixes: labels are (local, rank)
+        self.local_map: dict[int, int] = {}   # local rank → global rank stated in this file (-1: ambiguous)
+        self.locals_seen: set[int] = set()
         self.mixed = False                # a chunk of this file had several ranks' labels
         self.split_lines = False
 
@@ -215,7 +225,16 @@ class _FileDiff:
         s = self.labels.get(label, 0)
         if s != 0 or label in self.labels:
             return s
-        if not label:
+        if isinstance(label, tuple):     # torchrun role files: (local rank, c10 rank)
+            local, rank = label
+            if local:
+                self.locals_seen.add(int(local))
+            if rank and local:           # '[default1]:[rank5]:' states local 1 = rank 5 for this file
+                prev = self.local_map.setdefault(int(local), int(rank))
+                if prev != int(rank):
+                    self.local_map[int(local)] = -1
+            s = int(rank) if rank else (LOCAL - int(local) if local else DEFAULT)
+        elif not label:
             s = DEFAULT
         elif self.srun:
             s = attribute_line(label.decode("latin-1") + "x").rank
@@ -225,6 +244,19 @@ class _FileDiff:
             self.explicit.add(s)
         self.labels[label] = s
         return s
+
+    def resolve(self, s: int | None, default: int | None) -> int | None:
+        """Rank of a slot at the end of the file: DEFAULT → the file's rank; a local-only slot → the global rank
+        this file states for that local rank ('[default1]:[rank5]:' elsewhere), else the file's rank when it has
+        only that one local rank, else None."""
+        if s is None or s >= 0:
+            return s
+        if s == DEFAULT:
+            return default
+        r = self.local_map.get(LOCAL - s)
+        if r is not None:
+            return r if r >= 0 else None
+        return default if len(self.locals_seen) == 1 else None
 
     @staticmethod
     def fixed_slot(key: bytes, fixed: int | None) -> int | None:
@@ -256,6 +288,7 @@ class _FileDiff:
                     carry = b""
                 if first:
                     self.srun = _srun_labelled(buf[:64 << 10])
+                    self.roles = not self.srun and bool(_ROLE_HEAD.search(b"\n" + buf[:64 << 10]))
                     first = False
                 base += self.chunk(buf, base)
                 self.out.bytes += len(buf)
@@ -275,6 +308,8 @@ class _FileDiff:
         fixed: int | None = DEFAULT
         if self.srun:
             labels = _line_labels(_LINE_LABEL_SRUN, buf)
+        elif self.roles:
+            labels = _line_labels(_LINE_LABEL_ROLE, buf)
         elif b"[rank" in buf:
             if not self.mixed:   # one rank in all its labels? (head check first: saves two passes when mixed)
                 head = set(_RANK_LABEL.findall(buf, 0, 1 << 16)) or {m.group(1) for m in [_RANK_LABEL.search(buf)] if m}
@@ -367,7 +402,7 @@ class _FileDiff:
         default = self.hint if self.hint is not None else (
             next(iter(self.explicit)) if len(self.explicit) == 1 else None)
         for (t, s), (c, line, text) in self.table.items():
-            r = default if s == DEFAULT else s
+            r = self.resolve(s, default)
             if r is None:
                 out.unranked_lines += c
                 continue
@@ -381,7 +416,7 @@ class _FileDiff:
                 if line < e[1]:
                     e[1], e[2], e[3] = line, r, text
         for s, (line, text) in self.last.items():
-            r = default if s == DEFAULT else s
+            r = self.resolve(s, default)
             if r is not None and (r not in out.last or out.last[r][0] < line):
                 out.last[r] = (line, text)
         if self.over[0]:
@@ -514,8 +549,9 @@ def diff_bundle(bundle, *, minority: float = 0.5, max_report: int = 50, workers:
                 progress: Callable[[int, int], None] | None = None) -> DiffResult:
     """Templates present in fewer than `minority` × N ranks ('only', ranks that have it) and templates present in at
     least half but not all ranks ('missing', ranks that lack it); N = ranks seen. Each list is ordered by how few
-    ranks are involved, then (among single-rank 'only' templates) ranks that print few such templates before chatty
-    ones such as rank 0's own logging, then by count (most lines first); at most `max_report` each, the cut said in
+    ranks are involved; 'only' then puts error-looking templates (error, fail, timeout, traceback, glog E/W/F, ...)
+    first, then templates of ranks that print few single-rank templates before those of chatty logging ranks (rank
+    0, the last pipeline stage); both then by count (most lines first). At most `max_report` each, the cut said in
     `notes`. Templates every rank printed are not reported."""
     t0 = time.perf_counter()
     items = [(i, s) for i, s in enumerate(bundle.sources) if s.kind not in SKIP_KINDS]
@@ -579,6 +615,12 @@ def _ranks_of(bits: int) -> list[int]:
     return out
 
 
+# Sorts error-looking templates first among those of equally few ranks (ordering only; nothing is filtered out).
+_SEVERE = re.compile(r"(?i)error|exception|traceback|fail|fatal|abort|timeout|timed out|killed|sig[a-z]{2,4}\b|"
+                     r"\bnan\b(?! iterations)|refused|unreachable|denied|cannot|unable|invalid|illegal|corrupt|"
+                     r"panic|segmentation|core dumped|out of memory|\boom\b|retry|warn|^\[?[EFW]<TS>")
+
+
 def _report(bundle, agg: _Batch, minority: float, max_report: int, notes: list[str]) -> DiffResult:
     srcs = bundle.sources
     files = sorted(agg.files, key=lambda f: f.idx)
@@ -628,7 +670,8 @@ def _report(bundle, agg: _Batch, minority: float, max_report: int, notes: list[s
                 single[e[4].bit_length() - 1] += 1
         elif 2 * k >= n:
             missing.append((k, t, e))
-    only.sort(key=lambda x: (x[0], single[x[2][4].bit_length() - 1] if x[0] == 1 else 0, -x[2][0], x[1]))
+    only.sort(key=lambda x: (x[0], not _SEVERE.search(x[1]), single[x[2][4].bit_length() - 1] if x[0] == 1 else 0,
+                             -x[2][0], x[1]))
     missing.sort(key=lambda x: (n - x[0], -x[2][0], x[1]))
 
     def ev(idx: int, line: int, text: str, r: int) -> Evidence:
