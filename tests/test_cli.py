@@ -16,7 +16,7 @@ runner = CliRunner()
 def test_help_lists_every_command():
     r = runner.invoke(app, ["--help"])
     assert r.exit_code == 0
-    for cmd in ("scan", "grep", "catalog"):
+    for cmd in ("ask", "scan", "grep", "diff", "nccl", "fr", "steps", "schema", "catalog"):
         assert cmd in r.output
 
 
@@ -103,3 +103,32 @@ def test_scan_and_grep_run_on_every_case():
             assert lines[ev["line"] - 1].rstrip("\r") == ev["text"], (d, ev)
         r = runner.invoke(app, ["grep", "rank|NCCL|Error", str(d), "--json"])
         assert r.exit_code == 0, (d, r.output)
+
+
+def test_ask_json_validates_against_the_schema(tmp_path):
+    from tools.model import Diagnosis
+    md = tmp_path / "pm.md"
+    r = runner.invoke(app, ["ask", str(CASE), "--json", "--markdown", str(md)])
+    assert r.exit_code == 0, r.output
+    d = Diagnosis.model_validate_json(r.output)
+    assert (d.status.value, d.category, d.culprit_ranks) == ("hung", "data_loading_stall", [5])
+    raw = json.loads(r.output)
+    for key in ("status", "category", "culprit_ranks", "culprit_nodes", "confidence"):
+        assert key in raw
+    ev = raw["chain"][0]["evidence"][0]
+    assert set(ev) >= {"file", "line", "text"}
+    text = md.read_text()
+    assert text.startswith("# Post-mortem: hung") and "error-4891784-1.out:" in text
+
+
+def test_ask_terminal_report():
+    r = runner.invoke(app, ["ask", str(CASE)])
+    assert r.exit_code == 0
+    assert "root-cause chain" in r.output and "culprit: rank 5" in r.output
+
+
+def test_schema_command():
+    r = runner.invoke(app, ["schema"])
+    assert r.exit_code == 0
+    schema = json.loads(r.output)
+    assert {"status", "category", "culprit_ranks", "culprit_nodes", "confidence"} <= set(schema["properties"])

@@ -1,0 +1,24 @@
+"""Facts for rule tests, built the real way: lines written to files, scanned, analysed. A rule test is then a
+table of (log lines → the rule that must or must not fire)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tools.bundle import open_bundle
+from tools.nccl import analyze
+from tools.rules import Facts
+from tools.scan import scan_bundle
+
+
+@pytest.fixture
+def facts_from(tmp_path):
+    def make(files: dict[str, list[str]]) -> Facts:
+        d = tmp_path / f"b{len(list(tmp_path.iterdir()))}"
+        d.mkdir()
+        for name, lines in files.items():
+            (d / name).write_text("\n".join(lines) + "\n")
+        with open_bundle(d) as b:
+            scan = scan_bundle(b)
+        return Facts(scan, analyze(scan))
+    return make

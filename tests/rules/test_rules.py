@@ -1,0 +1,104 @@
+"""Each rule on its own: the lines that make it fire (and with which category), and near-misses that must not.
+
+Lines are in the formats of ../shared/FORMATS.md; a comment says why each row must or must not fire.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tools.rules import RULES
+
+BY_NAME = {f"{r.__module__.rsplit('.', 1)[1]}.{r.__name__}": r for r in RULES}
+
+FIRE = [
+    # Xid 79 is hardware: drain the node
+    ("gpu.xid", {"kern.log": ["Jan 22 18:38:35 node7 kernel: NVRM: Xid (PCI:0000:81:00): 79, pid='<unknown>', "
+                              "name=<unknown>, GPU has fallen off the bus."]}, "gpu_cuda", 0.9),
+    # Xid 13 is usually the program's own fault: weak
+    ("gpu.xid", {"kern.log": ["[ 5107.644336] NVRM: Xid (PCI:0000:03:00): 13, pid=1234, name=python, Graphics "
+                              "SM Warp Exception on (GPC 0, TPC 1, SM 0): Out Of Range Address"]}, "gpu_cuda", 0.5),
+    ("gpu.ecc", {"rank_2.log": ["[rank2]: RuntimeError: CUDA error: uncorrectable ECC error encountered"]}, "gpu_cuda", 0.9),
+    ("gpu.cuda_error", {"rank_2.log": ["[rank2]: RuntimeError: CUDA error: an illegal memory access was encountered"]},
+     "gpu_cuda", 0.7),
+    ("gpu.nccl_cuda_failure", {"n.log": ["node23:12098:12141 [2] transport/nvls.cc:244 NCCL WARN Cuda failure 1 "
+                                         "'invalid argument'"]}, "infrastructure", 0.75),
+    ("oom.cuda_oom", {"rank_1.log": ["[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
+                                     "GPU 1 has a total capacity of 79.10 GiB of which 1.23 GiB is free."]}, "oom", 0.95),
+    ("oom.host_oom", {"slurm-1.out": ["slurmstepd: error: Detected 1 oom_kill event in StepId=123456.batch. Some of "
+                                      "the step tasks have been OOM Killed."]}, "oom", 0.85),
+    # IB status 4 = local protection: a host (ACS/GDR) problem, infrastructure
+    ("network.ib_completion", {"n.log": ["H100-1:9821:9920 [1] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got "
+                                         "completion from peer fe80::966d:ae03:8b:df50%ib0<44413> with error 4, opcode "
+                                         "32613, len 32613, vendor err 81 (Send)"]}, "infrastructure", 0.8),
+    # IB status 12 = retries exhausted: the network
+    ("network.ib_completion", {"n.log": ["[2026-03-03 12:11:38] tpgds-aihub0007:185303:186751 [1] "
+                                         "transport/net_ib.cc:2453 NCCL WARN NET/IB: Got completion from peer "
+                                         "10.99.91.63<51161> with status=12 opcode=32614 len=32614 vendor err 129 (Send) "
+                                         "localGid ::ffff:10.99.92.59 remoteGids::ffff:10.99.91.63 hca mlx5_1"]},
+     "network", 0.85),
+    ("network.nccl_error", {"n.log": ["dgxa100:1050:1316 [0] NCCL INFO include/net.h:25 -> 2",
+                                      "dgxa100:1050:1316 [0] NCCL INFO transport/net.cc:515 -> 2"]}, "network", 0.55),
+    ("network.nccl_only", {"c.log": ["[E ProcessGroupNCCL.cpp:460] To avoid data inconsistency, we are taking the "
+                                     "entire process down."]}, "network", 0.3),
+    ("collective.mismatch", {"c.log": ["RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running "
+                                       "inconsistent collective: CollectiveFingerPrint(OpType=BROADCAST, TensorShape=[4]"]},
+     "software", 0.8),
+    ("storage.disk_full", {"rank_0.log": ["[rank0]: OSError: [Errno 28] No space left on device: "
+                                          "'/checkpoints/iter_0001000/model.pt'"]}, "storage_io", 0.85),
+    ("storage.batch_loader", {"rank_4.log": ["[rank4]: lhotse.ais.batch_loader.AISBatchLoaderError: Sequential GET "
+                                             "fallback failed for shard-000123/utt-42.flac"]}, "storage_io", 0.75),
+    ("scheduler.slurm_cancel", {"slurm-9.out": ["slurmstepd: error: *** STEP 4891784.0 ON gpu-node-17 CANCELLED AT "
+                                                "2024-11-05T12:34:56 DUE TO TIME LIMIT ***"]}, "infrastructure", 0.9),
+    ("config.port_in_use", {"c.log": ["torch.distributed.DistNetworkError: The server socket has failed to listen on "
+                                      "any local network address. The server socket has failed to bind to [::]:29500 "
+                                      "(errno: 98 - Address already in use)."]}, "config", 0.9),
+    ("data.nan_loss", {"c.log": ["FloatingPointError: Loss became infinite or NaN at iteration=1!"]}, "numerical", 0.8),
+    # /dev/shm: the same ENOSPC line is infrastructure, not a full disk
+    ("infra.shm", {"c.log": ["include/shm.h:28 NCCL WARN Call to posix_fallocate failed: No space left on device"]},
+     "infrastructure", 0.85),
+    ("software.exception", {"rank_0.log": ["[rank0]: Traceback (most recent call last):",
+                                           '[rank0]:   File "train.py", line 3, in <module>',
+                                           "[rank0]: KeyError: 'labels'"]}, "software", 0.45),
+]
+
+QUIET = [
+    # a disk-full line that is really /dev/shm is not storage
+    ("storage.disk_full", {"c.log": ["include/shm.h:28 NCCL WARN Call to posix_fallocate failed: No space left on device"]}),
+    # recovering retries are noise: no storage candidate
+    ("storage.retries_exhausted", {"rank_0.log": ["[rank0]: W1105 12:02:10.000000 1 s.py:8] GET x failed, retrying 1/5: "
+                                                  "Connection reset by peer"]}),
+    # a traceback that ends in a collective timeout is the wait, not the bug
+    ("software.exception", {"rank_0.log": ["[rank0]: Traceback (most recent call last):",
+                                           '[rank0]:   File "train.py", line 9, in <module>',
+                                           "[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/"
+                                           "unbound_buffer.cc:81] Timed out waiting 1800000ms for recv operation to "
+                                           "complete"]}),
+    # healthy ECC counters are not an ECC error
+    ("gpu.ecc", {"smi.txt": ["        Volatile Uncorr. ECC errors: 0"]}),
+    ("network.nccl_only", {"rank_0.log": ["[rank0]: step 10 loss 2.3"]}),
+]
+
+
+@pytest.mark.parametrize("rule,files,category,strength", FIRE, ids=[f"{r[0]}-{i}" for i, r in enumerate(FIRE)])
+def test_rule_fires(facts_from, rule, files, category, strength):
+    got = BY_NAME[rule](facts_from(files))
+    assert got, f"{rule} did not fire"
+    c = got[0]
+    assert (c.category, c.strength) == (category, strength)
+    assert c.evidence and all(e.line >= 1 and e.text for e in c.evidence)
+
+
+@pytest.mark.parametrize("rule,files", QUIET, ids=[f"{r[0]}-{i}" for i, r in enumerate(QUIET)])
+def test_rule_stays_quiet(facts_from, rule, files):
+    assert BY_NAME[rule](facts_from(files)) == []
+
+
+def test_every_rule_has_a_firing_row():
+    assert {r for r, *_ in FIRE} >= set(BY_NAME) - {
+        # rules exercised through whole-bundle scenarios in tests/test_diagnose.py
+        "gpu.device_assert", "gpu.cuda_library", "network.ib_async", "network.socket", "network.fabric",
+        "collective.straggler", "collective.desync", "collective.missing_logs", "collective.flight_recorder",
+        "storage.ais_signatures", "storage.retries_exhausted", "storage.io_errors", "scheduler.death_signal",
+        "config.rendezvous_timeout", "config.nccl_version_mismatch", "data.corrupt_data", "infra.bus_error",
+        "software.native_crash"}
