@@ -71,7 +71,13 @@ def diagnose(facts: Facts) -> Diagnosis:
     if trigger is None:
         return _no_failure(facts, job)
     supporting = [c for c in cands if c is not trigger and _same_story(c, trigger)]
-    chain = [_finding(trigger, Role.root_candidate)] + [_finding(c, Role.context) for c in supporting]
+    chain = [_finding(trigger, Role.root_candidate)]
+    cited = {(e.file, e.line) for e in trigger.evidence}
+    for c in supporting:  # each line cited once in the chain
+        evs = [e for e in c.evidence if (e.file, e.line) not in cited]
+        if evs:
+            cited |= {(e.file, e.line) for e in evs}
+            chain.append(_finding(c, Role.context).model_copy(update={"evidence": evs}))
     chain += _cascade(facts, trigger)
     status = Status(trigger.status)
     confidence, caps = _confidence(facts, trigger, cands)
