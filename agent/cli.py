@@ -243,6 +243,22 @@ def fr(paths: list[Path] = PathsArg, json_: bool = JsonOpt):
 
 
 @app.command()
+def ais(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
+        workers: list[Path] = typer.Option(None, "--workers", help="Worker logs (SLURM/torchrun) to align clocks with "
+                                           "and follow the chain to the failing rank.")):
+    """AIStore daemon logs: files per daemon, stats deltas and error jumps, restarts, clocks, the storage chain."""
+    from agent.render_ais import render_ais
+    from tools.ais import analyze_paths
+    from tools.jsonable import dumps
+    with guarded():
+        rep = analyze_paths([str(p) for p in paths], [str(p) for p in workers or []] or None)
+        if json_:
+            _print_json(dumps(rep))
+        else:
+            render_ais(rep, out)
+
+
+@app.command()
 def steps(paths: list[Path] = PathsArg, json_: bool = JsonOpt):
     """Step times per rank: stragglers (robust z within parallel groups), when a slowdown began, compute- vs comm-bound."""
     from agent.render_steps import render_steps

@@ -20,6 +20,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 NODE_GPUS = 8
+GEN_VERSION = 2  # bump when lines or their declared pattern ids change: a bundle on disk is then regenerated
 SEQ = 5231  # the collective that timed out
 BLOCK_KINDS = "I" * 7 + "N" * 6 + "L" * 4 + "M" * 3  # one cycle of 20 ordinary lines
 
@@ -151,7 +152,7 @@ def _needles(rank: int, prefix: str, p: dict, host: str, pid: int, sec: int) -> 
               ["pytorch.process_down"]),
              (f"{e}:1595] {pg} Process group watchdog thread terminated with exception: {wd}\n",
               ["pytorch.watchdog_thread_exception", "pytorch.watchdog_timeout"]),
-             ("terminate called after throwing an instance of 'c10::DistBackendError'\n", []),
+             ("terminate called after throwing an instance of 'c10::DistBackendError'\n", ["pytorch.terminate_backend_error"]),
              (f"  what():  {pg} Process group watchdog thread terminated with exception: {wd}\n",
               ["pytorch.watchdog_thread_exception", "pytorch.watchdog_timeout"]),
              ("Exception raised from checkTimeout at /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:632 "
@@ -224,7 +225,8 @@ def generate(data: Path, size_gib: float, seed: int = 42, ranks: int = 256) -> t
     size = int(size_gib * (1 << 30))
     if mpath.exists():
         man = json.loads(mpath.read_text())
-        if (man.get("size_target"), man.get("seed"), man.get("ranks")) == (size, seed, ranks) and all(
+        if (man.get("gen_version"), man.get("size_target"), man.get("seed"), man.get("ranks")) == (
+                GEN_VERSION, size, seed, ranks) and all(
                 (root / f["file"]).is_file() and (root / f["file"]).stat().st_size == f["bytes"] for f in man["files"]):
             return root, man
     p = plan(seed, ranks)
@@ -237,7 +239,7 @@ def generate(data: Path, size_gib: float, seed: int = 42, ranks: int = 256) -> t
             e = pats.setdefault(pid, {"count": 0, "ranks": {}})
             e["count"] += n
             e["ranks"][str(d["rank"])] = n
-    man = {"version": 1, "seed": seed, "ranks": ranks, "size_target": size, "dir": name,
+    man = {"gen_version": GEN_VERSION, "seed": seed, "ranks": ranks, "size_target": size, "dir": name,
            "bytes": sum(d["bytes"] for d in res), "lines": sum(d["lines"] for d in res),
            "matched_lines": sum(d["matched"] for d in res), "plan": p,
            "patterns": dict(sorted(pats.items())), "files": res}

@@ -6,14 +6,17 @@ Python loop or an unbounded buffer breaks that silently; this script makes it a 
 protocol in ONE run, because absolute speed on a shared 2-core VM drifts by 20-30 % between blocks and only ratios
 within a block are trustworthy:
 - the bundle (eval/bench_logs.py: 256 rank files, seeded, reused when present) comes with a ground-truth manifest;
-- the page cache is warmed with `cat`; every timed run is a fresh process (start-up and pattern compile included);
+- the bundle is held mapped for the whole run (see pin(): this VM's DAMON reclaim evicts read-once files) and
+  warmed with `cat` before every timed run; each run is a fresh process (start-up and pattern compile included);
 - rounds are interleaved (each round runs every method once), the median of --runs rounds is reported;
 - peak RSS: the summed RSS of the whole process tree, sampled every 50 ms by a thread (pages shared by forked
   workers count once per process, as in PERF.md), and the largest single process (wait4 ru_maxrss);
 - "other" = CPU cores used by other processes during the run (from /proc/stat): > 0.15 means a noisy run.
 Then `debugger scan --json` must report every needle of the manifest with exact per-rank counts, and `rg -c` must
 count exactly the manifest's matched lines (same catalog triggers as one alternation). The pure-Python engine
-(`--engine re`) is timed on a ~64 MiB subset (hard links to the first files) because it runs at ~80 MB/s.
+(`--engine re`) is timed on a ~64 MiB subset (hard links to the first files) because it is slow.
+`--also CMD` times a second scan command (e.g. a patched tree) in the same rounds: an A/B immune to drift.
+Medians and every run go to bench-data/<bundle>.bench.json.
 
     python -m eval.bench_scan                 # 1 GiB under bench-data/ (generated once, ~10 s)
     python -m eval.bench_scan --size-gib 4    # peak memory must not grow with the bundle
@@ -58,10 +61,10 @@ def measure(cmd: list[str], stdout_path: str) -> dict:
     import psutil
     peak = [0]
     done = threading.Event()
-    with open(stdout_path, "wb") as out:
+    with open(stdout_path, "wb") as out, tempfile.TemporaryFile() as errf:  # a file, not a pipe: no deadlock
         busy0, self0 = _busy_s(), sum(os.times()[:2])
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=errf)
 
         def sample():
             try:
@@ -89,13 +92,37 @@ def measure(cmd: list[str], stdout_path: str) -> dict:
         done.set()
         th.join()
         proc.returncode = os.waitstatus_to_exitcode(status)
-        err = proc.stderr.read().decode(errors="replace")
-        proc.stderr.close()
+        errf.seek(0)
+        err = errf.read().decode(errors="replace")
     cpu = ru.ru_utime + ru.ru_stime
     other = max(0.0, _busy_s() - busy0 - cpu - (sum(os.times()[:2]) - self0)) / wall
     rss1 = ru.ru_maxrss * 1024
     return {"wall": wall, "cpu": cpu, "rss1": rss1, "rss_tree": max(peak[0], rss1), "rc": proc.returncode,
             "other": other, "stderr": err[-2000:]}
+
+
+_PIN = """
+import mmap, os, sys
+maps = []
+for p in sys.argv[1:]:
+    with open(p, "rb") as f:
+        if os.fstat(f.fileno()).st_size:
+            maps.append(mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
+                                  prot=mmap.PROT_READ))
+print("pinned", flush=True)
+sys.stdin.read()
+"""
+
+
+def pin(paths: list[str]) -> subprocess.Popen:
+    """A helper process maps every file (MAP_POPULATE) for the whole benchmark so the bundle stays in the page
+    cache. On this VM a DAMON scheme (kdamond: action=pageout of *unmapped* file pages idle for ~30 s) evicts
+    read-once files within a minute: a 4 GiB `cat` then took 31 s from disk instead of <1 s; mapped pages are
+    exempt. A separate process, because a fork of a process with 4 GiB mapped reports 4 GiB ru_maxrss even
+    after exec. Closing its stdin ends it."""
+    p = subprocess.Popen([sys.executable, "-c", _PIN, *paths], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    p.stdout.readline()
+    return p
 
 
 # -- ripgrep pattern file ---------------------------------------------------------------------------------
@@ -149,6 +176,29 @@ def check_scan(json_path: str, man: dict, ranks: set[int] | None, files: list[di
     return probs
 
 
+def combine(root: Path, files: list[dict], dst: Path, size: int) -> Path:
+    """One SLURM-style output holding every rank's lines, interleaved in blocks of 20 lines (`srun` with one
+    output file): the layout where per-rank costs multiply. Built once from the first lines of each file."""
+    out = dst / "slurm-4242.out"
+    if out.exists() and out.stat().st_size >= size:
+        return out
+    dst.mkdir(parents=True, exist_ok=True)
+    streams = [open(root / f["file"], "rb") for f in files]
+    tmp = dst.parent / f"{dst.name}.tmp"  # outside dst: an interrupted build is never scanned
+    written, last = 0, -1
+    with open(tmp, "wb") as w:
+        while last < written < size:
+            last = written
+            for s in streams:
+                block = b"".join(s.readline() for _ in range(20))
+                w.write(block)
+                written += len(block)
+    for s in streams:
+        s.close()
+    os.replace(tmp, out)
+    return out
+
+
 def rg_total(path: str) -> int:
     return sum(int(line.rsplit(":", 1)[1]) for line in Path(path).read_text().splitlines() if ":" in line)
 
@@ -162,9 +212,14 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--no-re", action="store_true", help="skip the pure-Python engine rows")
+    ap.add_argument("--combined", action="store_true", help="also time one combined 256-rank SLURM output "
+                    "(a quarter of the bundle, at most 256 MiB)")
     ap.add_argument("--strict", action="store_true", help="exit 2 when a speed or memory target fails")
-    ap.add_argument("--debugger", default=None, help="command to run instead of `debugger` (A/B a patched tree: "
-                    "'env PYTHONPATH=/tmp/tree python -m agent.cli')")
+    ap.add_argument("--also", default=None, help="a second scan command timed and checked in the same rounds "
+                    "(A/B of a patched tree), e.g. 'env -C /tmp PYTHONPATH=/tmp/tree python -m agent.cli'")
+    ap.add_argument("--debugger", default=None, help="command to run instead of `debugger`; for a copy of the "
+                    "tree leave the repo root first (python -m puts the cwd before PYTHONPATH): "
+                    "'env -C /tmp PYTHONPATH=/tmp/tree python -m agent.cli'")
     a = ap.parse_args(argv)
     try:
         import psutil  # noqa: F401
@@ -172,6 +227,7 @@ def main(argv=None) -> int:
         print("psutil is missing: pip install psutil")
         return 2
     size = 0.0625 if a.quick else a.size_gib
+    a.data = a.data.resolve()
 
     t = time.perf_counter()
     root, man = generate(a.data, size, a.seed)
@@ -207,20 +263,35 @@ def main(argv=None) -> int:
 
     paths = [str(root / f["file"]) for f in files]
     sub_paths = [str(sub / f["file"]) for f in sub_files]
-    rgcmd = [rg, "-c", "-j2", "--no-ignore", "-f", str(alt)] if rg else None
+    rgcmd = [rg, "-c", "-j2", "-f", str(alt)] if rg else None
     methods = [("cat", ["cat", *paths], "full"),
                ("rg -j2", rgcmd and [*rgcmd, str(root)], "full"),
                ("scan (hyperscan)", [*dbg, "scan", str(root), "--json"], "full")]
+    if a.also:
+        methods.append(("scan (--also)", [*shlex.split(a.also), "scan", str(root), "--json"], "full"))
     if not a.no_re:
         methods += [("cat", ["cat", *sub_paths], "sub"),
                     ("rg -j2", rgcmd and [*rgcmd, str(sub)], "sub"),
                     ("scan --engine re", [*dbg, "scan", str(sub), "--json", "--engine", "re"], "sub")]
+    comb_paths: list[str] = []
+    if a.combined:
+        comb = combine(root, files, a.data / f"{root.name}-combined", min(256 * MIB, man["bytes"] // 4))
+        comb_paths = [str(comb)]
+        methods += [("cat", ["cat", str(comb)], "comb"), ("rg -j2", rgcmd and [*rgcmd, str(comb.parent)], "comb"),
+                    ("scan (hyperscan)", [*dbg, "scan", str(comb.parent), "--json"], "comb")]
+        if a.also:
+            methods.append(("scan (--also)", [*shlex.split(a.also), "scan", str(comb.parent), "--json"], "comb"))
     methods = [m for m in methods if m[1]]
+    group_paths = {"full": paths, "sub": sub_paths, "comb": comb_paths}
 
-    subprocess.run(["cat", *paths], stdout=subprocess.DEVNULL, check=True)  # warm the page cache
+    t = time.perf_counter()
+    pinned = pin(paths + comb_paths)  # sub_paths are hard links to the same pages
+    print(f"bundle pinned in the page cache ({time.perf_counter() - t:.1f} s)")
     runs: dict[int, list[dict]] = {i: [] for i in range(len(methods))}
     for rnd in range(a.runs):
         for i, (name, cmd, grp) in enumerate(methods):
+            # warm right before every run as well (cheap once pinned)
+            subprocess.run(["cat", *group_paths[grp]], stdout=subprocess.DEVNULL, check=True)
             r = measure(cmd, str(tmp / f"out{i}.txt"))
             runs[i].append(r)
             if r["rc"] not in (0, 1) or (name.startswith("scan") and r["rc"]):
@@ -230,24 +301,26 @@ def main(argv=None) -> int:
 
     med = {i: {k: statistics.median(x[k] for x in rs) for k in ("wall", "cpu", "rss1", "rss_tree", "other")}
            for i, rs in runs.items()}
-    size_of = {"full": man["bytes"], "sub": sum(f["bytes"] for f in sub_files)}
+    size_of = {"full": man["bytes"], "sub": sum(f["bytes"] for f in sub_files),
+               "comb": sum(os.path.getsize(p) for p in comb_paths)}
     base = {(name, grp): med[i]["wall"] for i, (name, _, grp) in enumerate(methods)}
     print(f"\n{'method':<28}{'MB/s':>8}{'wall s':>9}{'x cat':>7}{'x rg':>7}{'CPU s':>7}"
           f"{'RSS 1 proc/tree MiB':>21}{'other':>7}")
     for i, (name, _, grp) in enumerate(methods):
         m = med[i]
-        label = name if grp == "full" else f"{name} [{len(sub_files)} files]"
+        label = {"full": name, "sub": f"{name} [{len(sub_files)} files]", "comb": f"{name} [1 combined]"}[grp]
         xcat = m["wall"] / base[("cat", grp)]
         xrg = f"{m['wall'] / base[('rg -j2', grp)]:7.2f}" if ("rg -j2", grp) in base else f"{'-':>7}"
         print(f"{label:<28}{size_of[grp] / 1e6 / m['wall']:8.0f}{m['wall']:9.3f}{xcat:7.1f}{xrg}{m['cpu']:7.2f}"
               f"{m['rss1'] / MIB:12.0f} /{m['rss_tree'] / MIB:6.0f}{m['other']:7.2f}")
-    print(f"(median of {a.runs} interleaved rounds; bundle {size_of['full'] / 1e6:.0f} MB, "
-          f"subset {size_of['sub'] / 1e6:.0f} MB; x = wall-time ratio in this run)")
+    print(f"(median of {a.runs} interleaved rounds; bundle {size_of['full'] / 1e6:.0f} MB, subset "
+          f"{size_of['sub'] / 1e6:.0f} MB, combined {size_of['comb'] / 1e6:.0f} MB; x = wall-time ratio in this run; "
+          f"other = cores used by other processes)")
 
     # correctness: the scan (last run) against the manifest; rg's matched-line count against the manifest
     ok = True
     idx = {(m[0], m[2]): i for i, m in enumerate(methods)}
-    checks = [("scan (hyperscan)", "full", None, files)]
+    checks = [("scan (hyperscan)", "full", None, files)] + ([("scan (--also)", "full", None, files)] if a.also else [])
     if not a.no_re:
         checks.append(("scan --engine re", "sub", {f["rank"] for f in sub_files}, sub_files))
     print()
@@ -266,17 +339,20 @@ def main(argv=None) -> int:
             ok &= got == want
 
     targets = True
-    hs = med[idx[("scan (hyperscan)", "full")]]
-    if rg:
-        rgm = med[idx[("rg -j2", "full")]]
-        fast = hs["wall"] <= rgm["wall"]
-        print(f"{'PASS' if fast else 'FAIL'}  speed: scan {hs['wall']:.3f} s vs rg -j2 {rgm['wall']:.3f} s "
-              f"({hs['wall'] / rgm['wall']:.2f}x rg's time; target <= 1.00)")
-        targets &= fast
-    small = hs["rss_tree"] < RSS_LIMIT
-    print(f"{'PASS' if small else 'FAIL'}  memory: scan peak RSS {hs['rss_tree'] / 1e6:.0f} MB over the process tree "
-          f"(largest process {hs['rss1'] / 1e6:.0f} MB) at {size_of['full'] / 1e9:.2f} GB; target < 500 MB")
-    targets &= small
+    for name in ("scan (hyperscan)", "scan (--also)"):
+        if (name, "full") not in idx:
+            continue
+        hs = med[idx[(name, "full")]]
+        if rg:
+            rgm = med[idx[("rg -j2", "full")]]
+            fast = hs["wall"] <= rgm["wall"]
+            print(f"{'PASS' if fast else 'FAIL'}  speed, {name}: {hs['wall']:.3f} s vs rg -j2 {rgm['wall']:.3f} s "
+                  f"({hs['wall'] / rgm['wall']:.2f}x rg's time; target <= 1.00)")
+            targets &= fast
+        small = hs["rss_tree"] < RSS_LIMIT
+        print(f"{'PASS' if small else 'FAIL'}  memory, {name}: peak RSS {hs['rss_tree'] / 1e6:.0f} MB over the process "
+              f"tree (largest process {hs['rss1'] / 1e6:.0f} MB) at {size_of['full'] / 1e9:.2f} GB; target < 500 MB")
+        targets &= small
     if max(m["other"] for m in med.values()) > 0.15:
         print("note: other processes used > 0.15 cores during some runs; absolute figures are noisy, ratios less so")
     report = a.data / f"{root.name}.bench.json"
@@ -285,6 +361,8 @@ def main(argv=None) -> int:
                                   "all": {f"{m[0]} [{m[2]}]": runs[i] for i, m in enumerate(methods)},
                                   "needles_ok": ok, "targets_ok": targets}, indent=1, default=str))
     print(f"results: {report}")
+    pinned.stdin.close()
+    pinned.wait()
     shutil.rmtree(tmp, ignore_errors=True)
     if not ok:
         return 1

@@ -67,6 +67,15 @@ def test_header_corrects_a_day_lost_in_a_silent_gap():
     assert f.time(f.stats[1][0])["iso"].startswith("2025-08-22T23:31")
 
 
+def test_zone_change_inside_one_file_applies_from_its_header_on():
+    # DST ends: 02:59 CEST (+02:00) is followed by 02:00 CET (+01:00) one real minute later
+    f = read(start("2025/10/26 01:58:00") + [
+        "I 01:59:00.000000 common:494 26 Oct 25 01:59 CEST =============", "I 02:59:00.000000 {get.n:1}",
+        "I 02:00:00.000000 common:494 26 Oct 25 02:00 CET =============", "I 02:00:30.000000 {get.n:2}"])
+    a, b = (f.ts(rec) for rec, _ in f.stats)
+    assert b - a == 90 and f.time(f.stats[1][0])["iso"].endswith("+01:00")
+
+
 def test_start_from_file_name_when_the_first_line_is_missing():
     f = read(["I 10:00:00.000000 {get.n:1}", "I 10:00:02.000000 common:494 21 Aug 25 10:00 UTC ============="],
              name="aistarget.ais-target-0.INFO.0821-095900.42")

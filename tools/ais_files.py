@@ -31,9 +31,11 @@ from datetime import datetime, timedelta, timezone
 from tools.ais_stats import parse_stats
 from tools.bundle import READ_ERRORS, read_error_reason
 from tools.model import Evidence
+from tools.sources import ais as ais_catalog
 from tools.timestamps import filename_stamp, parse_stamp
 
 CHUNK = 64 << 20
+TAIL = 64 << 10  # the end of the file kept to find its last timed line
 KEEP = 3  # first and last KEEP lines of every signature per file are kept as evidence
 MAX_TEMPLATES = 200  # distinct other E/W templates per file
 ROLLOVER_S = 3600  # time of day going back by more than this inside one file = the next day
@@ -65,29 +67,25 @@ SIGNATURES = {
 }
 
 
+# The catalog's AIStore patterns (tools/sources/ais.py) decide what a line is; this maps them onto the chain.
+_CATALOG_SIG = {"ais.out_of_bounds": "out_of_bounds", "ais.xid_not_found": "xid_not_found",
+                "ais.shared_dm_error": "stream_break", "ais.stream_rx_broken": "stream_break",
+                "ais.resource_pressure": "pressure", "ais.memory_pressure": "memory", "ais.forced_gc": "memory",
+                "ais.out_of_space": "disk", "ais.cpu_pressure": "cpu"}
+_AIS_PATTERNS = [p for p in ais_catalog.PATTERNS if p.id in _CATALOG_SIG]
+
+
 def signature(msg: str) -> str | None:
     """The failure signature of one E/W message, or None (an ordinary warning or error)."""
-    if "out-of-bounds index" in msg:
-        return "out_of_bounds"
-    if "shared-dm xid" in msg and "not found" in msg:
-        return "xid_not_found"
-    if "resource pressure" in msg:
-        m = _LOAD.search(msg)
-        return "pressure" if m and m[1] in ("high", "critical") else None
-    if "alert: oom" in msg or "alert: low memory" in msg or "free mem to OS" in msg:
-        return "memory"
-    if "out of space" in msg or "low on free space" in msg or "FSHC" in msg or "now disabled, reason" in msg:
+    if "terminated" in msg and ("end-of-stream" in msg or "stopped" in msg):
+        return None  # transport/err.go: a normal end of a stream, not a break
+    for p in _AIS_PATTERNS:
+        if any(a in msg for a in p.anchors) and p.match(msg):
+            return _CATALOG_SIG[p.id]
+    if "shared-dm" in msg and ("with errors" in msg or "reconnect/send" in msg or "broken pipe" in msg):
+        return "stream_break"  # `closing shared-dm[...] with errors ...`, send errors without "-->"
+    if "FSHC" in msg or "now disabled, reason" in msg:
         return "disk"
-    if "CPU utilization: extremely high" in msg:
-        return "cpu"
-    if "sbr_" in msg and ":[ctx:" in msg:
-        return "stream_break"
-    if "shared-dm" in msg:
-        if "terminated" in msg and ("end-of-stream" in msg or "stopped" in msg):
-            return None  # a normal end of a stream
-        if any(x in msg for x in ("broken pipe", "terminated", "failed reconnecting", "Rx failure", "with errors",
-                                  "connection reset", "reconnect/send")):
-            return "stream_break"
     return None
 
 
@@ -98,8 +96,9 @@ class Rec:
     line: int
     offset: int
     text: str
-    local: float | None  # the daemon's local clock, seconds since the epoch (read as if UTC); None: no date known
+    local: float | None  # the daemon's local clock, seconds since the epoch (read as UTC); None: no date known
     basis: str  # start | filename | header | rollover | unknown
+    seg: int = -1  # the zone segment (index into AisFile.zones) in force at this line; -1: before any header
 
 
 @dataclass
@@ -107,7 +106,8 @@ class SigStats:
     count: int = 0
     first: list[Rec] = field(default_factory=list)
     last: deque = field(default_factory=lambda: deque(maxlen=KEEP))
-    times: array = field(default_factory=lambda: array("d"))  # local time of every occurrence
+    times: array = field(default_factory=lambda: array("d"))  # local time of every occurrence ...
+    segs: array = field(default_factory=lambda: array("i"))  # ... and the zone segment in force there
     detail: Counter = field(default_factory=Counter)  # pressure: load=critical, mem=critical, dsk=critical ...
     minutes: dict = field(default_factory=dict)  # first line of every local minute: cites "the first in a window"
 
@@ -116,6 +116,7 @@ class SigStats:
         (self.first if len(self.first) < KEEP else self.last).append(rec)
         if rec.local is not None:
             self.times.append(rec.local)
+            self.segs.append(rec.seg)
             self.minutes.setdefault(int(rec.local // 60), rec)
         if "load=" in msg:
             m = _LOAD.search(msg)
@@ -136,7 +137,7 @@ class AisFile:
     started: str = "unknown"  # started (a process start) | rotated (same process, new file) | unknown
     start: Rec | None = None  # the first line, or a synthetic record from the file name
     last: Rec | None = None  # the last line with a time
-    zones: list[tuple[float, int | None, str, Rec]] = field(default_factory=list)  # (from local, offset min, name, header)
+    zones: list[tuple] = field(default_factory=list)  # (from local time, offset min, zone name, header Rec)
     stats: list[tuple[Rec, dict]] = field(default_factory=list)
     malformed: list[tuple[Rec, str]] = field(default_factory=list)
     malformed_count: int = 0
@@ -150,15 +151,12 @@ class AisFile:
     fallback_zone: tuple[int, str, str] | None = None  # (offset min, name, 'daemon'|'cluster') when no header here
 
     # -- time --------------------------------------------------------------------------------------------------
-    def zone_of(self, local: float | None) -> tuple[int | None, str | None, str | None]:
-        """(offset minutes, zone name, where it came from) for a local time in this file."""
+    def zone_of(self, seg: int = -1) -> tuple[int | None, str | None, str | None]:
+        """(offset minutes, zone name, where it came from) for a line in zone segment `seg`. Segments follow the
+        file's order, not its local times: when DST ends, the same local hour is read twice, in two zones."""
         if self.zones:
-            seg = None
-            for z in self.zones:
-                if local is not None and z[0] <= local + 1:
-                    seg = z
-            if seg is not None:
-                return seg[1], seg[2], "header"
+            if 0 <= seg < len(self.zones):
+                return self.zones[seg][1], self.zones[seg][2], "header"
             return self.zones[0][1], self.zones[0][2], "file"
         if self.fallback_zone:
             return self.fallback_zone
@@ -168,13 +166,15 @@ class AisFile:
         """UTC seconds when the zone is known (else the local clock read as UTC)."""
         if rec is None or rec.local is None:
             return None
-        off = self.zone_of(rec.local)[0]
-        return rec.local - (off or 0) * 60
+        return self.utc(rec.local, rec.seg)
+
+    def utc(self, local: float, seg: int = -1) -> float:
+        return local - (self.zone_of(seg)[0] or 0) * 60
 
     def time(self, rec: Rec) -> dict | None:
         if rec.local is None:
             return None
-        off, name, src = self.zone_of(rec.local)
+        off, name, src = self.zone_of(rec.seg)
         dt = EPOCH + timedelta(seconds=rec.local)
         iso = dt.isoformat(timespec="microseconds")
         if off is not None:
@@ -228,9 +228,7 @@ def identify(f: AisFile, head: str) -> int | None:
     elif f.kind == "ais_proxy":
         f.role = "proxy"
     t = _TITLE.search(head)
-    a = None
-    for a in _ARCHIVE.finditer(f.rel):
-        pass
+    a = ([None] + list(_ARCHIVE.finditer(f.rel)))[-1]  # the innermost `aistarget-<ID>.tar.gz!` names the node
     if t:
         f.role = "proxy" if t["r"] == "p" else "target"
     if a:
@@ -264,17 +262,14 @@ def read_ais(rel: str, kind: str, size: int, stream, year_hint: int | None = Non
             buf = carry + block if carry else block
             if not buf:
                 break
-            if block:
-                cut = buf.rfind(b"\n") + 1 or len(buf)
-                carry, buf = buf[cut:], buf[:cut]
-            else:
-                carry = b""
+            end = (buf.rfind(b"\n") + 1 or len(buf)) if block else len(buf)  # whole lines only; no slicing copies
             if clock is None:
                 clock = _start_clock(f, buf, year_hint)
-            _block(f, clock, buf, base_line, base_off)
-            base_line += buf.count(b"\n")
-            base_off += len(buf)
-            tail = (tail + buf)[-(64 << 10):]
+            pos, line = _block(f, clock, buf, end, base_line, base_off)
+            base_line = line - 1 + buf.count(b"\n", pos, end)  # each newline counted once
+            base_off += end
+            tail = buf[max(0, end - TAIL):end] if end >= TAIL else (tail + buf[:end])[-TAIL:]
+            carry = buf[end:]
             if not block:
                 break
     except READ_ERRORS as exc:
@@ -314,22 +309,24 @@ def _start_clock(f: AisFile, buf: bytes, year_hint: int | None) -> _Clock:
     return _Clock(None, "unknown")
 
 
-def _block(f: AisFile, clock: _Clock, buf: bytes, base_line: int, base_off: int) -> None:
+def _block(f: AisFile, clock: _Clock, buf: bytes, end: int, base_line: int, base_off: int) -> tuple[int, int]:
+    """Handle every stats, E/W and header line of one block, in order. Returns (position, line number) of the last
+    one handled (0, base_line + 1 when none), so the caller counts the remaining newlines only once."""
     recs: list[tuple[int, int, re.Match | None]] = []  # (line start, kind, match): 0 header, 1 stats, 2 E/W
-    for m in _STATS.finditer(buf):
+    for m in _STATS.finditer(buf, 0, end):
         ls = buf.rfind(b"\n", 0, m.start()) + 1
         if m.start() - ls == 17 and _PFX.fullmatch(buf, ls, m.start()):
             recs.append((ls, 1, m))
-    m0 = _EW0.match(buf)
+    m0 = _EW0.match(buf, 0, end)
     if m0:
         recs.append((0, 2, m0))
-    recs.extend((m.start() + 1, 2, m) for m in _EW.finditer(buf))
-    for m in _HDR.finditer(buf):
+    recs.extend((m.start() + 1, 2, m) for m in _EW.finditer(buf, 0, end))
+    for m in _HDR.finditer(buf, 0, end):
         ls = buf.rfind(b"\n", 0, m.start()) + 1
         if not recs or recs[-1][0] != ls or recs[-1][1] != 0:
             recs.append((ls, 0, None))
     if not recs:
-        return
+        return 0, base_line + 1
     recs.sort(key=lambda r: (r[0], r[1]))
     prev_pos, line = 0, base_line + 1
     last_ls = -1
@@ -339,14 +336,14 @@ def _block(f: AisFile, clock: _Clock, buf: bytes, base_line: int, base_off: int)
         last_ls = ls
         line += buf.count(b"\n", prev_pos, ls)
         prev_pos = ls
-        end = buf.find(b"\n", ls)
-        text = buf[ls:end if end >= 0 else len(buf)].decode("utf-8", "replace").rstrip("\r")
+        eol = buf.find(b"\n", ls, end)
+        text = buf[ls:eol if eol >= 0 else end].decode("utf-8", "replace").rstrip("\r")
         if kind == 0:
             _header(f, clock, text, line, base_off + ls)
         elif kind == 1:
             pm = _PFX.match(buf, ls)
             local, basis = clock.at(_tod(pm))
-            rec = Rec(line, base_off + ls, text, local, basis)
+            rec = Rec(line, base_off + ls, text, local, basis, len(f.zones) - 1)
             counters, why = parse_stats(text[18:])
             if counters is None:
                 f.malformed_count += 1
@@ -358,16 +355,17 @@ def _block(f: AisFile, clock: _Clock, buf: bytes, base_line: int, base_off: int)
             local, basis = clock.at(_tod(m, 2))
             msg = text[18:]
             sig = signature(msg)
-            rec = Rec(line, base_off + ls, text, local, basis)
+            rec = Rec(line, base_off + ls, text, local, basis, len(f.zones) - 1)
             if sig is not None:
                 f.sigs.setdefault(sig, SigStats()).add(rec, msg)
             else:
                 _other(f, text[0], msg, rec)
+    return prev_pos, line
 
 
 def _header(f: AisFile, clock: _Clock, text: str, line: int, off: int) -> None:
     st = parse_stamp(text)
-    pm = _ANY.match(text)
+    pm = _ANY.match(text.encode())
     if st is None or st.fmt != "ais_header" or pm is None:
         return
     day = _midnight(st.year, st.month, st.day)
@@ -378,8 +376,9 @@ def _header(f: AisFile, clock: _Clock, text: str, line: int, off: int) -> None:
         f.notes.append(f"line {line}: hourly header states {st.year}-{st.month:02d}-{st.day:02d}; the date inferred "
                        f"from midnight rollover differed (gap without lines?): header wins")
     clock.header(day, tod)
-    rec = Rec(line, off, text, day + tod, "header")
-    if not f.zones or f.zones[-1][1] != st.utc_offset_min or f.zones[-1][2] != st.tz:
+    rec = Rec(line, off, text, day + tod, "header", len(f.zones) - 1)
+    if not f.zones or f.zones[-1][1] != st.utc_offset_min or f.zones[-1][2] != (st.tz or ""):
+        rec.seg = len(f.zones)
         f.zones.append((day + tod, st.utc_offset_min, st.tz or "", rec))
 
 
@@ -404,6 +403,6 @@ def _last_line(f: AisFile, clock: _Clock, tail: bytes, total_lines: int) -> None
         if m:
             local, basis = clock.at(_tod(m))
             f.last = Rec(line, f.bytes_read - len(tail) + start,
-                         tail[start:end].decode("utf-8", "replace").rstrip("\r"), local, basis)
+                         tail[start:end].decode("utf-8", "replace").rstrip("\r"), local, basis, len(f.zones) - 1)
             return
         end, line = start - 1, line - 1

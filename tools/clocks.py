@@ -65,6 +65,8 @@ def hm(seconds: float) -> str:
 
 
 def zone_name(off_min: int) -> str:
+    if off_min == 0:
+        return "UTC"
     sign = "-" if off_min < 0 else "+"
     return f"UTC{sign}{abs(off_min) // 60:02d}:{abs(off_min) % 60:02d}"
 
@@ -86,6 +88,7 @@ class WorkerFacts:
     death: WorkerEvent | None  # the last timestamped worker line, or the SLURM cancel if later
     cancel: WorkerEvent | None
     loader_errors: list[WorkerEvent]  # the first batch-loader error of every rank, earliest first
+    loader_lines: list[WorkerEvent]  # every batch-loader line kept by the scan (first/last per rank), earliest first
     watchdogs: list[WorkerEvent]  # facts: seq, elapsed_ms, start (= ts − elapsed)
     hang_start: WorkerEvent | None  # the earliest start of the stuck collective
     zone_min: int | None  # a zone the worker lines state (rare)
@@ -148,12 +151,15 @@ def worker_facts(scan, year_hint: int | None = None) -> WorkerFacts:
         if ts is not None and (death is None or ts > death.ts):
             death = WorkerEvent(ts, ll, rs.rank, ll.node, off)
     loader: dict = {}
+    lines = []
     watchdogs = []
     for h, f in hits:
         if h.pattern == LOADER:
             e = event(h, f)
-            if e is not None and (h.rank not in loader or e.ts < loader[h.rank].ts):
-                loader[h.rank] = e
+            if e is not None:
+                lines.append(e)
+                if h.rank not in loader or e.ts < loader[h.rank].ts:
+                    loader[h.rank] = e
         elif h.pattern == WATCHDOG and isinstance(h.fields.get("elapsed_ms"), int):
             e = event(h, f, seq=h.fields.get("seq"), op=h.fields.get("op"), elapsed_ms=h.fields["elapsed_ms"])
             if e is not None:
@@ -164,7 +170,8 @@ def worker_facts(scan, year_hint: int | None = None) -> WorkerFacts:
     hang_start = None
     if hang is not None:
         hang_start = WorkerEvent(hang.facts["start"], hang.ev, hang.rank, hang.node, hang.zone_min, dict(hang.facts))
-    return WorkerFacts(year, death, cancel, sorted(loader.values(), key=lambda e: e.ts), watchdogs, hang_start,
+    return WorkerFacts(year, death, cancel, sorted(loader.values(), key=lambda e: e.ts),
+                       sorted(lines, key=lambda e: e.ts), watchdogs, hang_start,
                        statistics.mode(zones) if zones else None, notes)
 
 
@@ -286,11 +293,14 @@ def estimate(anchors: list[Anchor], daemon_zone_min: int | None = None,
         conf = {"high": "medium", "medium": "low"}.get(conf, conf)
     names = " + ".join(a.name for a in best)
     wz = zone_name(round(-off / 60)) if zone and daemon_zone_min is not None else None
-    if zone:
-        summary = (f"worker clock {hm(-off)} vs daemon clock: daemon = worker {hm(off)} "
+    if zone and off == 0:
+        summary = (f"worker and daemon clocks are in the same zone (offset 0), residual skew {round(resid)} s; "
+                   f"anchors: {names}")
+    elif zone:
+        summary = (f"daemon clock = worker clock {hm(off)} "
                    + (f"(workers in {wz}, daemons in {zone_name(daemon_zone_min)} as their headers state); "
                       if wz else "(daemon zone not stated: a zone difference between the two clocks); ")
-                   + f"a whole/half-hour zone difference, {hm(resid) if round(resid) else 'no'} residual skew; "
+                   + f"a whole/half-hour zone difference, residual skew {round(resid)} s; "
                    f"anchors: {names}")
     else:
         summary = (f"daemon = worker {hm(raw)} (raw skew, not a whole or half hour: clocks drift or the anchors are "

@@ -35,4 +35,20 @@ PATTERNS = [
       r"(?:out of space: used \d+%|low on free space: used capacity)", ("out of space", "low on free space"),
       "E 19:10:00.000000 space:120 out of space: used 97% of total capacity on at least one of the mountpaths (total used 9.1TiB out of 9.4TiB)",
       "AIStore mountpath out of space"),
+    # memsys/gc.go freeMemToOS (Warningln): a forced GC under memory pressure; older releases log an Info line
+    # `{mmsa}: free mem to OS: {size}, load {x}, force {bool}` with the same words.
+    P("ais.forced_gc", 3, "storage_io", "root_candidate",
+      r"free mem to OS", "free mem to OS",
+      "W 00:05:00.000000 gc:45 mmsa.t[KqRt8081] free mem to OS(pressure,force,togc,load) [ 4 true 1.2GiB 37 ]",
+      "AIStore forced GC: memory returned to the OS under pressure",
+      fields=r"free mem to OS\(pressure,force,togc,load\) \[ (?P<pressure>\d+) (?P<force>true|false) (?P<togc>\S+) (?P<load>\d+) \]",
+      ints=("pressure", "load")),
+    P("ais.cpu_pressure", 3, "storage_io", "root_candidate",
+      r"CPU utilization: extremely high", "CPU utilization: extremely high",
+      "E 00:05:00.000000 common:790 t[KqRt8081] CPU utilization: extremely high [ 63.2 64 ]",
+      "AIStore node CPU extremely high", fields=r"extremely high \[ (?P<load>[\d.]+) (?P<ncpu>\d+) \]", ints=("ncpu",)),
+    P("ais.stream_rx_broken", 3, "storage_io", "root_candidate",
+      r"sbr_[a-z_]+:\[ctx: ", "sbr_",
+      "E 00:06:10.500000 transport:201 shared-dm[t[Pz7Ab910]=>t[KqRt8081]] sbr_obj_data_eof:[ctx: recv err: unexpected EOF]",
+      "inter-target stream broken on receive (transport sbr_* code)", fields=r"(?P<code>sbr_[a-z_]+):\[ctx: "),
 ]
