@@ -57,6 +57,11 @@ def pick(cands: list[Candidate]) -> Candidate | None:
     pool = [c for c in cands if c.strength >= DECISIVE] or cands
     best = max(c.strength for c in pool)
     eligible = [c for c in pool if c.strength >= best - WINDOW]
+    # a chain across sources (storage daemons → worker rank) explains the worker-side view of the same failure;
+    # its lines are on another clock, so it is not ordered by time against them
+    cross = [c for c in eligible if c.facts.get("cross_source")]
+    if cross:
+        return max(cross, key=lambda c: c.strength)
     timed = [c for c in eligible if c.time_key is not None]
     if timed and len({c.time_key[:2] for c in timed}) >= 1:
         return min(timed, key=lambda c: (c.time_key, -c.strength))
@@ -71,7 +76,9 @@ def diagnose(facts: Facts) -> Diagnosis:
     if trigger is None:
         return _no_failure(facts, job)
     supporting = [c for c in cands if c is not trigger and _same_story(c, trigger)]
-    chain = [_finding(trigger, Role.root_candidate)]
+    sub = trigger.facts.pop("chain", None)
+    chain = ([_finding(trigger, Role.root_candidate)] if not sub else
+             [x.model_copy(update={"role": Role.root_candidate if i == 0 else Role.context}) for i, x in enumerate(sub)])
     cited = {(e.file, e.line) for e in trigger.evidence}
     for c in supporting:  # each line cited once in the chain
         evs = [e for e in c.evidence if (e.file, e.line) not in cited]

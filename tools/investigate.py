@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tools.diagnose import diagnose
+from tools.ais import correlate, is_ais, read_sources
 from tools.frdump import analyze_bundle
 from tools.model import Diagnosis
 from tools.nccl import analyze
@@ -17,5 +18,11 @@ from tools.verify import verified
 def investigate(bundle, *, progress: Callable[[int, int], None] | None = None, workers: int | None = None) -> Diagnosis:
     scan = scan_bundle(bundle, workers=workers, progress=progress)
     fr = analyze_bundle(bundle) if any(s.kind == "fr_dump" for s in bundle.sources) else None
-    facts = Facts(scan, analyze(scan), fr=fr)
+    nccl = analyze(scan)
+    ais = None
+    ais_src = [s for s in bundle.sources if is_ais(s)]
+    if ais_src:  # the storage side, read once and correlated with the worker scan we already have
+        files, _skipped = read_sources(ais_src)
+        ais = correlate(files, scan, nccl) if files else None
+    facts = Facts(scan, nccl, fr=fr, ais=ais)
     return verified(diagnose(facts), bundle)

@@ -3,6 +3,7 @@ ran out. Connection resets that recover at the first retry are noise and never a
 
 from __future__ import annotations
 
+from tools.ranks import ranks_str
 from tools.rules.base import Facts, cand
 
 
@@ -49,4 +50,24 @@ def io_errors(f: Facts):
                  evs[:3], f)] if evs else []
 
 
-RULES = [batch_loader, ais_signatures, disk_full, retries_exhausted, io_errors]
+def ais_chain(f: Facts):
+    """The storage chain across sources (tools/ais.py): daemon pressure → stream breaks → out-of-bounds → aborted
+    batch → short read on the client → loader error on a worker rank. It explains a straggler, so it is marked
+    cross-source: the diagnosis prefers it to the worker-side view of the same story."""
+    rep = f.ais
+    if rep is None or not rep.chain:
+        return []
+    steps = [x for x in rep.chain if x.id != "ais.chain.nccl_cascade"]
+    ranks = sorted({r for x in steps for r in x.ranks})
+    evs = [x.evidence[0] for x in steps if x.evidence]
+    hung = any(x.id == "ais.chain.nccl_cascade" for x in rep.chain)
+    return [cand("storage.ais_chain", "storage_io", f"storage chain from AIStore target(s) {', '.join(rep.pressured) or '?'}"
+                 f" to rank(s) {ranks_str(ranks)}: " + steps[0].summary, 0.95, evs, f, status="hung" if hung else "crashed",
+                 ranks=ranks, nodes=list(rep.pressured), restart="restart as is",
+                 recommendations=[f"relieve the pressure on {', '.join(rep.pressured) or 'the target'} (disk/memory), "
+                                  "then restart", "make the loader tolerate short batch reads (retry the missing objects "
+                                  "with a timeout) instead of failing the rank"],
+                 facts={"cross_source": True, "chain": steps, "clock": rep.clock.summary if rep.clock else None})]
+
+
+RULES = [batch_loader, ais_signatures, disk_full, retries_exhausted, io_errors, ais_chain]
