@@ -99,6 +99,7 @@ def test_every_rule_has_a_firing_row():
         # rules exercised through whole-bundle scenarios in tests/test_diagnose.py
         "gpu.device_assert", "gpu.cuda_library", "network.ib_async", "network.socket", "network.fabric",
         "collective.straggler", "collective.desync", "collective.missing_logs", "collective.flight_recorder",
-        "storage.ais_signatures", "storage.retries_exhausted", "storage.io_errors", "scheduler.death_signal",
+        "storage.ais_signatures", "storage.retries_exhausted", "storage.io_errors", "storage.ais_chain",
+        "scheduler.death_signal",
         "config.rendezvous_timeout", "config.nccl_version_mismatch", "data.corrupt_data", "infra.bus_error",
         "software.native_crash"}
