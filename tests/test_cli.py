@@ -8,6 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from agent.cli import app
+from tools.bundle import open_bundle
 
 CASE = Path(__file__).resolve().parent.parent / "cases" / "gen-slurm-8r-a"
 runner = CliRunner()
@@ -97,10 +98,13 @@ def test_scan_and_grep_run_on_every_case():
         r = runner.invoke(app, ["scan", str(d), "--json"])
         assert r.exit_code == 0, (d, r.output)
         data = json.loads(r.output)
-        for p in data["patterns"]:
-            ev = p["first"]
-            lines = (d / ev["file"]).read_text(errors="replace").split("\n")
-            assert lines[ev["line"] - 1].rstrip("\r") == ev["text"], (d, ev)
+        with open_bundle(d) as b:  # archive members are cited as `a.tar.gz!member`: read them through the bundle
+            by_rel = {s.rel: s for s in b.sources}
+            for p in data["patterns"]:
+                ev = p["first"]
+                with by_rel[ev["file"]].open() as fh:
+                    lines = fh.read().decode("utf-8", "replace").split("\n")
+                assert lines[ev["line"] - 1].rstrip("\r") == ev["text"], (d, ev)
         r = runner.invoke(app, ["grep", "rank|NCCL|Error", str(d), "--json"])
         assert r.exit_code == 0, (d, r.output)
 

@@ -84,6 +84,19 @@ def _decode(b: bytes) -> str:
     return b.decode("utf-8", "replace").rstrip("\r")
 
 
+def srun_labelled(head_lines: list[bytes]) -> bool:
+    """Whether a file's lines carry srun `--label` task ids (' 3: '): at least 3, and at least half, of the first 50
+    non-blank lines start with a label that tools.attribution reads as srun's. One test for every reader of a file
+    (tools.scan, tools.rankdiff), so they agree on which files are srun-labelled. `head_lines`: the file's first
+    lines, split on b'\\n'."""
+    sample = head_lines[:50]
+    candidates = [raw for raw in sample if _SRUN_LABEL.match(raw)]  # cheap bytes test first
+    if len(candidates) < 3:
+        return False
+    labelled = sum(1 for raw in candidates if "srun_label" in attribute_line(_decode(raw)).styles)
+    return labelled >= max(3, len([x for x in sample if x.strip()]) // 2)
+
+
 class _HitKeeper:
     """First KEEP and last KEEP hits per (pattern, rank); everything counted."""
 
@@ -116,7 +129,9 @@ class FileScanner:
         self.patterns = engine.patterns
 
     # -- public -------------------------------------------------------------------------------------------
-    def scan(self, rel: str, kind: str, size: int, stream) -> FileScan:
+    def scan(self, rel: str, kind: str, size: int, stream, sized: bool = True) -> FileScan:
+        """`sized`: `size` is the exact byte count of `stream` (plain files), so reads can be sized to the file:
+        `read(64 MiB)` on a 1 MiB file allocates and page-faults 64 MiB (PERF.md pitfall 1)."""
         hint = attribute_path(rel)
         fs = FileScan(rel=rel, kind=kind, size=size, hint={k: v for k, v in asdict(hint).items() if v is not None})
         self._hint = hint
@@ -126,9 +141,11 @@ class FileScanner:
         base_off = 0
         tail, tail_line = b"", 0
         srun = None
+        consumed = 0
         try:
             while True:
-                block = stream.read(CHUNK)
+                block = stream.read(min(CHUNK, size - consumed + 1) if sized and size >= consumed else CHUNK)
+                consumed += len(block)
                 eof = not block
                 buf = carry + block if carry else block
                 if not buf:
@@ -145,11 +162,12 @@ class FileScanner:
                 if base_line == 0 and base_off == 0:
                     srun = self._head(fs, buf)
                 self._labels(fs, buf, srun)
-                self._hits(fs, keeper, buf, base_line, base_off)
-                n = buf.count(b"\n")
+                pos, lines_before = self._hits(fs, keeper, buf, base_line, base_off)
+                n = lines_before + buf.count(b"\n", pos)  # one newline count per buffer, shared with the hits
                 if len(buf) >= TAIL or not tail:
                     t0 = max(0, len(buf) - TAIL)
-                    tail, tail_line = buf[t0:], base_line + buf.count(b"\n", 0, t0)
+                    tail = buf[t0:]
+                    tail_line = base_line + n - tail.count(b"\n")
                 else:  # short final piece: keep the previous tail in front of it
                     tail_line = tail_line
                     tail = tail + buf
@@ -181,12 +199,7 @@ class FileScanner:
             if st is not None and st.uptime_s is None:
                 fs.first_time, fs.first_time_line = st.to_json(), i + 1
                 break
-        sample = lines[:50]
-        candidates = [raw for raw in sample if _SRUN_LABEL.match(raw)]  # cheap bytes test first
-        if len(candidates) < 3:
-            return False
-        labelled = sum(1 for raw in candidates if "srun_label" in attribute_line(_decode(raw)).styles)
-        return labelled >= max(3, len([x for x in sample if x.strip()]) // 2)
+        return srun_labelled(lines)
 
     def _labels(self, fs: FileScan, buf: bytes, srun: bool) -> None:
         """Every rank that has a line here, exactly, without a per-line loop: count each known label with
@@ -204,10 +217,12 @@ class FileScanner:
             for lr, r in set(_ROLE_RANK.findall(buf[:HEAD])):
                 fs.local_to_rank.setdefault(int(lr), -1 if fs.local_to_rank.get(int(lr), int(r)) != int(r) else int(r))
 
-    def _hits(self, fs: FileScan, keeper: _HitKeeper, buf: bytes, base_line: int, base_off: int) -> None:
+    def _hits(self, fs: FileScan, keeper: _HitKeeper, buf: bytes, base_line: int, base_off: int) -> tuple[int, int]:
+        """Records the buffer's hits; returns (offset, newlines before it) of the last hit line, so the caller
+        finishes the newline count from there instead of counting the buffer twice."""
         cands = self.engine.candidates(buf)
         if not cands:
-            return
+            return 0, 0
         by_line: dict[int, list[int]] = {}
         for start, idx in cands:
             by_line.setdefault(start, []).append(idx)
@@ -244,6 +259,7 @@ class FileScanner:
                 keeper.add(Hit(p.id, line_no, base_off + start, text, rank,
                                attr.local_rank if attr.local_rank is not None else self._hint.local_rank,
                                node, time, facts))
+        return prev_start, prev_line - base_line - 1
 
     @staticmethod
     def _retry(fs: FileScan, rank, facts) -> None:

@@ -3,26 +3,17 @@ few ranks did NOT print, with those ranks.
 
 Why: an unknown failure mode on one rank out of 512 is invisible to a pattern catalog but obvious as a difference
 ("rank 17 printed `Timeout while fetching batch result at index <NUM>`, no one else did"; "511 ranks printed
-`saving checkpoint ...`, rank 17 did not"). Real lines and their templates::
+`saving checkpoint ...`, rank 17 did not").
 
-    [rank3]:[I1105 12:00:03.123456789 train.py:10] step 3 loss 2.31  → [I<TS> train.py:<NUM>] step <NUM> loss <NUM>
-    ' 3: [rank3]:[E1105 ...] [Rank 3] Watchdog caught ... SeqNum=5'  → [E<TS> ...] [Rank <NUM>] Watchdog caught ...
-                                                                       SeqNum=<NUM>
-    node23:12098:12141 [2] NCCL INFO comm 0x55d0c4a0 busId 1b000     → <HOST>:<NUM>:<NUM> [<NUM>] NCCL INFO comm <HEX>
-                                                                       busId <HEX>
-
-Masks, Drain3-style and in this order: <UUID>; <TS> (ISO date-time, glog `I1105 12:00:00.1`, syslog
-`Nov  5 12:00:00`, bare `12:00:00.5`); <HOST> (the host of NCCL's `host:pid:tid` header); <IP> (v4, v6 with `::`);
-<PATH> (absolute, `./`, `~/`); <HEX> (`0x..`, PCI `0000:1b:00`, a 5+ hex-char word with a digit and a letter);
-<NUM> (digit runs with decimals and exponents, inside words too: `node<NUM>`); `|<BAR>|` (tqdm). Whitespace runs
-become one space; ANSI colours, srun ` N: `, torchrun `[roleN]:`, elastic `[N]:` and c10 `[rankN]:` labels are
-stripped; of a `\r` progress line only the text after the last `\r` counts; templates are cut at 1024 bytes.
+The pieces: tools/rankdiff_mask.py turns a line into its template (Drain3-style named masks; real lines and their
+templates are in its docstring); this module reads each file and attributes its lines to ranks;
+tools/rankdiff_report.py merges the per-file counts and picks the minority and missing templates.
 
 Rank of a line: its own c10 `[rankN]:` label (or srun `N: ` task id in srun-labelled files, read with
-tools.attribution); a torchrun `[default1]:`-only line takes the global rank the same file states for local rank 1
-(`[default1]:[rank5]:`, as tools.filescan does); lines with no label take the file's rank (`attribute_path`, else
-the file's single labelled rank); lines with none of these are left out, and said so (`unattributed_files`,
-`notes`).
+tools.attribution; a file is srun-labelled by tools.filescan's `srun_labelled`, the scan's own test); a torchrun
+`[default1]:`-only line takes the global rank the same file states for local rank 1 (`[default1]:[rank5]:`, as
+tools.filescan does); lines with no label take the file's rank (`attribute_path`, else the file's single labelled
+rank); lines with none of these are left out, and said so (`unattributed_files`, `notes`).
 
 How it stays fast, with no per-line regex in Python: each 32 MiB newline-aligned buffer is digit-zeroed with ONE
 `bytes.translate` (C), split on newlines and counted with `Counter` (C). The named masks then run once per DISTINCT
@@ -32,115 +23,37 @@ labels all name one rank (two `bytes.count`s) needs nothing per line; buffers in
 files, srun --label) get ONE `findall` yielding exactly one label per line, zipped with the keys. First occurrences:
 `Counter` keeps first-occurrence order, so each new key's first line is a C-level `list.index` from the previous one
 (one scan at most); its verbatim text is cut from the buffer by offset (translate keeps lengths). Files go to 2
-forked workers in batches of ≥ 32 MB, merged in the worker. Memory: the buffers, a capped key cache, ≤ 20k templates
-per file and ≤ 200k overall (caps are said in `notes`), one rank bitset (a Python int) per template.
+forked workers in batches of ≥ 32 MB (tools.parallel), merged in the worker. Memory: the buffers, a capped key
+cache, ≤ 20k templates per file and ≤ 200k overall (caps are said in `notes`), one rank bitset (a Python int) per
+template.
 
 Throughput on the 2-core project VM: see tests/test_rankdiff.py (`python tests/test_rankdiff.py --bench`).
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
 import re
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from tools.attribution import attribute_line, attribute_path
 from tools.bundle import READ_ERRORS, read_error_reason
-from tools.model import Evidence
+from tools.filescan import srun_labelled
+from tools.parallel import batches as _batches  # noqa: F401  (tests count the batches of a bundle with it)
+from tools.parallel import map_sources
+from tools.rankdiff_mask import MAX_TEMPLATE_BYTES, RANK_LABEL0, ZERO, template_of, template_of_key
+from tools.rankdiff_report import Batch, DiffResult, FileOut, TemplateDiff, merge_batch, merge_file, report
 
 __all__ = ["TemplateDiff", "DiffResult", "template_of", "diff_bundle"]
 
 CHUNK = 32 << 20
 MAX_FILE_TEMPLATES = 20_000     # distinct templates kept per file; later new ones are counted, not kept
-MAX_TEMPLATES = 200_000         # distinct templates kept over the bundle
-MAX_TEMPLATE_BYTES = 1024
 MAX_KEY_CACHE = 300_000         # zeroed line → template, per worker
-PARALLEL_MIN_BYTES = 64 << 20   # fork the workers from this many bytes, or from this many files
-PARALLEL_MIN_FILES = 256
+PARALLEL_MIN_FILES = 256        # fork the workers from this many files (or from tools.parallel.PARALLEL_MIN_BYTES)
 SKIP_KINDS = frozenset({"fr_dump"})
 DEFAULT = -1                    # rank slot of an unlabelled line: the file's rank, decided at the end of the file
 LOCAL = -2                      # LOCAL - n: slot of a line labelled only with local rank n ('[default<n>]:')
-
-
-@dataclass
-class TemplateDiff:
-    template: str
-    ranks: list[int]                  # the minority: ranks that HAVE it (kind='only') or LACK it (kind='missing')
-    kind: str                         # 'only' | 'missing'
-    present_in: int                   # how many ranks have it
-    count: int                        # total lines with this template
-    example: Evidence                 # a real line from a rank that has it (its first occurrence)
-    missing_example: Evidence | None = None  # kind='missing': the last line of the first lacking rank
-
-
-@dataclass
-class DiffResult:
-    root: str
-    ranks: list[int]
-    templates: int
-    bytes: int
-    lines: int
-    seconds: float
-    only: list[TemplateDiff] = field(default_factory=list)
-    missing: list[TemplateDiff] = field(default_factory=list)
-    unattributed_files: list[str] = field(default_factory=list)  # files none of whose lines got a rank
-    notes: list[str] = field(default_factory=list)
-
-
-# -- templates ----------------------------------------------------------------------------------------------------
-_ZERO = bytes.maketrans(b"123456789", b"000000000")
-_ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
-# wrappers at the start: srun ' 3: ', torchrun '[default3]:', elastic '[12]:' (zeroed digits)
-_PREFIX = re.compile(rb"^(?: {0,6}0{1,7}: )?(?:\[[A-Za-z_][A-Za-z_]*0+\]:|\[0+\]:(?=.*\S))*")
-_RANK_LABEL0 = re.compile(rb"\[rank0+\]: ?")      # a c10 label, digits zeroed
-_MONTH = rb"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
-_MASKS: list[tuple[re.Pattern, bytes]] = [
-    (re.compile(rb"(?<![0-9A-Za-z])[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}(?![0-9A-Za-z])"), b"<UUID>"),
-    (re.compile(rb"0000-00-00(?:[T ]00:00:00(?:[.,]0+)?(?:Z|[+-]00:?00)?)?"
-                rb"|" + _MONTH + rb" {1,2}0{1,2} 00:00:00(?:\.0+)?"
-                rb"|(?<=[IWEF])0{3,4} 00:00:00(?:\.0+)?"
-                rb"|(?<![\w:])00:00:00(?:[.,]0+)?"), b"<TS>"),
-    (re.compile(rb"^(\[[^\]]*\] )?[^\s:\[\]]+(?=:0+:0+ (?:\[0+\] )?(?:\S+ ){0,3}NCCL )"), rb"\1<HOST>"),
-    (re.compile(rb"(?<![\w.])0{1,3}(?:\.0{1,3}){3}(?!\.?\w)"
-                rb"|(?<![\w:.])(?=[0-9a-f:]*::)[0-9a-f]{0,4}(?::[0-9a-f]{0,4}){2,7}(?:%\w+)?(?![\w:.])"), b"<IP>"),
-    (re.compile(rb"(?<![\w.:/~-])(?:~|\.{1,2})?/[\w.@+-]+(?:/[\w.@+-]*)*"), b"<PATH>"),
-    (re.compile(rb"0[xX][0-9a-fA-F]+|(?<!\w)[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-9a-fA-F])?(?![\w:])"
-                rb"|(?<![\w.-])(?=[0-9a-fA-F]*[a-fA-F])(?=[a-fA-F]*0)[0-9a-fA-F]{5,}(?![\w.-])"),
-     b"<HEX>"),
-    (re.compile(rb"0+(?:\.0+)*(?:[eE][-+]?0+)?"), b"<NUM>"),
-    (re.compile(rb"(?<=%)\|[^|]*\|"), b"|<BAR>|"),
-    (re.compile(rb"[ \t]+"), b" "),
-]
-
-
-def _template(key: bytes) -> str:
-    """Template of a digit-zeroed line (no '\\n'). Pure function of `key`: see the module docstring."""
-    k = key.rstrip(b"\r")
-    if b"\x1b" in k:
-        k = _ANSI.sub(b"", k)
-    k = _PREFIX.sub(b"", k, count=1)
-    if b"\r" in k:                       # tqdm: the terminal shows only what follows the last '\r'
-        k = _PREFIX.sub(b"", k[k.rfind(b"\r") + 1:], count=1)
-    if len(k) > MAX_TEMPLATE_BYTES:
-        k = k[:MAX_TEMPLATE_BYTES]
-    if b"[rank" in k:
-        k = _RANK_LABEL0.sub(b"", k)
-    for rx, rep in _MASKS:
-        k = rx.sub(rep, k)
-    return k.strip().decode("utf-8", "replace")
-
-
-def template_of(line: bytes | str) -> str:
-    """The template of one raw log line ('' for an empty or blank line): digits zeroed, wrappers stripped, named
-    masks applied, exactly as `diff_bundle` does over whole buffers."""
-    b = line.encode("utf-8", "surrogateescape") if isinstance(line, str) else bytes(line)
-    if b.endswith(b"\n"):
-        b = b[:-1]
-    return _template(b.replace(b"\n", b" ").translate(_ZERO))
 
 
 # -- per-line rank labels -----------------------------------------------------------------------------------------
@@ -153,7 +66,6 @@ _LINE_LABEL_SRUN = re.compile(rb"\n( {0,6}\d{1,7}: (?:\[[A-Za-z_][A-Za-z_]*\d+\]
 # torchrun --tee role files: (local rank of '[default3]:', c10 rank) per line.
 _LINE_LABEL_ROLE = re.compile(rb"\n(?:\[(?!rank\d)[A-Za-z_][A-Za-z_]*(\d+)\]:)?(?:[^\n]{0,160}?\[rank(\d+)\]:)?")
 _ROLE_HEAD = re.compile(rb"\n\[(?!rank\d)[A-Za-z_][A-Za-z_]*\d+\]:")
-_SRUN_HEAD = re.compile(rb"\n {0,6}\d{1,7}: ")     # searched in b'\n' + head: a literal first byte is fast
 
 
 def _line_labels(rx: re.Pattern, buf: bytes) -> list:
@@ -164,36 +76,12 @@ def _line_labels(rx: re.Pattern, buf: bytes) -> list:
     return [first] + rx.findall(buf)
 
 
-def _srun_labelled(head: bytes) -> bool:
-    """Lines carry srun --label task ids (same test as tools.filescan: ≥ 3 and half of the first 50 lines)."""
-    if not _SRUN_HEAD.search(b"\n" + head):
-        return False
-    lines = head.split(b"\n")[:50]
-    text = [raw.decode("utf-8", "replace") for raw in lines if raw.strip()]
-    labelled = sum(1 for t in text if "srun_label" in attribute_line(t).styles)
-    return labelled >= max(3, len(text) // 2)
-
-
 # -- one file -----------------------------------------------------------------------------------------------------
-@dataclass
-class _FileOut:
-    idx: int
-    rel: str
-    bytes: int = 0
-    lines: int = 0
-    unranked_lines: int = 0
-    ranks: set[int] = field(default_factory=set)
-    templates: dict[str, list] = field(default_factory=dict)   # t → [count, first_line, rank, text, ranks set]
-    last: dict[int, tuple[int, str]] = field(default_factory=dict)  # rank → (line, text)
-    notes: list[str] = field(default_factory=list)
-    error: str | None = None
-
-
 class _FileDiff:
     """Streams one source: keys counted per chunk, templates per (template, rank slot), resolved at the end."""
 
     def __init__(self, idx: int, rel: str, cache: dict[bytes, str]):
-        self.out = _FileOut(idx, rel)
+        self.out = FileOut(idx, rel)
         self.cache = cache
         self.hint = attribute_path(rel).rank
         self.table: dict[tuple[str, int | None], list] = {}  # (t, slot) → [count, first_line, text]
@@ -214,7 +102,7 @@ class _FileDiff:
     def template(self, key: bytes) -> str:
         t = self.cache.get(key)
         if t is None:
-            t = _template(key)
+            t = template_of_key(key)
             if len(key) <= 4 * MAX_TEMPLATE_BYTES:
                 if len(self.cache) >= MAX_KEY_CACHE:
                     self.cache.clear()
@@ -262,11 +150,11 @@ class _FileDiff:
     def fixed_slot(key: bytes, fixed: int | None) -> int | None:
         """Slot of a line in a chunk whose '[rank' labels all name rank `fixed`: `fixed` if the line carries a
         '[rankN]:' label, else DEFAULT (the file's rank, decided at the end of the file, as in a mixed chunk)."""
-        if fixed is None or fixed == DEFAULT or b"[rank" not in key or not _RANK_LABEL0.search(key):
+        if fixed is None or fixed == DEFAULT or b"[rank" not in key or not RANK_LABEL0.search(key):
             return DEFAULT if fixed is not None else None
         return fixed
 
-    def run(self, stream) -> _FileOut:
+    def run(self, stream) -> FileOut:
         """Read `stream` in CHUNK-sized newline-aligned buffers; a read error keeps what was read and says so."""
         carry, base, ends_nl, first = b"", 0, True, True
         try:
@@ -287,7 +175,7 @@ class _FileDiff:
                 else:
                     carry = b""
                 if first:
-                    self.srun = _srun_labelled(buf[:64 << 10])
+                    self.srun = srun_labelled(buf[:64 << 10].split(b"\n", 50))
                     self.roles = not self.srun and bool(_ROLE_HEAD.search(b"\n" + buf[:64 << 10]))
                     first = False
                 base += self.chunk(buf, base)
@@ -302,7 +190,7 @@ class _FileDiff:
 
     def chunk(self, buf: bytes, base: int) -> int:
         """Count the lines of one newline-aligned buffer; returns its number of newlines."""
-        keys = buf.translate(_ZERO).split(b"\n")
+        keys = buf.translate(ZERO).split(b"\n")
         n = len(keys)
         labels = None
         fixed: int | None = DEFAULT
@@ -397,7 +285,7 @@ class _FileDiff:
             for s, i in by_slot.items():
                 self.last[s] = (base + i + 1, texts[i])
 
-    def finish(self) -> _FileOut:
+    def finish(self) -> FileOut:
         out = self.out
         default = self.hint if self.hint is not None else (
             next(iter(self.explicit)) if len(self.explicit) == 1 else None)
@@ -474,47 +362,11 @@ def _texts(buf: bytes, keys: list[bytes], idxs) -> dict[int, str]:
 
 
 # -- batches (forked workers) -------------------------------------------------------------------------------------
-@dataclass
-class _Batch:
-    templates: dict[str, list] = field(default_factory=dict)  # t → [count, (idx, line), rank, text, bits]
-    last: dict[int, tuple[int, int, str]] = field(default_factory=dict)  # rank → (idx, line, text)
-    files: list[_FileOut] = field(default_factory=list)       # per-file stats (templates emptied)
-    dropped: int = 0                                          # templates beyond MAX_TEMPLATES
-
-
-def _bits(ranks) -> int:
-    b = 0
-    for r in ranks:
-        b |= 1 << r
-    return b
-
-
-def _merge_file(agg: _Batch, fo: _FileOut) -> None:
-    tm = agg.templates
-    for t, (c, line, r, text, ranks) in fo.templates.items():
-        bits = (1 << r) if len(ranks) == 1 else _bits(ranks)
-        e = tm.get(t)
-        if e is None:
-            tm[t] = [c, (fo.idx, line), r, text, bits]
-        else:
-            e[0] += c
-            e[4] |= bits
-            if (fo.idx, line) < e[1]:
-                e[1], e[2], e[3] = (fo.idx, line), r, text
-    for r, (line, text) in fo.last.items():
-        cur = agg.last.get(r)
-        if cur is None or (fo.idx, line) > cur[:2]:
-            agg.last[r] = (fo.idx, line, text)
-    fo.templates = {}
-    fo.last = {}
-    agg.files.append(fo)
-
-
 _CACHE: dict[bytes, str] = {}
 
 
-def _diff_sources(batch) -> _Batch:
-    agg = _Batch()
+def _diff_sources(batch) -> Batch:
+    agg = Batch()
     for idx, src in batch:
         fd = _FileDiff(idx, src.rel, _CACHE)
         try:
@@ -523,25 +375,8 @@ def _diff_sources(batch) -> _Batch:
         except OSError as exc:        # open() itself failed
             fo = fd.finish()
             fo.error = read_error_reason(exc)
-        _merge_file(agg, fo)
+        merge_file(agg, fo)
     return agg
-
-
-def _batches(items, workers: int) -> list[list]:
-    """Batches of ≥ 32 MB (PERF.md: one task per small file costs more than it gains); a bundle of many small files
-    under PARALLEL_MIN_BYTES gets 4 batches per worker."""
-    total = sum(s.size for _, s in items) or 1
-    target = max(32 << 20, total // (workers * 8)) if total >= PARALLEL_MIN_BYTES else total // (workers * 4) + 1
-    batches, cur, size = [], [], 0
-    for it in sorted(items, key=lambda it: -it[1].size):
-        cur.append(it)
-        size += it[1].size
-        if size >= target:
-            batches.append(cur)
-            cur, size = [], 0
-    if cur:
-        batches.append(cur)
-    return batches
 
 
 # -- the bundle ---------------------------------------------------------------------------------------------------
@@ -560,131 +395,9 @@ def diff_bundle(bundle, *, minority: float = 0.5, max_report: int = 50, workers:
     if skipped_kinds:
         notes.append(f"{len(skipped_kinds)} flight-recorder dump(s) not diffed (binary): "
                      f"{', '.join(skipped_kinds[:5])}")
-    total = sum(s.size for _, s in items)
-    workers = workers or min(2, os.cpu_count() or 1)
-    agg = _Batch()
-    done = 0
-    big = total >= PARALLEL_MIN_BYTES or len(items) >= PARALLEL_MIN_FILES
-    if workers > 1 and big and len(items) > 1 and "fork" in mp.get_all_start_methods():
-        with mp.get_context("fork").Pool(workers) as pool:
-            for b in pool.imap_unordered(_diff_sources, _batches(items, workers)):
-                _merge_batch(agg, b)
-                done += sum(bundle.sources[f.idx].size for f in b.files)
-                if progress:
-                    progress(done, total)
-    else:
-        for it in items:
-            _merge_batch(agg, _diff_sources([it]))
-            done += it[1].size
-            if progress:
-                progress(done, total)
-    res = _report(bundle, agg, minority, max_report, notes)
+    agg = Batch()
+    for b in map_sources(_diff_sources, items, workers=workers, progress=progress, min_files=PARALLEL_MIN_FILES):
+        merge_batch(agg, b)
+    res = report(bundle, agg, minority, max_report, notes)
     res.seconds = time.perf_counter() - t0
-    return res
-
-
-def _merge_batch(agg: _Batch, b: _Batch) -> None:
-    tm = agg.templates
-    full = len(tm) >= MAX_TEMPLATES
-    for t, e in b.templates.items():
-        cur = tm.get(t)
-        if cur is None:
-            if full or len(tm) >= MAX_TEMPLATES:
-                full = True
-                agg.dropped += 1
-                continue
-            tm[t] = e
-        else:
-            cur[0] += e[0]
-            cur[4] |= e[4]
-            if e[1] < cur[1]:
-                cur[1], cur[2], cur[3] = e[1], e[2], e[3]
-    for r, v in b.last.items():
-        cur = agg.last.get(r)
-        if cur is None or v[:2] > cur[:2]:
-            agg.last[r] = v
-    agg.files.extend(b.files)
-
-
-def _ranks_of(bits: int) -> list[int]:
-    s = bin(bits)[:1:-1]
-    out, i = [], s.find("1")
-    while i != -1:
-        out.append(i)
-        i = s.find("1", i + 1)
-    return out
-
-
-# Sorts error-looking templates first among those of equally few ranks (ordering only; nothing is filtered out).
-_SEVERE = re.compile(r"(?i)error|exception|traceback|fail|fatal|abort|timeout|timed out|killed|sig[a-z]{2,4}\b|"
-                     r"\bnan\b(?! iterations)|refused|unreachable|denied|cannot|unable|invalid|illegal|corrupt|"
-                     r"panic|segmentation|core dumped|out of memory|\boom\b|retry|warn|^\[?[EFW]<TS>")
-
-
-def _report(bundle, agg: _Batch, minority: float, max_report: int, notes: list[str]) -> DiffResult:
-    srcs = bundle.sources
-    files = sorted(agg.files, key=lambda f: f.idx)
-    ranks: set[int] = set()
-    unattributed: list[str] = []
-    unranked, empty = [], []
-    for f in files:
-        ranks |= f.ranks
-        if f.error:
-            notes.append(f"{f.rel}: {f.error} (read stopped after {f.bytes:,} bytes)")
-        notes.extend(f"{f.rel}: {n}" for n in f.notes)
-        if not f.ranks:
-            if f.unranked_lines:
-                unattributed.append(f.rel)
-            else:
-                empty.append(f.rel)
-        elif f.unranked_lines:
-            unranked.append(f)
-    if agg.dropped:
-        notes.append(f"more than {MAX_TEMPLATES:,} distinct templates in the bundle: {agg.dropped:,} later ones "
-                     f"were not compared")
-    if empty:
-        notes.append(f"{len(empty)} file(s) with no text lines: {', '.join(empty[:5])}"
-                     + (" …" if len(empty) > 5 else ""))
-    if unranked:
-        ex = ", ".join(f"{f.rel} ({f.unranked_lines:,})" for f in unranked[:5])
-        notes.append(f"{sum(f.unranked_lines for f in unranked):,} lines in {len(unranked)} file(s) with other ranks "
-                     f"had no rank label and were left out: {ex}" + (" …" if len(unranked) > 5 else ""))
-    res = DiffResult(root=bundle.root, ranks=sorted(ranks), templates=len(agg.templates),
-                     bytes=sum(f.bytes for f in files), lines=sum(f.lines for f in files), seconds=0.0,
-                     unattributed_files=unattributed, notes=notes)
-    n = len(ranks)
-    if n < 2:
-        notes.insert(0, f"rank diff needs at least 2 ranks; saw {n}" + (f" (rank {min(ranks)})" if ranks else "")
-                     + "; nothing compared")
-        return res
-    all_bits = _bits(ranks)
-    only, missing = [], []
-    single: Counter = Counter()
-    for t, e in agg.templates.items():
-        k = e[4].bit_count()
-        if k >= n:
-            continue
-        if k < minority * n:
-            only.append((k, t, e))
-            if k == 1:
-                single[e[4].bit_length() - 1] += 1
-        elif 2 * k >= n:
-            missing.append((k, t, e))
-    only.sort(key=lambda x: (x[0], not _SEVERE.search(x[1]), single[x[2][4].bit_length() - 1] if x[0] == 1 else 0,
-                             -x[2][0], x[1]))
-    missing.sort(key=lambda x: (n - x[0], -x[2][0], x[1]))
-
-    def ev(idx: int, line: int, text: str, r: int) -> Evidence:
-        return Evidence(file=srcs[idx].rel, line=line, text=text, rank=r, kind=srcs[idx].kind)
-
-    for k, t, (c, (idx, line), r, text, bits) in only[:max_report]:
-        res.only.append(TemplateDiff(t, _ranks_of(bits), "only", k, c, ev(idx, line, text, r)))
-    for k, t, (c, (idx, line), r, text, bits) in missing[:max_report]:
-        lack = _ranks_of(all_bits & ~bits)
-        last = agg.last.get(lack[0])
-        res.missing.append(TemplateDiff(t, lack, "missing", k, c, ev(idx, line, text, r),
-                                        ev(last[0], last[1], last[2], lack[0]) if last else None))
-    for name, rows in (("minority", only), ("missing", missing)):
-        if len(rows) > max_report:
-            notes.append(f"showing {max_report} of {len(rows)} {name} templates")
     return res

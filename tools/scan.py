@@ -2,14 +2,12 @@
 
 Why it is shaped like this: a 256-GPU job leaves hundreds of files and many GB; the user needs "which pattern,
 on which ranks, first where and when", plus what is NOT there (ranks with no lines, ranks missing a line every
-other rank has, ranks that went silent first). Files are scanned in forked workers (tools.filescan), batched to
-tens of MB per task as PERF.md measured; the parent only merges small per-file summaries.
+other rank has, ranks that went silent first). Files are scanned (tools.filescan) in forked workers, batched to
+tens of MB per task as PERF.md measured (tools.parallel); the parent only merges small per-file summaries.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -21,10 +19,10 @@ from tools.catalog import by_id, patterns
 from tools.engine import make_engine
 from tools.filescan import FileScan, FileScanner, Hit
 from tools.model import Coverage, Evidence
+from tools.parallel import map_sources
 from tools.ranks import parse_ranges
 
 TEXT_SKIP_KINDS = {"fr_dump"}
-PARALLEL_MIN_BYTES = 64 << 20
 LIST_CAP = 32  # ranks listed inline per pattern; the rest are counted and the cut is said
 
 
@@ -91,25 +89,10 @@ def _scan_sources(batch) -> list[FileScan]:
     for src in batch:
         try:
             with src.open() as stream:
-                out.append(scanner.scan(src.rel, src.kind, src.size, stream))
+                out.append(scanner.scan(src.rel, src.kind, src.size, stream, sized=not src.gzip))
         except READ_ERRORS as e:  # the scanner handles mid-stream errors; this is open() itself failing
             out.append(FileScan(rel=src.rel, kind=src.kind, size=src.size, error=read_error_reason(e)))
     return out
-
-
-def _batches(sources, workers: int) -> list[list]:
-    total = sum(s.size for s in sources) or 1
-    target = max(32 << 20, total // (workers * 16))
-    batches, cur, cur_size = [], [], 0
-    for s in sorted(sources, key=lambda s: -s.size):
-        cur.append(s)
-        cur_size += s.size
-        if cur_size >= target:
-            batches.append(cur)
-            cur, cur_size = [], 0
-    if cur:
-        batches.append(cur)
-    return batches
 
 
 def scan_bundle(bundle, *, workers: int | None = None, engine=None, pats=None,
@@ -121,23 +104,9 @@ def scan_bundle(bundle, *, workers: int | None = None, engine=None, pats=None,
     pats = list(pats) if pats is not None else list(patterns())
     _ENGINE = engine if hasattr(engine, "candidates") else make_engine(pats, engine)
     sources = [s for s in bundle.sources if s.kind not in TEXT_SKIP_KINDS]
-    total = sum(s.size for s in sources)
-    workers = workers or min(2, os.cpu_count() or 1)
     results: list[FileScan] = []
-    done = 0
-    if workers > 1 and total >= PARALLEL_MIN_BYTES and len(sources) > 1 and "fork" in mp.get_all_start_methods():
-        with mp.get_context("fork").Pool(workers) as pool:
-            for batch in pool.imap_unordered(_scan_sources, _batches(sources, workers)):
-                results.extend(batch)
-                done += sum(f.size for f in batch)
-                if progress:
-                    progress(done, total)
-    else:
-        for src in sources:
-            results.extend(_scan_sources([src]))
-            done += src.size
-            if progress:
-                progress(done, total)
+    for batch in map_sources(_scan_sources, sources, workers=workers, progress=progress, per_worker=16):
+        results.extend(batch)
     results.sort(key=lambda f: _natural(f.rel))
     res = summarize(bundle.root, _ENGINE.name, results, list(getattr(bundle, "notes", [])),
                     [{"file": s.rel, "reason": s.reason} for s in getattr(bundle, "skipped", [])],

@@ -33,11 +33,10 @@ The pieces, in the order they run:
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
 import time
 from collections.abc import Callable
 
+from tools.parallel import map_sources
 from tools.steps_analysis import Analysis
 from tools.steps_parse import FileOut, reset_facts, scan_sources
 from tools.steps_report import METRICS, Bound, Outlier, Regression, StepReport, StepSeries
@@ -55,7 +54,6 @@ from tools.steps_timers import COMM_TIMER, P2P_TIMER  # noqa: F401
 __all__ = ["StepSeries", "Outlier", "Regression", "Bound", "StepReport", "METRICS", "scan_steps",
            "change_points", "robust_outliers"]
 
-PARALLEL_MIN_BYTES = 64 << 20
 SKIP_KINDS = frozenset({"fr_dump"})
 
 
@@ -66,41 +64,12 @@ def scan_steps(bundle, *, workers: int | None = None, progress: Callable[[int, i
     t0 = time.perf_counter()
     reset_facts()
     items = [(i, s) for i, s in enumerate(bundle.sources) if s.kind not in SKIP_KINDS]
-    total = sum(s.size for _, s in items)
-    workers = workers or min(2, os.cpu_count() or 1)
     outs: list[FileOut] = []
-    done = 0
-    if workers > 1 and total >= PARALLEL_MIN_BYTES and len(items) > 1 and "fork" in mp.get_all_start_methods():
-        with mp.get_context("fork").Pool(workers) as pool:
-            for res in pool.imap_unordered(scan_sources, _batches(items, workers)):
-                outs.extend(res)
-                done += sum(bundle.sources[f.idx].size for f in res)
-                if progress:
-                    progress(done, total)
-    else:
-        for it in items:
-            outs.extend(scan_sources([it]))
-            done += it[1].size
-            if progress:
-                progress(done, total)
+    for res in map_sources(scan_sources, items, workers=workers, progress=progress):
+        outs.extend(res)
     outs.sort(key=lambda f: f.idx)
     rep = StepReport(root=bundle.root, files=len(outs), bytes=sum(f.bytes for f in outs))
     Analysis(bundle, outs, rep, z_max, min_gap, min_shift).run()
     rep.seconds = time.perf_counter() - t0
     return rep
 
-
-def _batches(items, workers: int) -> list[list]:
-    """Batches of ≥ 32 MB, largest files first: one task per small file costs more than it gains."""
-    total = sum(s.size for _, s in items) or 1
-    target = max(32 << 20, total // (workers * 8))
-    batches, cur, size = [], [], 0
-    for it in sorted(items, key=lambda it: -it[1].size):
-        cur.append(it)
-        size += it[1].size
-        if size >= target:
-            batches.append(cur)
-            cur, size = [], 0
-    if cur:
-        batches.append(cur)
-    return batches

@@ -105,6 +105,8 @@ class FileSteps:
                     carry = b""
                 if first:
                     first = False
+                    # Not tools.filescan.srun_labelled on purpose: this bytes-only test (steps_formats) accepts the
+                    # labels that SRUN_LABEL, the per-line reader here, reads, with no attribution call per line.
                     self.srun = srun_labelled(buf[:64 << 10])
                 if base < HEAD:
                     self._facts(buf[:HEAD - base], base)
