@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -63,10 +64,12 @@ def _cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainlog-debugger"
 
 
-def _cached_db(exprs: list[bytes]):
+def _cached_db(exprs: list[bytes], flags: list[int] | None = None):
     """Compiling the catalog takes ~0.4 s; a serialized database keyed by the patterns and the Hyperscan version
     loads in milliseconds. The cache is ours (never user input) and any problem with it just means compiling."""
-    key = hashlib.sha256(b"\0".join(exprs) + getattr(_hs, "__version__", "").encode()).hexdigest()[:24]
+    flags = flags or [0] * len(exprs)
+    key = hashlib.sha256(b"\0".join(exprs) + repr(flags).encode()
+                         + getattr(_hs, "__version__", "").encode()).hexdigest()[:24]
     path = _cache_dir() / f"hs-{key}.db"
     try:
         db = _hs.loadb(path.read_bytes(), mode=_hs.HS_MODE_BLOCK)
@@ -75,7 +78,7 @@ def _cached_db(exprs: list[bytes]):
     except Exception:
         pass
     db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
-    db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=[0] * len(exprs))
+    db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -125,6 +128,40 @@ class HyperscanEngine:
                 last_to = to
             out.add((last_start, idx))
         return out
+
+
+_RANK_LABEL = re.compile(rb"\[rank(\d+)\]")
+LABEL_RANKS = 10000  # one literal per rank below this; bigger or zero-padded labels fall back to findall
+_label_db = None
+
+
+def rank_labels(buf: bytes, known: set[int] | None = None) -> set[int]:
+    """The ranks of every `[rankN]` label in `buf`, exactly, in ONE pass whatever the number of ranks.
+
+    Why not count each known label: that is one pass per rank (a per-node file of 8 ranks = 9 passes, a 240-rank
+    srun output = 241). With Hyperscan: one literal per rank, each reported at most once (SINGLEMATCH), so a
+    per-rank file costs one callback. Without it: count `[rank` and the known labels (exact for per-rank files)
+    and `findall` only when they do not add up."""
+    global _label_db
+    if _hs is None:
+        total = buf.count(b"[rank")
+        if not total:
+            return set()
+        known = known or {int(x) for x in set(_RANK_LABEL.findall(buf[: 64 << 10]))}
+        if sum(buf.count(b"[rank%d]" % r) for r in known) == total:
+            return set(known)
+        return {int(x) for x in set(_RANK_LABEL.findall(buf))}
+    if _label_db is None:
+        exprs = [b"\\[rank%d\\]" % r for r in range(LABEL_RANKS)]
+        exprs.append(rb"\[rank(?:0[0-9]+|[1-9][0-9]{4,})\]")
+        _label_db = _cached_db(exprs, [_hs.HS_FLAG_SINGLEMATCH] * len(exprs))
+    seen: set[int] = set()
+    for base in range(0, len(buf), HyperscanEngine.MAX_BLOCK):
+        _label_db.scan(buf[base: base + HyperscanEngine.MAX_BLOCK], match_event_handler=lambda i, *_: seen.add(i))
+    if LABEL_RANKS in seen:
+        seen.discard(LABEL_RANKS)
+        seen |= {int(x) for x in set(_RANK_LABEL.findall(buf))}
+    return seen
 
 
 def make_engine(patterns: Sequence[Pattern], name: str | None = None):

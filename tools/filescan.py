@@ -19,6 +19,7 @@ from typing import Any
 
 from tools.attribution import attribute_line, attribute_path, strip_prefixes
 from tools.bundle import READ_ERRORS, read_error_reason
+from tools.engine import rank_labels
 from tools.timestamps import parse_stamp
 
 CHUNK = 64 << 20
@@ -29,7 +30,6 @@ KEEP_STATE = 64  # collective-state lines: one per process group per rank, and a
 STATE_PREFIXES = ("pytorch.", "gloo.")
 LOOKAHEAD_LINES = 200  # how far a traceback's final exception line is searched for
 
-_RANK_LABEL = re.compile(rb"\[rank(\d+)\]")
 _SRUN_LABEL = re.compile(rb"(?m)^ *(\d+): ")
 _ROLE_RANK = re.compile(rb"\[[A-Za-z_]+(\d+)\]:\[rank(\d+)\]:")
 _EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|StopIteration|Warning)|StopIteration|KeyboardInterrupt)\b:? ?(.*)")
@@ -202,19 +202,14 @@ class FileScanner:
         return srun_labelled(lines)
 
     def _labels(self, fs: FileScan, buf: bytes, srun: bool) -> None:
-        """Every rank that has a line here, exactly, without a per-line loop: count each known label with
-        `bytes.count` and fall back to a full `findall` only when the counts do not add up (a new rank)."""
-        total = buf.count(b"[rank")
-        if total:
-            if not fs.ranks:
-                fs.ranks.update(int(x) for x in set(_RANK_LABEL.findall(buf[:HEAD])))
-            known = sum(buf.count(b"[rank%d]" % r) for r in fs.ranks)
-            if known != total:
-                fs.ranks.update(int(x) for x in set(_RANK_LABEL.findall(buf)))
+        """Every rank that has a line here, exactly, without a per-line loop (tools.engine.rank_labels: one pass)."""
+        found = rank_labels(buf, fs.ranks)
+        fs.ranks.update(found)
         if srun:
             fs.ranks.update(int(x) for x in set(_SRUN_LABEL.findall(buf)))
-        if total and b"]:[rank" in buf:
-            for lr, r in set(_ROLE_RANK.findall(buf[:HEAD])):
+        head = buf[:HEAD]
+        if found and b"]:[rank" in head:  # `[default1]:[rank5]:` states local 1 = rank 5
+            for lr, r in set(_ROLE_RANK.findall(head)):
                 fs.local_to_rank.setdefault(int(lr), -1 if fs.local_to_rank.get(int(lr), int(r)) != int(r) else int(r))
 
     def _hits(self, fs: FileScan, keeper: _HitKeeper, buf: bytes, base_line: int, base_off: int) -> tuple[int, int]:

@@ -1,0 +1,383 @@
+"""Run real torchrun jobs (CPU, gloo) with injected faults and save each run as a case in cases/lab-*/.
+
+By hand only, never in CI (it needs torch, which the project does not depend on, and takes ~6 minutes on 2 cores):
+
+    python -m venv /tmp/labenv && /tmp/labenv/bin/pip install torch==2.13.0 numpy pyyaml
+    /tmp/labenv/bin/python eval/lab/run_lab.py            # every run, writes cases/lab-*/
+    /tmp/labenv/bin/python eval/lab/run_lab.py --only lab-gloo4-b --keep /tmp/labscratch
+    /tmp/labenv/bin/python eval/lab/run_lab.py --truth-only    # rewrite truth.yaml from the plan, run nothing
+
+Each run is `python -m torch.distributed.run --nproc-per-node=N --tee 3 (or --redirects 3) --log-dir <stage>/logs
+eval/lab/train.py ...`, staged in /tmp/trainlab/job-<id> (a neutral path: it shows in the logs) and then moved to
+cases/<slug>/. The launcher's console (stdout + stderr, as a SLURM job's output file holds it) goes to
+`torchrun.out`, and torchrun's own layout stays as it wrote it: `logs/<run_id>_<random>/attempt_0/<local_rank>/
+{stdout.log,stderr.log,error.json}`. Nothing is trimmed or edited. Then `truth.yaml` is written from
+the run's plan, with evidence lines copied verbatim from the files the run produced (a run whose expected evidence is
+missing is reported and not saved, unless --save-anyway).
+
+Every run has a wall-clock limit; on expiry every process the run started (torchrun and its workers, found by
+parent pid) is sent SIGKILL by pid. Slugs are neutral: they never name the fault.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+TRAIN = "eval/lab/train.py"
+MAX_CASE_BYTES = 2_000_000
+STAGE = Path(tempfile.gettempdir()) / "trainlab"
+
+
+@dataclass
+class Run:
+    slug: str
+    nproc: int
+    fault: str
+    rank: int = -1  # the culprit rank (-1: none / every rank)
+    step: int = 10
+    stdio: str = "tee"  # tee: workers' lines on the console and in --log-dir; redirects: only in --log-dir
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    job_id: int = 0
+    limit_s: int = 150
+    # truth
+    category: str = ""
+    root_cause: str = ""
+    evidence: list[tuple[str, str]] = field(default_factory=list)  # (file glob relative to the case, regex)
+    tags: list[str] = field(default_factory=list)
+    notes: str = ""
+    title: str = ""
+    timed: bool = True  # first_failure_time: the last timestamped line of the culprit (or of rank 0)
+
+
+KILL_NOTE = ("Category infrastructure: the rank's own log has no error at all, only the launcher's "
+             "'Signal 9 (SIGKILL)' with exitcode -9. A SIGKILL comes from outside the process (the kernel OOM killer, "
+             "a cgroup limit, an operator or a health checker), so an SRE files it as infrastructure with the rank "
+             "as culprit; the lab "
+             "injected it with os.kill(os.getpid(), SIGKILL), which leaves the same trace. Without dmesg/cgroup logs "
+             "the bundle cannot tell the OOM killer from an operator.")
+
+
+def plan() -> list[Run]:
+    """The runs. Letters are assigned so that a slug says nothing about the fault."""
+    detail = {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}
+    stacks = ["--dump-stacks-on-sigterm"]
+    return [
+        Run("lab-gloo4-a", 4, "raise", rank=3, step=12, job_id=73101, category="software",
+            root_cause="Rank 3 crashed at step 12 with a shape bug (a feature-dropping code path fed the model 28 "
+                       "features instead of 32: mat1 and mat2 shapes cannot be multiplied); the other ranks lost "
+                       "their gloo peer in the gradient all-reduce and the launcher stopped the job.",
+            evidence=[("logs/*/attempt_0/3/stderr.log", r"RuntimeError: mat1 and mat2 shapes cannot be multiplied")],
+            tags=["crash", "cross-rank"], title="one rank raises a RuntimeError (4 ranks, torchrun --tee)"),
+        Run("lab-gloo4-b", 4, "stall", rank=2, step=12, args=stacks, job_id=73102, category="data_loading_stall",
+            root_cause="Rank 2 blocked forever inside its Dataset.__getitem__ (a read that never returns) at step 12; "
+                       "the other ranks waited in DDP's gradient all-reduce until the 20 s gloo timeout raised, and "
+                       "the launcher then stopped rank 2 with SIGTERM (its faulthandler stack shows the read).",
+            evidence=[("logs/*/attempt_0/0/stderr.log", r"Timed out waiting \d+ms for (recv|send)"),
+                      ("logs/*/attempt_0/2/stderr.log", r"step 11 loss"),
+                      ("logs/*/attempt_0/2/stderr.log", r"in _read"),
+                      ("logs/*/attempt_0/2/stderr.log", r"in __getitem__")],
+            tags=["hang", "cross-rank"],
+            notes="The launcher's 'Root Cause (first observed failure)' names a rank that timed out waiting, not "
+                  "rank 2: rank 2 never failed on its own, it was stopped by the launcher (SIGTERM). Every rank's "
+                  "last step line is step 11; every rank but 2 then has a gloo 'Timed out waiting 20000ms' traceback "
+                  "from the step-12 backward, and rank 2 has none: its faulthandler stack (dumped on SIGTERM) is in "
+                  "Dataset.__getitem__.",
+            title="one rank stalls in its data loader (4 ranks, stacks dumped on SIGTERM)"),
+        Run("lab-gloo4-c", 4, "none", job_id=73103, category="none",
+            root_cause="The job finished normally (30 steps on 4 ranks).",
+            evidence=[("logs/*/attempt_0/0/stderr.log", r"training finished")],
+            tags=["control"], title="clean run (4 ranks)"),
+        Run("lab-gloo4-d", 4, "oom", rank=2, step=8, job_id=73104, category="oom",
+            root_cause="Rank 2 leaked host memory (every step's outputs kept in a cache, +256 MiB a step) from step 8 "
+                       "until the CPU allocator could not allocate more (its address space was capped); it raised "
+                       "'DefaultCPUAllocator: can't allocate memory' and the others lost their gloo peer.",
+            evidence=[("logs/*/attempt_0/2/stderr.log", r"DefaultCPUAllocator: can't allocate memory"),
+                      ("logs/*/attempt_0/2/stderr.log", r"rss_mb (1[0-9]{3}|[2-9][0-9]{3})")],
+            tags=["crash", "cross-rank", "host-memory"],
+            notes="Host (CPU) memory, not GPU memory: the limit is an RLIMIT_AS cap set only in rank 2 (current "
+                  "size + 1 GiB) so that the machine stays safe; a real job would hit the cgroup or the OOM killer "
+                  "instead. The rss_mb field of rank 2's step lines grows by 256 MiB a step before the failure.",
+            title="one rank runs out of host memory (4 ranks)"),
+        Run("lab-gloo4-e", 4, "kill", rank=1, step=14, job_id=73105, category="infrastructure",
+            root_cause="Rank 1 was killed by SIGKILL at step 14 (exitcode -9, no error in its own log); the other "
+                       "ranks lost their gloo peer and the launcher stopped the job.",
+            evidence=[("torchrun.out", r"Signal 9 \(SIGKILL\) received by PID"),
+                      ("torchrun.out", r"exitcode\s+: -9"),
+                      ("logs/*/attempt_0/1/stderr.log", r"step 13 loss")],
+            tags=["crash", "cross-rank", "signal"], notes=KILL_NOTE,
+            title="one rank is SIGKILLed (4 ranks)"),
+        Run("lab-gloo4-f", 4, "skip_collective", rank=1, step=10, env=detail, args=["--grad-sync", "manual"],
+            job_id=73106, category="software",
+            root_cause="Rank 1 skipped the per-step loss all_reduce at step 10 that every other rank ran, so its next "
+                       "collective (the first gradient all_reduce) did not match the others'; with "
+                       "TORCH_DISTRIBUTED_DEBUG=DETAIL the process-group wrapper reported the mismatch.",
+            evidence=[("logs/*/attempt_0/*/stderr.log", r"[Mm]ismatch")],
+            tags=["crash", "cross-rank", "collective-mismatch"],
+            notes="Gradients are averaged by hand (one all_reduce per parameter, no DDP): with DDP, "
+                  "TORCH_DISTRIBUTED_DEBUG=DETAIL crashes torch 2.13.0+cpu at DDP construction (see the case of job "
+                  "73117).",
+            title="one rank skips a collective, DETAIL debug on (4 ranks)"),
+        Run("lab-gloo4-g", 4, "nan", step=9, job_id=73107, category="numerical",
+            root_cause="The learning rate jumped by 1e8 at step 9 (a scheduler bug) on every rank; the next losses "
+                       "were NaN/inf and every rank's loss check raised FloatingPointError.",
+            evidence=[("logs/*/attempt_0/0/stderr.log", r"FloatingPointError: Loss became infinite or NaN"),
+                      ("logs/*/attempt_0/0/stderr.log", r"lr 5e\+06")],
+            tags=["crash", "all-ranks"],
+            notes="No culprit rank: DDP keeps the replicas identical, so every rank diverges at the same iteration.",
+            title="loss diverges to NaN (4 ranks)"),
+        Run("lab-gloo4-h", 4, "none", env=detail, job_id=73117, category="software",
+            root_cause="Every rank died with SIGSEGV inside DistributedDataParallel's constructor "
+                       "(Logger.set_construction_data_and_log) because TORCH_DISTRIBUTED_DEBUG=DETAIL was set: a "
+                       "crash in torch 2.13.0+cpu itself, before the first training step.",
+            evidence=[("logs/*/attempt_0/0/stderr.log", r"Fatal Python error: Segmentation fault"),
+                      ("logs/*/attempt_0/0/stderr.log", r"in _ddp_init_helper"),
+                      ("torchrun.out", r"exitcode\s+: -11")],
+            tags=["crash", "all-ranks", "startup"], timed=False,
+            notes="Not an injected fault: this is the lab's intended DETAIL-debug run with DDP, which crashed the "
+                  "same way on every attempt (also at world size 1, outside torchrun; TORCH_DISTRIBUTED_DEBUG=INFO "
+                  "does not crash). Category software (a framework bug), triggered by a debug setting; no culprit "
+                  "rank, every rank crashes at the same point.",
+            title="every rank segfaults in the DDP constructor with DETAIL debug (4 ranks)"),
+        Run("lab-gloo8-a", 8, "skip_collective", rank=3, step=10, job_id=73111, category="software",
+            root_cause="Rank 3 skipped the per-step loss all_reduce at step 10 that every other rank ran; its next "
+                       "collective (DDP's gradient all-reduce) met the others' 1-element loss all-reduce and gloo "
+                       "aborted on the size mismatch.",
+            evidence=[("logs/*/attempt_0/*/stderr.log", r"collective mismatch in your code"),
+                      ("logs/*/attempt_0/3/stderr.log", r"step 10 loss")],
+            tags=["crash", "cross-rank", "collective-mismatch"],
+            notes="The gloo size check aborted a peer of rank 3 (terminate called after throwing "
+                  "'gloo::EnforceNotMet' ... 'Is there a distributed collective mismatch in your code?', SIGABRT); "
+                  "the launcher's 'Root Cause (first observed failure)' names a peer (the aborted one or one that "
+                  "lost its connection to it), never rank 3. Rank 3 is the only rank that logged step 10: it "
+                  "skipped the step-10 loss all-reduce and ran ahead.",
+            title="one rank skips a collective (8 ranks)"),
+        Run("lab-gloo8-b", 8, "oom", rank=7, step=6, stdio="redirects", job_id=73112, category="oom",
+            root_cause="Rank 7 leaked host memory (+256 MiB a step from step 6) until the CPU allocator failed "
+                       "('DefaultCPUAllocator: can't allocate memory'); the other ranks lost their gloo peer.",
+            evidence=[("logs/*/attempt_0/7/stderr.log", r"DefaultCPUAllocator: can't allocate memory")],
+            tags=["crash", "cross-rank", "host-memory"],
+            notes="Workers' output only in --log-dir (torchrun --redirects 3); torchrun.out holds the launcher's "
+                  "lines. Host memory capped by RLIMIT_AS in rank 7 only.",
+            title="one rank runs out of host memory (8 ranks, --redirects)"),
+        Run("lab-gloo8-c", 8, "stall", rank=5, step=9, args=["--workers", "2"], stdio="redirects", job_id=73113,
+            category="data_loading_stall",
+            root_cause="Rank 5's DataLoader worker blocked forever in Dataset.__getitem__ at step 9, so rank 5 never "
+                       "reached the gradient all-reduce; the other ranks timed out in gloo after 20 s and the launcher "
+                       "stopped rank 5.",
+            evidence=[("logs/*/attempt_0/0/stderr.log", r"Timed out waiting \d+ms for (recv|send)"),
+                      ("logs/*/attempt_0/5/stderr.log", r"step 8 loss")],
+            tags=["hang", "cross-rank"],
+            notes="No stack dump: every rank's last step line is step 8; every rank but 5 then has a gloo 'Timed "
+                  "out waiting 20000ms' traceback from the step-9 backward, and rank 5's log simply stops (the "
+                  "launcher stopped it with SIGTERM, 'Signal 15'). The launcher's 'Root Cause (first observed "
+                  "failure)' names a waiting rank.",
+            title="one rank stalls in its data loader (8 ranks, 2 loader workers, --redirects)"),
+        Run("lab-gloo8-d", 8, "kill", rank=6, step=11, job_id=73114, category="infrastructure",
+            root_cause="Rank 6 was killed by SIGKILL at step 11 (exitcode -9, no error in its own log); the other "
+                       "ranks lost their gloo peer and the launcher stopped the job.",
+            evidence=[("torchrun.out", r"Signal 9 \(SIGKILL\) received by PID"),
+                      ("logs/*/attempt_0/6/stderr.log", r"step 10 loss")],
+            tags=["crash", "cross-rank", "signal"], notes=KILL_NOTE, title="one rank is SIGKILLed (8 ranks)"),
+        Run("lab-gloo8-e", 8, "none", job_id=73115, category="none",
+            root_cause="The job finished normally (30 steps on 8 ranks).",
+            evidence=[("logs/*/attempt_0/0/stderr.log", r"training finished")],
+            tags=["control"], title="clean run (8 ranks)"),
+        Run("lab-gloo8-f", 8, "raise", rank=0, step=7, job_id=73116, category="software",
+            root_cause="Rank 0 crashed at step 7 with a shape bug (mat1 and mat2 shapes cannot be multiplied); the "
+                       "other ranks lost their gloo peer and the launcher stopped the job.",
+            evidence=[("logs/*/attempt_0/0/stderr.log", r"RuntimeError: mat1 and mat2 shapes cannot be multiplied")],
+            tags=["crash", "cross-rank"], title="rank 0 raises a RuntimeError (8 ranks)"),
+    ]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def descendants(root: int) -> list[int]:
+    """Pids whose parent chain reaches `root` (workers run in their own sessions, so a process group is not enough)."""
+    parent: dict[int, int] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+                parent[int(d.name)] = int(stat[stat.rindex(")") + 2:].split()[1])
+            except (OSError, ValueError):
+                pass
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parent.items() if pp == p]
+        out += kids
+        todo += kids
+    return out
+
+
+def ours(pid: int) -> bool:
+    """A pid seen under this run's torchrun that still runs the lab (not a reused pid)."""
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return TRAIN.encode() in cmd or b"torch.distributed.run" in cmd
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def launch(run: Run, dest: Path, python: str) -> tuple[int | None, float]:
+    """Run torchrun for `run`, writing into `dest`; returns (exit code or None on timeout, seconds)."""
+    port = free_port()
+    cmd = [python, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc-per-node={run.nproc}",
+           "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={run.job_id}",
+           "--max-restarts=0", "--tee" if run.stdio == "tee" else "--redirects", "3", "--log-dir", str(dest / "logs"),
+           TRAIN, "--steps", "30", "--fault", run.fault, "--fault-rank", str(run.rank), "--fault-step", str(run.step),
+           *run.args]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH", "NCCL", "LAB_", "PYTHONPATH"))}
+    env.update({"PYTHONUNBUFFERED": "1", **run.env})
+    t0 = time.time()
+    with open(dest / "torchrun.out", "wb") as out:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        seen: set[int] = set()
+        while True:
+            seen.update(descendants(proc.pid))
+            try:
+                rc = proc.wait(timeout=1)
+                break
+            except subprocess.TimeoutExpired:
+                if time.time() - t0 > run.limit_s:
+                    rc = None
+                    break
+        for pid in sorted(seen | ({proc.pid} if rc is None else set())):
+            ours(pid) and _kill(pid)  # only processes this run started that are still there
+        if rc is None:
+            proc.wait()
+    return rc, time.time() - t0
+
+
+def find(dest: Path, glob: str, rx: str) -> str | None:
+    pat = re.compile(rx)
+    for f in sorted(dest.glob(glob)):
+        for line in f.read_text(errors="replace").splitlines():
+            if pat.search(line):
+                return line
+    return None
+
+
+ASCTIME = re.compile(r"^(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d),(\d{3}) ")
+
+
+def first_failure_time(run: Run, dest: Path) -> str | None:
+    """The fault happens right after the culprit's last timestamped line (within a step, ~0.1 s): its time."""
+    if not run.timed or run.category == "none":
+        return None
+    last = None
+    for f in dest.glob(f"logs/*/attempt_0/{max(run.rank, 0)}/stderr.log"):
+        for line in f.read_text(errors="replace").splitlines():
+            m = ASCTIME.match(line)
+            if m:
+                last = f"{m[1]}T{m[2]}.{m[3]}"
+    return last
+
+
+def truth(run: Run, lines: list[str], fft: str | None) -> dict:
+    t = {"category": run.category, "culprit_ranks": [run.rank] if run.rank >= 0 else [],
+         "culprit_nodes": [], "root_cause": run.root_cause, "evidence": lines,
+         **({"first_failure_time": fft} if fft else {}),
+         "tags": ["lab", "gloo", "cpu", *run.tags], "title": f"lab: {run.title}",
+         "framework": "torch 2.13.0 CPU, gloo, torchrun", "scale": f"{run.nproc} ranks on 1 node (CPU processes)",
+         "confidence": "high", "source_url": "eval/lab/run_lab.py"}
+    notes = (f"Real run of eval/lab/train.py under torchrun (--{run.stdio} 3, --log-dir), job id {run.job_id}. "
+             f"{run.notes}").strip()
+    t["notes"] = notes
+    return t
+
+
+def write_truth(run: Run, dest: Path) -> list[str]:
+    """truth.yaml from the plan and the run's files; returns the evidence patterns that found nothing."""
+    found = [(g, rx, find(dest, g, rx)) for g, rx in run.evidence]
+    (dest / "truth.yaml").write_text(
+        yaml.safe_dump(truth(run, [line for _, _, line in found if line], first_failure_time(run, dest)),
+                       sort_keys=False, width=110, allow_unicode=True), encoding="utf-8")
+    return [f"{g} /{rx}/" for g, rx, line in found if line is None]
+
+
+def rewrite_truth(runs: list[Run], out: Path) -> int:
+    bad = 0
+    for run in runs:
+        dest = out / run.slug
+        if not (dest / "torchrun.out").is_file():
+            print(f"{run.slug}: no case folder in {out}, skipped")
+            continue
+        missing = write_truth(run, dest)
+        bad += bool(missing)
+        print(f"{run.slug}: truth.yaml rewritten" + (f"; MISSING evidence: {missing}" if missing else ""))
+    return 1 if bad else 0
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", nargs="*", help="slugs to run (default: all)")
+    ap.add_argument("--out", default=str(REPO / "cases"), help="where the case folders go")
+    ap.add_argument("--keep", help="write runs here and do not touch --out (a scratch run)")
+    ap.add_argument("--python", default=sys.executable, help="the interpreter that has torch")
+    ap.add_argument("--save-anyway", action="store_true", help="save a run even if expected evidence is missing")
+    ap.add_argument("--truth-only", action="store_true",
+                    help="run nothing: rewrite truth.yaml of the existing case folders from the plan")
+    a = ap.parse_args(argv)
+    runs = [r for r in plan() if not a.only or r.slug in a.only]
+    out = Path(a.keep or a.out)
+    if a.truth_only:
+        return rewrite_truth(runs, out)
+    out.mkdir(parents=True, exist_ok=True)
+    failed = 0
+    for run in runs:
+        stage = STAGE / f"job-{run.job_id}"  # a neutral path: it shows in the logs (error_file: ...)
+        if stage.exists():
+            shutil.rmtree(stage)
+        stage.mkdir(parents=True)
+        rc, secs = launch(run, stage, a.python)
+        found = [(g, rx, find(stage, g, rx)) for g, rx in run.evidence]
+        missing = [f"{g} /{rx}/" for g, rx, line in found if line is None]
+        size = sum(f.stat().st_size for f in stage.rglob("*") if f.is_file())
+        status = "timeout" if rc is None else f"rc={rc}"
+        print(f"{run.slug}: {run.fault} rank {run.rank} step {run.step}, {run.nproc} ranks: {status} in {secs:.0f}s, "
+              f"{size / 1e6:.2f} MB" + (f"; MISSING evidence: {missing}" if missing else ""), flush=True)
+        if rc is None or size > MAX_CASE_BYTES or (missing and not a.save_anyway):
+            failed += 1
+            print(f"  not saved; the run is left in {stage}", flush=True)
+            continue
+        write_truth(run, stage)
+        final = out / run.slug
+        if final.exists():
+            if not final.name.startswith("lab-"):
+                raise SystemExit(f"refusing to replace {final}")
+            shutil.rmtree(final)
+        shutil.move(str(stage), str(final))
+        os.chmod(final, 0o755)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
