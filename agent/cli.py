@@ -127,6 +127,27 @@ def ask(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
             render_report(diag, out)
 
 
+@app.command("eval")
+def eval_cmd(paths: list[Path] = typer.Argument(..., help="Case folders (a folder that holds truth.yaml), or folders "
+                                                       "of them."),
+             json_: bool = JsonOpt,
+             mode: str = typer.Option("offline", "--mode", help="offline (the deterministic diagnosis, beside the "
+                                      "regex baseline), baseline (first tier-1 match only) or llm."),
+             baseline: Path = typer.Option(None, "--baseline", help="A stored report (--json) to compare with: every "
+                                           "case that got worse is listed, exit code 1."),
+             tags: list[str] = typer.Option(None, "--tags", help="Only cases with this tag (repeatable)."),
+             write_baseline: Path = typer.Option(None, "--write-baseline", help="Also write the JSON report to this "
+                                                 "file (update eval/baseline.json only in a commit that says why)."),
+             jobs: int = typer.Option(None, "--jobs", help="Cases diagnosed in parallel (default: up to 2).")):
+    """Score the diagnosis on labelled cases: category, culprit, first failure time, grounding, controls, runtime."""
+    from eval.run import main as eval_main
+    with guarded():
+        code = eval_main(paths, json_=json_, mode=mode, baseline=baseline, tags=tags or None,
+                         write_baseline=write_baseline, jobs=jobs, console=out)
+    if code:
+        raise typer.Exit(code)
+
+
 @app.command()
 def schema():
     """The JSON schema of `debugger ask --json` (the Diagnosis): a public contract."""

@@ -38,6 +38,7 @@ FIELDS_EMPTY_ON_EXAMPLE = {
 # Other ids the scanner also records on a pattern's own example: one line, two true facts. Anything new here is a
 # change in what the catalog reports and must be looked at, so the list is exact.
 EXAMPLE_OVERLAPS = {
+    "gloo.read_error": {"io.connection_reset"},  # the gloo text embeds "Connection reset by peer"
     "pytorch.watchdog_thread_exception": {"pytorch.watchdog_timeout"},  # the exception text is the timeout line
     "pytorch.nccl_error": {"nccl.version"},                            # `..., NCCL version 2.21.5`
     "nccl.shm_no_space": {"io.no_space"},                              # `No space left on device`

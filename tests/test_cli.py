@@ -17,7 +17,7 @@ runner = CliRunner()
 def test_help_lists_every_command():
     r = runner.invoke(app, ["--help"])
     assert r.exit_code == 0
-    for cmd in ("ask", "scan", "grep", "diff", "nccl", "fr", "steps", "schema", "catalog"):
+    for cmd in ("ask", "scan", "grep", "diff", "nccl", "fr", "ais", "steps", "eval", "schema", "catalog"):
         assert cmd in r.output
 
 

@@ -29,6 +29,8 @@ KEEP = 5  # first KEEP and last KEEP hits per (pattern, rank) are kept in full
 KEEP_STATE = 64  # collective-state lines: one per process group per rank, and a rank may be in many groups
 STATE_PREFIXES = ("pytorch.", "gloo.")
 LOOKAHEAD_LINES = 200  # how far a traceback's final exception line is searched for
+LOOKBACK_LINES = 40  # how far back a time is looked for, for a fatal line that has none
+MAX_LOOKBACKS = 2000  # per buffer: bounded work even when thousands of untimed lines match
 
 _SRUN_LABEL = re.compile(rb"(?m)^ *(\d+): ")
 _ROLE_RANK = re.compile(rb"\[[A-Za-z_]+(\d+)\]:\[rank(\d+)\]:")
@@ -222,6 +224,7 @@ class FileScanner:
         for start, idx in cands:
             by_line.setdefault(start, []).append(idx)
         prev_start, prev_line = 0, base_line + 1
+        lookbacks = 0
         for start in sorted(by_line):
             line_no = prev_line + buf.count(b"\n", prev_start, start)
             prev_start, prev_line = start, line_no
@@ -235,11 +238,17 @@ class FileScanner:
                 continue
             attr = attribute_line(text)
             stamp = parse_stamp(text)
+            inferred_from = None
+            if stamp is None and lookbacks < MAX_LOOKBACKS and any(p.tier in (1, 2) for p in matched):
+                lookbacks += 1
+                stamp, inferred_from = _previous_stamp(buf, start, line_no, attr.rank)
             rank = attr.rank if attr.rank is not None else self._hint.rank
             if rank is None and attr.local_rank is not None and fs.local_to_rank.get(attr.local_rank, -1) >= 0:
                 rank = fs.local_to_rank[attr.local_rank]
             node = attr.node or self._hint.node
             time = stamp.to_json() if stamp else None
+            if time and inferred_from:
+                time["inferred_from_line"] = inferred_from  # a traceback line has no time of its own
             extra: dict[str, Any] = {}
             if fs.kind == "cloud_logging":
                 extra = _cloud_entry(buf, start, end)
@@ -344,6 +353,25 @@ class FileScanner:
             for h in fs.hits:
                 if h.node is None:
                     h.node = node
+
+
+def _previous_stamp(buf: bytes, start: int, line_no: int, rank: int | None):
+    """The nearest earlier timestamped line of the same rank (a traceback's lines carry no time of their own)."""
+    end = start - 1
+    for k in range(1, LOOKBACK_LINES + 1):
+        if end <= 0:
+            return None, None
+        s = buf.rfind(b"\n", 0, end) + 1
+        text = _decode(buf[s:end])
+        end = s - 1
+        if rank is not None:
+            r = attribute_line(text).rank
+            if r is not None and r != rank:
+                continue
+        st = parse_stamp(text)
+        if st is not None and st.uptime_s is None:
+            return st, line_no - k
+    return None, None
 
 
 def _final_exception(buf: bytes, end: int, rank: int | None, tb_line: int) -> dict:

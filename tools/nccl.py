@@ -194,8 +194,9 @@ def collect(res: ScanResult) -> dict[int, RankState]:
             elif h.pattern == "gloo.timeout":
                 rs.flags.append("gloo_timeout")
             elif _is_crash(h.pattern, res):
-                if h.pattern == "python.traceback" and _is_cascade(fx.get("exception_text", "")):
-                    continue  # a traceback that ends in a collective timeout is the wait, not a crash
+                if h.pattern == "python.traceback" and _is_cascade(fx.get("exception_text") or h.text):
+                    continue  # a traceback that ends in a collective timeout is the wait, not a crash (the text
+                    # itself when the traceback is embedded in one line, e.g. torchrun's error.json)
                 if h.pattern == "python.traceback" and fx.get("exception_line"):
                     # cite what the traceback ended in, not its header line
                     ev = Evidence(file=f.rel, line=fx["exception_line"], text=fx["exception_text"], rank=h.rank,

@@ -18,6 +18,7 @@ from tools.bundle import READ_ERRORS, read_error_reason
 from tools.catalog import by_id, patterns
 from tools.engine import make_engine
 from tools.filescan import FileScan, FileScanner, Hit
+from tools.launcher import resolve as resolve_local_ranks
 from tools.model import Coverage, Evidence
 from tools.parallel import map_sources
 from tools.ranks import parse_ranges
@@ -124,6 +125,7 @@ def _natural(s: str):
 def summarize(root: str, engine: str, files: list[FileScan], notes: list[str], skipped: list[dict],
               cat: dict | None = None) -> ScanResult:
     cat = cat if cat is not None else by_id()
+    notes.extend(resolve_local_ranks(files, _world_size(files)))
     kind_of = {f.rel: f.kind for f in files}
     pat_counts: dict[str, dict] = {}
     rank_files: dict[int, set[str]] = {}
@@ -261,6 +263,15 @@ def _pair_failure_blocks(f: FileScan, rank_nodes: dict[int, Evidence]) -> None:
                 for r in parse_ranges(tasks):
                     if r not in rank_nodes:
                         rank_nodes[r] = Evidence(file=f.rel, line=h.line, text=h.text, rank=r, node=hosts, kind=f.kind)
+
+
+def _world_size(files: list[FileScan]) -> int | None:
+    """The world size a log states (the same sources, in the same order of trust, as coverage uses)."""
+    stated = [h.fields.get("world_size") for f in files for h in f.hits
+              if h.pattern in ("job.world_size", "job.lightning_member")]
+    nranks = [h.fields.get("nranks") for f in files for h in f.hits if h.pattern == "nccl.comm_init"]
+    vals = [v for v in stated if isinstance(v, int)] or [v for v in nranks if isinstance(v, int)]
+    return max(vals) if vals else None
 
 
 def _deduce_last_rank(files: list[FileScan], cov: Coverage):

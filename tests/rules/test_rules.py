@@ -62,7 +62,25 @@ FIRE = [
                                            "[rank0]: KeyError: 'labels'"]}, "software", 0.45),
 ]
 
+FIRE += [
+    # a worker SIGKILLed with nothing in its own log: killed from outside (torch 2.13 report, eval/lab)
+    ("infra.killed_from_outside", {"torchrun.out": [
+        "[1]:", "  time      : 2026-11-22_09:49:53", "  host      : localhost", "  rank      : 1 (local_rank: 1)",
+        "  exitcode  : -9 (pid: 14548)  (SIGKILL)", "  error_file: <N/A>",
+        "  traceback : Signal 9 (SIGKILL) received by PID 14548"]}, "infrastructure", 0.6),
+    # the launcher says workers failed and nothing else does: weak, so the answer stays inconclusive
+    ("software.workers_failed", {"torchrun.out": [
+        "E1122 09:48:27.968000 13125 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) "
+        "local_rank: 0 (pid: 13128) of binary: /usr/bin/python"]}, "software", 0.2),
+    ("oom.host_oom", {"rank_2.log": ["[rank2]: RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. "
+                                     "DefaultCPUAllocator: can't allocate memory: you tried to allocate 268435456 bytes. "
+                                     "Error code 12 (Cannot allocate memory)"]}, "oom", 0.85),
+]
+
 QUIET = [
+    # SIGTERM is the launcher stopping the others: cascade, not a kill from outside
+    ("infra.killed_from_outside", {"torchrun.out": [
+        "[2]:", "  host      : localhost", "  rank      : 2 (local_rank: 2)", "  exitcode  : -15 (pid: 14549)  (SIGTERM)"]}),
     # a disk-full line that is really /dev/shm is not storage
     ("storage.disk_full", {"c.log": ["include/shm.h:28 NCCL WARN Call to posix_fallocate failed: No space left on device"]}),
     # recovering retries are noise: no storage candidate

@@ -164,3 +164,24 @@ def test_incident_lines(line, expected):
 @pytest.mark.parametrize("line, expected", _params(NEAR_MISSES))
 def test_near_misses(line, expected):
     check(line, expected)
+
+
+@pytest.mark.parametrize("line,expected", [
+    # torch 2.13 gloo (real, eval/lab): a dropped peer connection is the wait, not the cause
+    ("  RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error "
+     "[127.0.0.1]:10446: Connection reset by peer. This is typically caused by a remote worker hanging or bugs in the "
+     "application. Check the logs of the remote worker before reporting an error. GLHF! 🏖️",
+     {"gloo.read_error": {"peer": "127.0.0.1", "port": 10446}, "io.connection_reset": {}}),
+    ("  what():  [enforce fail at /__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:456] "
+     "op.preamble.length <= op.nbytes. 1700 vs 4. Received data size doesn't match expected size. Is there a "
+     "distributed collective mismatch in your code?", {"gloo.size_mismatch": {}}),
+    ("[rank2]: RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: "
+     "you tried to allocate 268435456 bytes. Error code 12 (Cannot allocate memory)",
+     {"process.host_alloc_failed": {"requested_bytes": 268435456}}),
+    ("[rank3]: MemoryError", {"process.host_alloc_failed": {}}),
+    # CUDA OOM's class name contains MemoryError but is not host memory
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB "
+     "of which 1.23 GiB is free.", {"cuda.oom": {}}),
+])
+def test_torch_213_gloo_and_host_memory(line, expected):
+    check(line, expected)

@@ -8,6 +8,7 @@ on the culprit is left to the crash rules; the culprit set is what this rule add
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 from tools.ranks import ranks_str
 from tools.rules.base import Facts, cand
@@ -57,11 +58,17 @@ def straggler(f: Facts):
 
 
 def mismatch(f: Facts):
-    evs = f.hits("pytorch.collective_mismatch")
+    evs = f.hits("pytorch.collective_mismatch", "gloo.size_mismatch")
     if not evs:
         return []
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL: each rank names itself and the rank it disagrees with; the rank that most
+    # others name, and that names others, is the odd one out
+    named = Counter(f.fx(e, "pytorch.collective_mismatch").get("other_rank") for e in evs)
+    named.pop(None, None)
+    odd = [r for r, n in named.items() if n == max(named.values()) and n >= 2] if named else []
     return [cand("collective.mismatch", "software", "ranks issued different collectives (a rank-dependent or "
-                 "time-dependent code path around a collective)", 0.8, evs[:2], f, ranks=[],
+                 "time-dependent code path around a collective)" + (f"; rank {odd[0]} is the odd one out" if len(odd) == 1
+                                                                    else ""), 0.8, evs[:2], f, ranks=odd[:1],
                  recommendations=["make every rank take the same branch around collectives (e.g. broadcast the "
                                   "decision from rank 0 instead of computing it per rank)"])]
 

@@ -11,6 +11,11 @@ from __future__ import annotations
 from tools.rules.base import Facts, cand
 
 
+def _status(f: Facts) -> str:
+    """A network fault shows as a hang when collectives then time out, as a crash when NCCL errors out first."""
+    return "hung" if f.hits("pytorch.watchdog_timeout", "gloo.timeout") else "crashed"
+
+
 def ib_completion(f: Facts):
     evs = f.hits("nccl.ib_completion_error")
     if not evs:
@@ -30,6 +35,7 @@ def ib_completion(f: Facts):
                  f"IB completion errors (status {primary}){spread}: " +
                  ("retries exhausted, link or peer unreachable" if primary in (12, 13) else "transport failure"),
                  0.85 if primary in (12, 13) else 0.7, [ev0] + [e for e in evs if e is not ev0][:2], f, nodes=nodes,
+                 status=_status(f), ranks=[],  # a link fault: the hosts are the suspects, not the ranks' code
                  restart=f"restart without node {nodes[0]}" if len(nodes) == 1 else "fix first",
                  recommendations=["check the IB links/cables and switch ports of the named hosts (ibstat, port counters)",
                                   "NCCL_IB_TIMEOUT / NCCL_IB_RETRY_CNT only mask a flaky link"])]
@@ -38,12 +44,13 @@ def ib_completion(f: Facts):
 def ib_async(f: Facts):
     evs = f.hits("nccl.ib_async_event")
     return [cand("network.ib_async", "network", "InfiniBand port event (link down / port error)", 0.8, evs[:3], f,
+                 status=_status(f),
                  recommendations=["check the HCA port state and the switch"])] if evs else []
 
 
 def socket(f: Facts):
     evs = f.hits("nccl.socket_error")
-    return [cand("network.socket", "network", "NCCL socket connection failures", 0.65, evs[:3], f,
+    return [cand("network.socket", "network", "NCCL socket connection failures", 0.65, evs[:3], f, status=_status(f),
                  recommendations=["check NCCL_SOCKET_IFNAME points at a routable interface on every node, and "
                                   "firewalls between nodes"])] if evs else []
 
@@ -90,9 +97,10 @@ def fabric(f: Facts):
 
 
 def nccl_only(f: Facts):
-    """NCCL failed and nothing else explains it: a weak network hypothesis, never a confident one."""
+    """NCCL (or gloo) failed and nothing else explains it: a weak network hypothesis, never a confident one."""
     evs = f.hits("pytorch.watchdog_timeout", "pytorch.nccl_ops_failed", "pytorch.process_down",
-                 "pytorch.watchdog_thread_exception", "pytorch.comm_aborted")
+                 "pytorch.watchdog_thread_exception", "pytorch.comm_aborted", "gloo.timeout", "gloo.read_error",
+                 "gloo.peer_closed")
     if not evs:
         return []
     return [cand("network.nccl_failure", "network", "NCCL collectives failed or timed out with no other trigger in the "

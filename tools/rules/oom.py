@@ -23,6 +23,7 @@ def host_oom(f: Facts):
     evs = f.hits("kernel.oom_kill", "slurm.oom_kill")
     evs += [e for e in f.hits("slurm.task_exit") if "Out Of Memory" in e.text]
     evs += [e for e in f.hits("loader.worker_killed") if "Killed" in e.text]
+    evs += f.hits("process.host_alloc_failed")
     if not evs:
         return []
     return [cand("oom.host", "oom", "the host OOM killer killed training processes (CPU memory)", 0.85, evs[:3], f,

@@ -34,4 +34,17 @@ def native_crash(f: Facts):
         if evs else []
 
 
-RULES = [exception, native_crash]
+def workers_failed(f: Facts):
+    """The launcher says workers failed and nothing more specific fires: the job did NOT end normally. Weak on
+    purpose, so the answer is `inconclusive` and says what is missing, never `completed`."""
+    evs = [e for e in f.hits("torchrun.exitcode", "torchrun.worker_failed", "torchrun.child_failed", "slurm.task_exit",
+                             "slurm.failed") if f.fx(e, "torchrun.exitcode").get("exitcode", 1) != 0]
+    if not evs:
+        return []
+    return [cand("software.workers_failed", "software", "workers exited with errors, and no line in the bundle says "
+                 "why", 0.2, evs[:2], f, ranks=[], nodes=[], facts={"fallback": True},
+                 recommendations=["collect each failed rank's own stderr (torchrun --log-dir, or SLURM per-task "
+                                  "output)"])]
+
+
+RULES = [exception, native_crash, workers_failed]

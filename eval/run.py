@@ -1,0 +1,250 @@
+"""`debugger eval PATH... [--json] [--mode offline|baseline|llm] [--baseline FILE] [--write-baseline FILE] [--tags T]`
+
+For each case (eval.cases): copy its bundle to a neutral temp path, diagnose it from the logs alone, score it
+(eval.score), then print per case, per tag and totals. In offline mode the regex baseline (eval.baseline) runs on
+the same copy and its totals are shown beside the real diagnosis's: the diagnosis must beat it on every dimension.
+`--baseline FILE` compares with a stored `--json` report and lists every case that got worse (exit code 1).
+
+Exit codes: 0 fine, 1 a regression against --baseline, 2 bad input (no case, bad truth.yaml, unreadable baseline
+report, a mode that is not available).
+
+Cases run in up to 2 forked processes (the project VM has 2 cores); each diagnosis itself runs single-process.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from eval.cases import Case, CaseError, discover, filter_tags, neutral_bundle
+from eval.score import beats, failed_scores, got_view, per_tag, regressions, score, totals
+
+MODES = ("offline", "baseline", "llm")
+LLM_NOT_BUILT = "llm mode needs the agent (not built yet)"
+MAX_JOBS = 2
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class EvalError(Exception):
+    """Bad input to the eval: one line, exit code 2."""
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(f"{type(e).__name__}: {e}".split())[:300]
+
+
+def git_commit(root: Path = ROOT) -> tuple[str | None, bool | None]:
+    """(HEAD commit, whether tracked files differ from it), or (None, None) outside a git checkout."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+        if head.returncode != 0:
+            return None, None
+        st = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                            capture_output=True, text=True, timeout=30)
+        return head.stdout.strip() or None, (bool(st.stdout.strip()) if st.returncode == 0 else None)
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+
+
+def _investigate(bundle, scans: list):
+    """tools.investigate.investigate, keeping the catalog scan it made (in `scans`) so that the baseline, which
+    needs exactly that scan (same bundle, same catalog), does not read every file a second time. Only ever
+    called in this process or a forked eval worker; the module attribute is restored at once."""
+    import tools.investigate as inv
+    real = inv.scan_bundle
+
+    def keep(*a, **k):
+        res = real(*a, **k)
+        scans.append(res)
+        return res
+
+    inv.scan_bundle = keep
+    try:
+        return inv.investigate(bundle, workers=1)
+    finally:
+        inv.scan_bundle = real
+
+
+def _diagnose(mode: str, bundle, scans: list):
+    if mode == "offline":
+        return _investigate(bundle, scans)
+    if mode == "baseline":
+        from eval.baseline import baseline_diagnosis, baseline_from_scan
+        if scans:
+            return baseline_from_scan(scans[0])
+        return baseline_diagnosis(bundle, workers=1)
+    raise EvalError(LLM_NOT_BUILT if mode == "llm" else f"unknown mode {mode!r}")
+
+
+def _scored(case: Case, mode: str, bundle, scans: list) -> dict:
+    t0 = time.perf_counter()
+    try:
+        diag = _diagnose(mode, bundle, scans)
+    except EvalError:
+        raise
+    except Exception as e:  # one case's failure is that case's score, never the whole run's
+        return {"got": None, "scores": failed_scores(case.truth), "runtime_s": round(time.perf_counter() - t0, 3),
+                "error": _one_line(e)}
+    rt = time.perf_counter() - t0
+    if mode == "baseline" and scans:
+        rt += scans[0].seconds  # the scan it shared with the real diagnosis
+    return {"got": got_view(diag), "scores": score(case.truth, diag, bundle), "runtime_s": round(rt, 3),
+            "error": None}
+
+
+def evaluate_case(case: Case, mode: str = "offline", *, with_baseline: bool | None = None) -> dict:
+    """One case's row: the truth in brief, what the diagnosis said, its scores and runtime (and in offline mode
+    the baseline's, under "baseline"). The diagnosis sees only `<tmp>/bundle-XXXX/bundle`, without truth.yaml."""
+    from tools.bundle import open_bundle
+    if with_baseline is None:
+        with_baseline = mode == "offline"
+    t = case.truth
+    row: dict = {"id": case.id, "tags": list(t.tags), "control": t.is_control,
+                 "expected": {"category": t.category, "culprit_ranks": list(t.culprit_ranks),
+                              "culprit_nodes": list(t.culprit_nodes), "first_failure_time": t.first_failure_time}}
+    with neutral_bundle(case.path) as root:
+        t0 = time.perf_counter()
+        try:
+            bundle = open_bundle(str(root))
+        except Exception as e:
+            err = _one_line(e)
+            fail = {"got": None, "scores": failed_scores(t), "runtime_s": round(time.perf_counter() - t0, 3),
+                    "error": err}
+            row.update(fail)
+            if with_baseline:
+                row["baseline"] = dict(fail)
+            return row
+        opening = time.perf_counter() - t0  # archives are extracted here: part of either's runtime
+        with bundle:
+            scans: list = []
+            row.update(_scored(case, mode, bundle, scans))
+            row["runtime_s"] = round(row["runtime_s"] + opening, 3)
+            if mode == "llm":
+                row.update(tokens=None, cost_usd=None)
+            if with_baseline:
+                b = _scored(case, "baseline", bundle, scans)
+                row["baseline"] = b | {"runtime_s": round(b["runtime_s"] + opening, 3)}
+    return row
+
+
+def _job(args: tuple[Case, str, bool]) -> dict:
+    case, mode, with_baseline = args
+    return evaluate_case(case, mode, with_baseline=with_baseline)
+
+
+def run_cases(cases: list[Case], mode: str = "offline", *, jobs: int | None = None,
+              with_baseline: bool | None = None) -> list[dict]:
+    """Rows in case order; cases spread over `jobs` forked processes (default up to MAX_JOBS)."""
+    if mode not in MODES:
+        raise EvalError(f"unknown mode {mode!r} (one of {', '.join(MODES)})")
+    if mode == "llm":
+        raise EvalError(LLM_NOT_BUILT)
+    wb = (mode == "offline") if with_baseline is None else with_baseline
+    jobs = max(1, jobs or min(MAX_JOBS, os.cpu_count() or 1))
+    tasks = [(c, mode, wb) for c in cases]
+    if jobs == 1 or len(cases) < 2 or "fork" not in mp.get_all_start_methods():
+        return [_job(t) for t in tasks]
+    with ProcessPoolExecutor(max_workers=min(jobs, len(cases)), mp_context=mp.get_context("fork")) as ex:
+        return list(ex.map(_job, tasks))
+
+
+def build_report(paths: Sequence[str | Path], rows: list[dict], mode: str, tags: Sequence[str] = ()) -> dict:
+    commit, dirty = git_commit()
+    rep = {"tool": "debugger eval", "commit": commit, "dirty": dirty, "mode": mode,
+           "paths": [str(p) for p in paths], "tags": list(tags), "cases": rows,
+           "totals": totals(rows), "per_tag": per_tag(rows), "baseline_totals": None}
+    if any("baseline" in r for r in rows):
+        rep["baseline_totals"] = totals(rows, "baseline")
+        rep["baseline_per_tag"] = per_tag(rows, "baseline")
+        rep["beats_baseline"] = beats(rep["totals"], rep["baseline_totals"])
+    return rep
+
+
+def evaluate(paths: Sequence[str | Path], mode: str = "offline", *, tags: Sequence[str] | None = None,
+             jobs: int | None = None) -> dict:
+    """Discover, run and score: the whole report (raises EvalError / CaseError on bad input)."""
+    if mode not in MODES:
+        raise EvalError(f"unknown mode {mode!r} (one of {', '.join(MODES)})")
+    if mode == "llm":
+        raise EvalError(LLM_NOT_BUILT)
+    cases = filter_tags(discover(paths), tags)
+    if not cases:
+        raise EvalError(f"no case has the tag(s) {', '.join(tags or ())}")
+    t0 = time.perf_counter()
+    rows = run_cases(cases, mode, jobs=jobs)
+    rep = build_report(paths, rows, mode, tags or ())
+    rep["wall_s"] = round(time.perf_counter() - t0, 3)
+    return rep
+
+
+def load_report(path: str | Path) -> dict:
+    try:
+        rep = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise EvalError(f"cannot read baseline report {path} ({_one_line(e)})") from None
+    if not isinstance(rep, dict) or not isinstance(rep.get("cases"), list):
+        raise EvalError(f"{path} is not an eval report (written by `debugger eval --json`)")
+    return rep
+
+
+def write_report(rep: dict, path: str | Path) -> None:
+    Path(path).write_text(json.dumps(rep, indent=2, ensure_ascii=False, sort_keys=False) + "\n", encoding="utf-8")
+
+
+def main(paths: Sequence[str | Path], *, json_: bool = False, mode: str = "offline",
+         baseline: str | Path | None = None, tags: Sequence[str] | None = None,
+         write_baseline: str | Path | None = None, jobs: int | None = None, console=None) -> int:
+    """The `debugger eval` command: returns the exit code (errors are one line on stderr, code 2)."""
+    try:
+        stored = load_report(baseline) if baseline else None
+        if stored is not None and stored.get("mode", mode) != mode:
+            raise EvalError(f"{baseline} was written in mode {stored.get('mode')}, this run is mode {mode}")
+        rep = evaluate(paths, mode, tags=tags, jobs=jobs)
+    except (EvalError, CaseError) as e:
+        sys.stderr.write(f"error: {' '.join(str(e).split())}\n")
+        return 2
+    regs = None
+    if stored is not None:
+        regs = regressions(stored, rep, tags)
+        rep["regressions"] = regs
+        rep["compared_with"] = {"file": str(baseline), "commit": stored.get("commit")}
+    if write_baseline:
+        out = {k: v for k, v in rep.items() if k not in ("regressions", "compared_with")}
+        write_report(out, write_baseline)
+    if json_:
+        sys.stdout.write(json.dumps(rep, indent=2, ensure_ascii=False) + "\n")
+    else:
+        from agent.render_eval import render_eval
+        if console is None:
+            from rich.console import Console
+            console = Console(highlight=False, soft_wrap=False)
+            if not console.is_terminal:  # pipes and files get wide lines, as in agent/cli.py
+                console = Console(highlight=False, soft_wrap=False, width=200)
+        render_eval(rep, console)
+    return 1 if regs else 0
+
+
+def _cli(argv: list[str]) -> int:  # `python -m eval.run`: the same command without the `debugger` CLI
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m eval.run", description=__doc__.split("\n")[0])
+    ap.add_argument("paths", nargs="+")
+    ap.add_argument("--json", action="store_true", dest="json_")
+    ap.add_argument("--mode", default="offline", choices=MODES)
+    ap.add_argument("--baseline")
+    ap.add_argument("--write-baseline")
+    ap.add_argument("--tags", action="append")
+    ap.add_argument("--jobs", type=int)
+    a = ap.parse_args(argv)
+    return main(a.paths, json_=a.json_, mode=a.mode, baseline=a.baseline, tags=a.tags,
+                write_baseline=a.write_baseline, jobs=a.jobs)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(_cli(sys.argv[1:]))
