@@ -204,8 +204,11 @@ class FileScanner:
         return srun_labelled(lines)
 
     def _labels(self, fs: FileScan, buf: bytes, srun: bool) -> None:
-        """Every rank that has a line here, exactly, without a per-line loop (tools.engine.rank_labels: one pass)."""
-        found = rank_labels(buf, fs.ranks)
+        """Every rank that has a line here, exactly, without a per-line loop (tools.engine.rank_labels: one pass).
+        A file whose NAME states its rank (rank_3.log, rank3.out) is that rank's log: its labels are read in the
+        head only, which saves a full pass over per-rank layouts (the bulk of big bundles)."""
+        named = self._hint.rank is not None
+        found = rank_labels(buf[:HEAD] if named else buf, fs.ranks)
         fs.ranks.update(found)
         if srun:
             fs.ranks.update(int(x) for x in set(_SRUN_LABEL.findall(buf)))
