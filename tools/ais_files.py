@@ -30,6 +30,7 @@ from datetime import datetime, timedelta, timezone
 
 from tools.ais_stats import parse_stats
 from tools.bundle import READ_ERRORS, read_error_reason
+from tools.chunks import chunks
 from tools.model import Evidence
 from tools.sources import ais as ais_catalog
 from tools.timestamps import filename_stamp, parse_stamp
@@ -254,24 +255,16 @@ def read_ais(rel: str, kind: str, size: int, stream, year_hint: int | None = Non
     f = AisFile(rel=rel, kind=kind, size=size)
     clock: _Clock | None = None
     base_line = base_off = 0
-    carry = b""
     tail = b""
     try:
-        while True:
-            block = stream.read(CHUNK)
-            buf = carry + block if carry else block
-            if not buf:
-                break
-            end = (buf.rfind(b"\n") + 1 or len(buf)) if block else len(buf)  # whole lines only; no slicing copies
+        for ch in chunks(stream, CHUNK, trim=False):  # whole lines only: buf[:end]; no slicing copies
+            buf, end = ch.buf, ch.end
             if clock is None:
                 clock = _start_clock(f, buf, year_hint)
             pos, line = _block(f, clock, buf, end, base_line, base_off)
             base_line = line - 1 + buf.count(b"\n", pos, end)  # each newline counted once
             base_off += end
             tail = buf[max(0, end - TAIL):end] if end >= TAIL else (tail + buf[:end])[-TAIL:]
-            carry = buf[end:]
-            if not block:
-                break
     except READ_ERRORS as exc:
         f.error = read_error_reason(exc)
         f.notes.append(f"read stopped at byte {base_off}: {f.error}")

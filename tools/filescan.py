@@ -19,6 +19,7 @@ from typing import Any
 
 from tools.attribution import attribute_line, attribute_path, strip_prefixes
 from tools.bundle import READ_ERRORS, read_error_reason
+from tools.chunks import chunks
 from tools.engine import rank_labels
 from tools.timestamps import parse_stamp
 
@@ -138,29 +139,15 @@ class FileScanner:
         fs = FileScan(rel=rel, kind=kind, size=size, hint={k: v for k, v in asdict(hint).items() if v is not None})
         self._hint = hint
         keeper = _HitKeeper()
-        carry = b""
         base_line = 0
         base_off = 0
         tail, tail_line = b"", 0
         srun = None
-        consumed = 0
         try:
-            while True:
-                block = stream.read(min(CHUNK, size - consumed + 1) if sized and size >= consumed else CHUNK)
-                consumed += len(block)
-                eof = not block
-                buf = carry + block if carry else block
-                if not buf:
-                    break
-                if not eof:
-                    cut = buf.rfind(b"\n") + 1
-                    if cut == 0:  # one line longer than a chunk: scan it in pieces, say so
-                        if not any("longer than" in n for n in fs.notes):
-                            fs.notes.append(f"line {base_line + 1} is longer than {CHUNK >> 20} MiB; scanned in pieces")
-                        cut = len(buf)
-                    carry, buf = buf[cut:], buf[:cut]
-                else:
-                    carry = b""
+            for ch in chunks(stream, CHUNK, known_size=size if sized else None):
+                buf = ch.buf
+                if ch.cut_long_line and not any("longer than" in n for n in fs.notes):
+                    fs.notes.append(f"line {base_line + 1} is longer than {CHUNK >> 20} MiB; scanned in pieces")
                 if base_line == 0 and base_off == 0:
                     srun = self._head(fs, buf)
                 self._labels(fs, buf, srun)
@@ -175,8 +162,6 @@ class FileScanner:
                     tail = tail + buf
                 base_line += n
                 base_off += len(buf)
-                if eof:
-                    break
         except READ_ERRORS as e:
             fs.error = read_error_reason(e)
             fs.notes.append(f"read stopped at byte {base_off}: {fs.error}")

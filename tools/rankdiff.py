@@ -39,6 +39,7 @@ from collections.abc import Callable
 
 from tools.attribution import attribute_line, attribute_path
 from tools.bundle import READ_ERRORS, read_error_reason
+from tools.chunks import chunks
 from tools.filescan import srun_labelled
 from tools.parallel import batches as _batches  # noqa: F401  (tests count the batches of a bundle with it)
 from tools.parallel import map_sources
@@ -156,24 +157,13 @@ class _FileDiff:
 
     def run(self, stream) -> FileOut:
         """Read `stream` in CHUNK-sized newline-aligned buffers; a read error keeps what was read and says so."""
-        carry, base, ends_nl, first = b"", 0, True, True
+        base, ends_nl, first = 0, True, True
         try:
-            while True:
-                block = stream.read(CHUNK)
-                eof = not block
-                buf = carry + block if carry else block
-                if not buf:
-                    break
-                if not eof:
-                    cut = buf.rfind(b"\n") + 1
-                    if cut == 0:
-                        if not self.split_lines:
-                            self.out.notes.append(f"line {base + 1} is longer than {CHUNK >> 20} MiB; read in pieces")
-                            self.split_lines = True
-                        cut = len(buf)
-                    carry, buf = buf[cut:], buf[:cut]
-                else:
-                    carry = b""
+            for ch in chunks(stream, CHUNK):
+                buf = ch.buf
+                if ch.cut_long_line and not self.split_lines:
+                    self.out.notes.append(f"line {base + 1} is longer than {CHUNK >> 20} MiB; read in pieces")
+                    self.split_lines = True
                 if first:
                     self.srun = srun_labelled(buf[:64 << 10].split(b"\n", 50))
                     self.roles = not self.srun and bool(_ROLE_HEAD.search(b"\n" + buf[:64 << 10]))
@@ -181,8 +171,6 @@ class _FileDiff:
                 base += self.chunk(buf, base)
                 self.out.bytes += len(buf)
                 ends_nl = buf.endswith(b"\n")
-                if eof:
-                    break
         except READ_ERRORS as exc:
             self.out.error = read_error_reason(exc)
         self.out.lines = base + (0 if ends_nl else 1)

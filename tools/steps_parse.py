@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from tools.attribution import attribute_path
 from tools.bundle import READ_ERRORS, read_error_reason
+from tools.chunks import chunks
 from tools.steps_formats import (GENERIC_STEP, GENERIC_THROUGHPUT, GENERIC_TIME, GLOBAL_STEP, ITERATION_IN,
                                  MEGATRON_LINE, NAN, PIPELINE, RANK_LABEL, SRUN_LABEL, STAMP, TIMER_HEADER,
                                  TIMER_LINE, TRAIN_STEP, WORD_BYTES, WORLD, epoch, srun_labelled)
@@ -85,24 +86,13 @@ class FileSteps:
 
     # -- reading ---------------------------------------------------------------------------------------------------
     def run(self, stream) -> FileOut:
-        carry, base, first = b"", 0, True
+        base, first = 0, True
         try:
-            while True:
-                block = stream.read(CHUNK)
-                eof = not block
-                buf = carry + block if carry else block
-                if not buf:
-                    break
-                if not eof:
-                    cut = buf.rfind(b"\n") + 1
-                    if cut == 0:
-                        cut = len(buf)
-                        self.out.notes.append(f"a line near byte {base} is longer than {CHUNK >> 20} MiB; "
-                                              f"read in pieces")
-                    cut = keep_block_whole(buf, cut)
-                    carry, buf = buf[cut:], buf[:cut]
-                else:
-                    carry = b""
+            for ch in chunks(stream, CHUNK, align=keep_block_whole):
+                buf = ch.buf
+                if ch.cut_long_line:
+                    self.out.notes.append(f"a line near byte {base} is longer than {CHUNK >> 20} MiB; "
+                                          f"read in pieces")
                 if first:
                     first = False
                     # Not tools.filescan.srun_labelled on purpose: this bytes-only test (steps_formats) accepts the
@@ -112,8 +102,6 @@ class FileSteps:
                     self._facts(buf[:HEAD - base], base)
                 self._chunk(buf, base)
                 base += len(buf)
-                if eof:
-                    break
         except READ_ERRORS as exc:
             self.out.error = read_error_reason(exc)
         self.out.bytes = base

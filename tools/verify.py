@@ -10,6 +10,7 @@ split into lines.
 from __future__ import annotations
 
 from tools.bundle import READ_ERRORS
+from tools.chunks import chunks
 from tools.model import Diagnosis, Evidence, Status
 
 CHUNK = 64 << 20
@@ -25,18 +26,10 @@ def read_lines(source, wanted: set[int]) -> dict[int, str]:
     if not wanted:
         return out
     targets = sorted(wanted)
-    ti, base, carry = 0, 0, b""
+    ti, base = 0, 0
     with source.open() as fh:
-        while ti < len(targets):
-            block = fh.read(CHUNK)
-            buf = carry + block
-            if not buf:
-                break
-            if block:
-                cut = buf.rfind(b"\n") + 1 or len(buf)
-                buf, carry = buf[:cut], buf[cut:]
-            else:
-                carry = b""
+        for ch in chunks(fh, CHUNK):
+            buf = ch.buf
             n = buf.count(b"\n") + (0 if buf.endswith(b"\n") else 1)
             if targets[ti] <= base + n:
                 lines = buf.split(b"\n")
@@ -44,7 +37,7 @@ def read_lines(source, wanted: set[int]) -> dict[int, str]:
                     out[targets[ti]] = _norm(lines[targets[ti] - base - 1])
                     ti += 1
             base += n
-            if not block:
+            if ti >= len(targets):
                 break
     return out
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import pytest
+
 from tools.catalog import by_id, patterns
 from tools.engine import HyperscanEngine, ReEngine, available_engines
 
@@ -60,3 +62,8 @@ def check(line: str, expected: dict[str, dict]) -> None:
         out = fields(pid, line)
         sub = {k: out.get(k) for k in want}
         assert sub == want, f"{pid} on {line!r}\n  expected {want}\n  got      {out}"
+
+
+def params(rows):
+    """`pytest.param(line, expected, id=name)` for each (name, line, expected) row of a per-source table."""
+    return [pytest.param(line, expected, id=name) for name, line, expected in rows]

@@ -7,7 +7,7 @@ scanner records for it after the fallback rule, and the fields each id extracts 
 from __future__ import annotations
 
 import pytest
-from matching import check
+from matching import check, params
 
 PRESSURE = "ais.resource_pressure"
 DM = "ais.shared_dm_error"
@@ -76,15 +76,11 @@ NEAR_MISSES = [
 ]
 
 
-def _params(rows):
-    return [pytest.param(line, expected, id=name) for name, line, expected in rows]
-
-
-@pytest.mark.parametrize("line, expected", _params(SIGNATURES))
+@pytest.mark.parametrize("line, expected", params(SIGNATURES))
 def test_signatures(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(NEAR_MISSES))
+@pytest.mark.parametrize("line, expected", params(NEAR_MISSES))
 def test_near_misses(line, expected):
     check(line, expected)

@@ -8,7 +8,7 @@ bare `RuntimeError: CUDA error: ...` records both; a specific pattern (ECC, cuBL
 from __future__ import annotations
 
 import pytest
-from matching import check
+from matching import check, params
 
 OOM = "cuda.oom"
 ERR = "cuda.error"
@@ -85,25 +85,21 @@ NEAR_MISSES = [
 ]
 
 
-def _params(rows):
-    return [pytest.param(line, expected, id=name) for name, line, expected in rows]
-
-
-@pytest.mark.parametrize("line, expected", _params(OUT_OF_MEMORY))
+@pytest.mark.parametrize("line, expected", params(OUT_OF_MEMORY))
 def test_out_of_memory_every_version(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(RUNTIME_ERRORS))
+@pytest.mark.parametrize("line, expected", params(RUNTIME_ERRORS))
 def test_runtime_errors(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(INCIDENTS))
+@pytest.mark.parametrize("line, expected", params(INCIDENTS))
 def test_incident_lines(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(NEAR_MISSES))
+@pytest.mark.parametrize("line, expected", params(NEAR_MISSES))
 def test_near_misses(line, expected):
     check(line, expected)

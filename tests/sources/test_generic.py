@@ -8,7 +8,7 @@ fallbacks: recorded only when nothing more specific explains the line.
 from __future__ import annotations
 
 import pytest
-from matching import check
+from matching import check, params
 
 EXC = "python.exception"
 NAN = "numerical.nan_loss"
@@ -132,36 +132,32 @@ NEAR_MISSES = [
 ]
 
 
-def _params(rows):
-    return [pytest.param(line, expected, id=name) for name, line, expected in rows]
-
-
-@pytest.mark.parametrize("line, expected", _params(PYTHON))
+@pytest.mark.parametrize("line, expected", params(PYTHON))
 def test_python_lines(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(LOADER))
+@pytest.mark.parametrize("line, expected", params(LOADER))
 def test_data_loader_lines(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(NUMERICAL))
+@pytest.mark.parametrize("line, expected", params(NUMERICAL))
 def test_numerical_lines(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(IO))
+@pytest.mark.parametrize("line, expected", params(IO))
 def test_io_lines(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(INCIDENTS))
+@pytest.mark.parametrize("line, expected", params(INCIDENTS))
 def test_incident_lines(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(NEAR_MISSES))
+@pytest.mark.parametrize("line, expected", params(NEAR_MISSES))
 def test_near_misses(line, expected):
     check(line, expected)
 

@@ -6,7 +6,7 @@ Each row: a line exactly as printed, the pattern ids the scanner records for it,
 from __future__ import annotations
 
 import pytest
-from matching import check, matched
+from matching import check, matched, params
 
 WS = "job.world_size"
 
@@ -32,16 +32,12 @@ NEAR_MISSES = [
 ]
 
 
-def _params(rows):
-    return [pytest.param(line, expected, id=name) for name, line, expected in rows]
-
-
-@pytest.mark.parametrize("line, expected", _params(FACTS))
+@pytest.mark.parametrize("line, expected", params(FACTS))
 def test_job_facts(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(NEAR_MISSES))
+@pytest.mark.parametrize("line, expected", params(NEAR_MISSES))
 def test_near_misses(line, expected):
     check(line, expected)
 

@@ -9,7 +9,7 @@ pattern ids the scanner records for it, and the fields each id extracts (a subse
 from __future__ import annotations
 
 import pytest
-from matching import check
+from matching import check, params
 
 XID = "kernel.xid"
 
@@ -75,20 +75,16 @@ NEAR_MISSES = [
 ]
 
 
-def _params(rows):
-    return [pytest.param(line, expected, id=name) for name, line, expected in rows]
-
-
-@pytest.mark.parametrize("line, expected", _params(XIDS))
+@pytest.mark.parametrize("line, expected", params(XIDS))
 def test_xid_every_form(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(OOM_KILLER))
+@pytest.mark.parametrize("line, expected", params(OOM_KILLER))
 def test_oom_killer(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(NEAR_MISSES))
+@pytest.mark.parametrize("line, expected", params(NEAR_MISSES))
 def test_near_misses(line, expected):
     check(line, expected)

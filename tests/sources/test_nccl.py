@@ -9,7 +9,7 @@ a `[YYYY-MM-DD HH:MM:SS] ` prefix 2.26–2.30.4, and `file:line (func) NCCL WARN
 from __future__ import annotations
 
 import pytest
-from matching import check
+from matching import check, params
 
 IB = "nccl.ib_completion_error"
 RET = "nccl.error_return"
@@ -161,35 +161,31 @@ NEAR_MISSES = [
 ]
 
 
-def _params(rows):
-    return [pytest.param(line, expected, id=name) for name, line, expected in rows]
-
-
-@pytest.mark.parametrize("line, expected", _params(IB_COMPLETION))
+@pytest.mark.parametrize("line, expected", params(IB_COMPLETION))
 def test_ib_completion_error_every_version(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(ERROR_RETURN))
+@pytest.mark.parametrize("line, expected", params(ERROR_RETURN))
 def test_error_return(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(WARNINGS))
+@pytest.mark.parametrize("line, expected", params(WARNINGS))
 def test_warnings(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(CONTEXT))
+@pytest.mark.parametrize("line, expected", params(CONTEXT))
 def test_context_lines(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(INCIDENTS))
+@pytest.mark.parametrize("line, expected", params(INCIDENTS))
 def test_incident_lines(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(NEAR_MISSES))
+@pytest.mark.parametrize("line, expected", params(NEAR_MISSES))
 def test_near_misses(line, expected):
     check(line, expected)

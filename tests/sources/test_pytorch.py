@@ -8,7 +8,7 @@ rule, and for each id the fields it must extract (a subset; None = the field is 
 from __future__ import annotations
 
 import pytest
-from matching import check
+from matching import check, params
 
 WD = "pytorch.watchdog_timeout"
 ST = "pytorch.watchdog_pg_status"
@@ -224,45 +224,41 @@ NEAR_MISSES = [
 ]
 
 
-def _params(rows):
-    return [pytest.param(line, expected, id=name) for name, line, expected in rows]
-
-
-@pytest.mark.parametrize("line, expected", _params(WATCHDOG))
+@pytest.mark.parametrize("line, expected", params(WATCHDOG))
 def test_watchdog_timeout(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(PG_STATUS))
+@pytest.mark.parametrize("line, expected", params(PG_STATUS))
 def test_pg_status(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(TEARDOWN))
+@pytest.mark.parametrize("line, expected", params(TEARDOWN))
 def test_teardown(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(NCCL_ERRORS))
+@pytest.mark.parametrize("line, expected", params(NCCL_ERRORS))
 def test_nccl_errors(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(DUMP))
+@pytest.mark.parametrize("line, expected", params(DUMP))
 def test_dump_coordination(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(HEARTBEAT + MISC))
+@pytest.mark.parametrize("line, expected", params(HEARTBEAT + MISC))
 def test_heartbeat_and_desync(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(INCIDENTS))
+@pytest.mark.parametrize("line, expected", params(INCIDENTS))
 def test_incident_lines(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(NEAR_MISSES))
+@pytest.mark.parametrize("line, expected", params(NEAR_MISSES))
 def test_near_misses(line, expected):
     check(line, expected)

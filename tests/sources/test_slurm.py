@@ -8,7 +8,7 @@ reason (time limit, preemption, node failure) records only that reason's pattern
 from __future__ import annotations
 
 import pytest
-from matching import check
+from matching import check, params
 
 CANCEL = "slurm.cancelled"
 
@@ -101,25 +101,21 @@ NEAR_MISSES = [
 ]
 
 
-def _params(rows):
-    return [pytest.param(line, expected, id=name) for name, line, expected in rows]
-
-
-@pytest.mark.parametrize("line, expected", _params(BANNERS))
+@pytest.mark.parametrize("line, expected", params(BANNERS))
 def test_cancellation_banners(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(OOM))
+@pytest.mark.parametrize("line, expected", params(OOM))
 def test_cgroup_oom(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(SRUN))
+@pytest.mark.parametrize("line, expected", params(SRUN))
 def test_srun_task_exit(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(NEAR_MISSES))
+@pytest.mark.parametrize("line, expected", params(NEAR_MISSES))
 def test_near_misses(line, expected):
     check(line, expected)

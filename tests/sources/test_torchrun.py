@@ -9,7 +9,7 @@ BASIC_FORMAT ≤2.0, `[date] logger: [LEVEL]` 2.1–2.2, glog-like `W0813 ... ti
 from __future__ import annotations
 
 import pytest
-from matching import check
+from matching import check, params
 
 EXIT = "torchrun.exitcode"
 FAILED = "torchrun.worker_failed"
@@ -118,25 +118,21 @@ NEAR_MISSES = [
 ]
 
 
-def _params(rows):
-    return [pytest.param(line, expected, id=name) for name, line, expected in rows]
-
-
-@pytest.mark.parametrize("line, expected", _params(CHILD_FAILED_REPORT))
+@pytest.mark.parametrize("line, expected", params(CHILD_FAILED_REPORT))
 def test_child_failed_report(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(AGENT))
+@pytest.mark.parametrize("line, expected", params(AGENT))
 def test_agent_messages(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(INCIDENTS))
+@pytest.mark.parametrize("line, expected", params(INCIDENTS))
 def test_incident_lines(line, expected):
     check(line, expected)
 
 
-@pytest.mark.parametrize("line, expected", _params(NEAR_MISSES))
+@pytest.mark.parametrize("line, expected", params(NEAR_MISSES))
 def test_near_misses(line, expected):
     check(line, expected)
