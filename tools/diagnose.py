@@ -64,7 +64,7 @@ def pick(cands: list[Candidate]) -> Candidate | None:
     if cross:
         return max(cross, key=lambda c: c.strength)
     timed = [c for c in eligible if c.time_key is not None]
-    if timed and len({c.time_key[:2] for c in timed}) >= 1:
+    if timed:
         return min(timed, key=lambda c: (c.time_key, -c.strength))
     return max(eligible, key=lambda c: c.strength)
 

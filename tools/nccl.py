@@ -44,7 +44,6 @@ STATE_PATTERNS = {
     "pytorch.process_down", "pytorch.comm_aborted", "pytorch.desync_lagging",
 }
 GLOO_PATTERNS = {"gloo.timeout", "gloo.peer_closed"}
-CRASH_CATEGORIES_EXCLUDED = {None}
 ROLE_ORDER = ("crashed", "missing", "never_entered", "behind", "waiting", "ahead", "no_state")
 
 

@@ -71,9 +71,6 @@ class ScanResult:
     silent_first: list[dict]
     notes: list[str]
 
-    def evidence(self, hit: Hit, rel: str, kind: str) -> Evidence:
-        return to_evidence(hit, rel, kind)
-
 
 def to_evidence(h: Hit, rel: str, kind: str | None = None) -> Evidence:
     return Evidence(file=rel, line=h.line, text=h.text, offset=h.offset, time=h.time, rank=h.rank,
