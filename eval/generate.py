@@ -293,6 +293,27 @@ def cuda_oom(ranks: int = 8, culprit: int = 0, seed: int = 0) -> tuple[Job, dict
                           title=f"CUDA OOM on one rank, {ranks} ranks")
 
 
+def corrupt_data(ranks: int = 8, culprit: int = 2, seed: int = 0) -> tuple[Job, dict]:
+    """One rank's shard holds a corrupt sample: its loader raises, the rank dies, the others wait."""
+    job = _job(ranks, seed)
+    path = f"s3://speech/train/shard-{culprit:05d}/utt-0193.flac"
+    job.emit(culprit, f"WARNING:root:[Suppressed AudioLoadingError] Error message: Reading audio from '{path}' failed. "
+                      f"Details: RuntimeError: Error opening '{path}': Format not recognised.")
+    for line in ("Traceback (most recent call last):", '  File "/workspace/nemo/collections/asr/data/audio_to_text.py", '
+                 "line 311, in __getitem__", "    audio = self.featurizer.process(sample.audio_file)",
+                 f"lhotse.audio.backend.AudioLoadingError: Reading audio from '{path}' failed. Details: "
+                 f"RuntimeError: Error opening '{path}': Format not recognised."):
+        job.emit(culprit, f"[rank{culprit}]: {line}")
+    others = [r for r in range(ranks) if r != culprit]
+    for r in others:
+        job.waiting(r, 2210, f"12:40:{10 + r % 40:02d}", op="ALLREDUCE")
+    job.teardown(others, "12:40:50")
+    job.launcher_end("12:40:51")
+    return job, job.truth("data", [culprit], f"A corrupt audio sample in rank {culprit}'s shard made its loader raise; "
+                          f"the other ranks timed out waiting.", ["AudioLoadingError: Reading audio from ... failed"],
+                          ["crash", "cross-rank"], title=f"corrupt sample on one rank, {ranks} ranks")
+
+
 def nan_divergence(ranks: int = 8, seed: int = 0) -> tuple[Job, dict]:
     """The loss diverges to NaN after warm-up; Megatron counts NaN iterations, then the run aborts."""
     job = _job(ranks, seed)
@@ -382,6 +403,7 @@ def _scenarios() -> dict:
         (gloo_straggler, {"culprit": lambda n: [1]}),
         (missing_rank_file, {"culprit": lambda n: [n // 2 + 1]}),
         (fabric_failure, {}), (nan_divergence, {}), (time_limit, {}), (shm_exhaustion, {}), (clean_run, {}),
+        (corrupt_data, {"culprit": lambda n: [2]}),
     ]
     k = 0
     for fn, opts in plan:
