@@ -114,3 +114,35 @@ def test_real_incidents_get_an_honest_answer():
             d = investigate(b)
         assert d.category == truth["category"] or d.status == Status.inconclusive, (case.name, d.headline)
         assert d.missing, case.name  # partial pastes: the answer says what is missing
+
+
+def _steps_generator():
+    """tests/test_steps.py's Megatron generator, minus the stray watchdog line it appends (a near-miss for the
+    step parser; here it would make a healthy run look failed)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("steps_gen", ROOT / "tests" / "test_steps.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    def run(root, **kw):
+        out = mod.megatron_run(root, **kw)
+        for p in out.glob("rank_*.log"):
+            p.write_text("".join(l for l in p.read_text().splitlines(True) if "Watchdog caught" not in l))
+        return out
+    return run
+
+
+def test_slow_rank_is_slow_not_completed(tmp_path):
+    """No crash, no hang: a rank 40% slower than its group makes the job `slow`, with that rank as culprit."""
+    root = _steps_generator()(tmp_path / "b", ranks=16, slow={5: 1.4})
+    with open_bundle(root) as b:
+        d = investigate(b)
+    assert d.status == Status.slow and d.culprit_ranks == [5], d.headline
+    assert d.verified
+
+
+def test_healthy_run_stays_completed(tmp_path):
+    root = _steps_generator()(tmp_path / "b", ranks=16, noise=0.05, spikes=True)
+    with open_bundle(root) as b:
+        d = investigate(b)
+    assert d.status == Status.completed and d.category == "none", d.headline

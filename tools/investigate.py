@@ -8,7 +8,8 @@ from collections.abc import Callable
 from tools.diagnose import diagnose
 from tools.ais import correlate, is_ais, read_sources
 from tools.frdump import analyze_bundle
-from tools.model import Diagnosis
+from tools.model import Diagnosis, Status
+from tools.steps import scan_steps
 from tools.nccl import analyze
 from tools.rules import Facts
 from tools.scan import scan_bundle
@@ -25,4 +26,10 @@ def investigate(bundle, *, progress: Callable[[int, int], None] | None = None, w
         files, _skipped = read_sources(ais_src)
         ais = correlate(files, scan, nccl) if files else None
     facts = Facts(scan, nccl, fr=fr, ais=ais)
-    return verified(diagnose(facts), bundle)
+    diag = diagnose(facts)
+    if diag.status == Status.completed:
+        # nothing failed: was it slow? Step times need their own pass over the bytes, paid only here
+        facts.steps = scan_steps(bundle, workers=workers)
+        if facts.steps.outliers or facts.steps.regressions:
+            diag = diagnose(facts)
+    return verified(diag, bundle)

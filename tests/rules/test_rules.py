@@ -120,4 +120,4 @@ def test_every_rule_has_a_firing_row():
         "storage.ais_signatures", "storage.retries_exhausted", "storage.io_errors", "storage.ais_chain",
         "scheduler.death_signal",
         "config.rendezvous_timeout", "config.nccl_version_mismatch", "data.corrupt_data", "infra.bus_error",
-        "software.native_crash"}
+        "software.native_crash", "perf.slowdown"}
