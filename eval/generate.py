@@ -314,6 +314,34 @@ def corrupt_data(ranks: int = 8, culprit: int = 2, seed: int = 0) -> tuple[Job, 
                           ["crash", "cross-rank"], title=f"corrupt sample on one rank, {ranks} ranks")
 
 
+def slow_rank(ranks: int = 16, culprit: int = 5, seed: int = 0, factor: float = 1.4) -> tuple[Job, dict]:
+    """Nothing fails: one rank's GPU is 40% slower, every step waits for it. Megatron's per-rank timers
+    (`--timing-log-option all`, FORMATS.md §7.3) are the only place that shows it; the job ends normally."""
+    job = Job(ranks=ranks, ranks_per_node=min(8, max(1, ranks // 2)), seed=seed)
+    job.startup()
+    last = ranks - 1
+    for it in range(10, 410, 10):
+        comp = [7000.0 * 0.8 * (factor if r == culprit else 1.0) * (1 + job.rnd.gauss(0, 0.02)) for r in range(ranks)]
+        step = max(comp) + 280.0
+        minute, sec = divmod(it * 8, 60)
+        job.emit(last, f" [2024-11-05 {12 + minute // 60:02d}:{minute % 60:02d}:{sec:02d}] iteration {it:8d}/     400 | "
+                       f"consumed samples: {it * 256:12d} | elapsed time per iteration (ms): {step:.1f} | learning rate: "
+                       f"1.499999E-04 | global batch size:   256 | lm loss: {6.5 - it * 0.002:.6E} | loss scale: 1.0 | "
+                       f"grad norm: 1.234 | number of skipped iterations:   0 | number of nan iterations:   0 |")
+        job.emit(last, "times across ranks (ms):")
+        for name, vals in (("forward-backward", [c + 40.0 for c in comp]),
+                           ("all-grads-sync", [80.0 + max(comp) - c for c in comp]), ("optimizer", [200.0] * ranks)):
+            job.emit(last, f"  {name}:")
+            for r, v in enumerate(vals):
+                job.emit(last, f"     rank {r:2d}: {v:.2f}")
+    for n in range(job.nodes):
+        job.emit_node(n, f"I1105 13:00:00.000000 {19000 + n} torch/distributed/elastic/agent/server/api.py:862] "
+                         f"[default] worker group successfully finished. Waiting 300 seconds for other agents to finish.")
+    return job, job.truth("infrastructure", [culprit], f"Rank {culprit} is {factor - 1:.0%} slower than the other ranks "
+                          f"in every step (its GPU/node); the job finishes, slowly.", ["times across ranks (ms)"],
+                          ["slow", "cross-rank"], title=f"one slow rank, {ranks} ranks")
+
+
 def nan_divergence(ranks: int = 8, seed: int = 0) -> tuple[Job, dict]:
     """The loss diverges to NaN after warm-up; Megatron counts NaN iterations, then the run aborts."""
     job = _job(ranks, seed)
@@ -413,6 +441,8 @@ def _scenarios() -> dict:
                 kw = {"ranks": n, "seed": k} | ({"culprit": c} if c is not None else {})
                 out[f"gen-{n}r-{k:03d}"] = (lambda fn=fn, kw=kw: fn(**kw))
     out["gen-port-001"] = lambda: port_in_use(ranks=8, seed=99)
+    out["gen-slow-16r-a"] = lambda: slow_rank(ranks=16, culprit=5, seed=101)
+    out["gen-slow-128r-b"] = lambda: slow_rank(ranks=128, culprit=77, seed=102)
     return out
 
 

@@ -239,11 +239,14 @@ def job_details(facts: Facts) -> JobDetails:
     resumed = facts.hits("job.resumed")
     times = [f.first_time for f in scan.files if f.first_time and f.first_time.get("has_date")]
     lasts = [ll.time for f in scan.files for ll in f.last_lines.values() if ll.time and ll.time.get("has_date")]
+    # compare by month/day/time: some lines state the year and some do not, and their ISO strings don't sort
+    key = lambda t: (t.get("month") or 0, t.get("day") or 0, t.get("hour", 0), t.get("minute", 0), t.get("second", 0),
+                     t.get("micro", 0))  # noqa: E731
     return JobDetails(
         framework=framework, launcher="+".join(launchers) or None, ranks=ranks, nodes=len(nodes) or None,
         ranks_per_node=(ranks // len(nodes)) if ranks and nodes and ranks % len(nodes) == 0 else None,
         resumed_from_checkpoint=True if resumed else None,
-        start=min((t["iso"] for t in times), default=None), end=max((t["iso"] for t in lasts), default=None),
+        start=min(times, key=key)["iso"] if times else None, end=max(lasts, key=key)["iso"] if lasts else None,
         evidence=evidence + resumed[:1])
 
 

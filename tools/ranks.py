@@ -26,8 +26,8 @@ def parse_ranges(spec: str, limit: int = 100_000) -> list[int]:
     out: list[int] = []
     for part in spec.split(","):
         a, sep, b = part.strip().partition("-")
-        if sep and a.isdigit() and b.isdigit() and 0 <= int(b) - int(a) < limit:
+        if sep and a.isdecimal() and b.isdecimal() and 0 <= int(b) - int(a) < limit:
             out.extend(range(int(a), int(b) + 1))
-        elif not sep and a.isdigit():
+        elif not sep and a.isdecimal():
             out.append(int(a))
     return out

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from tools.bundle import READ_ERRORS, read_error_reason
+from tools.bundle import READ_ERRORS, natural_key, read_error_reason
 from tools.catalog import by_id, patterns
 from tools.engine import make_engine
 from tools.filescan import FileScan, FileScanner, Hit
@@ -105,17 +105,12 @@ def scan_bundle(bundle, *, workers: int | None = None, engine=None, pats=None,
     results: list[FileScan] = []
     for batch in map_sources(_scan_sources, sources, workers=workers, progress=progress, per_worker=16):
         results.extend(batch)
-    results.sort(key=lambda f: _natural(f.rel))
+    results.sort(key=lambda f: natural_key(f.rel))
     res = summarize(bundle.root, _ENGINE.name, results, list(getattr(bundle, "notes", [])),
                     [{"file": s.rel, "reason": s.reason} for s in getattr(bundle, "skipped", [])],
                     {p.id: p for p in pats})
     res.seconds = time.perf_counter() - t0
     return res
-
-
-def _natural(s: str):
-    import re
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s)]
 
 
 # -- merge ------------------------------------------------------------------------------------------------
@@ -219,7 +214,7 @@ def summarize(root: str, engine: str, files: list[FileScan], notes: list[str], s
     last_lines = _last_lines(files)
     for r in sorted(set(seen) | set(per_rank_counts)):
         rs = RankSummary(
-            rank=r, files=sorted(rank_files.get(r, ()), key=_natural),
+            rank=r, files=sorted(rank_files.get(r, ()), key=natural_key),
             nodes=[rank_nodes[r].node] if r in rank_nodes and rank_nodes[r].node else [],
             counts=dict(sorted(per_rank_counts.get(r, {}).items())),
             first_match=to_evidence(rank_first[r][1], rank_first[r][2], kind_of.get(rank_first[r][2])) if r in rank_first else None,
