@@ -115,11 +115,12 @@ def resolve(files: list[FileScan], world: int | None) -> list[str]:
         m = maps.get(scope, {})
         for h in f.hits:
             r = by_file_rec.get((f.rel, h.line))
+            own = r is None
             if r is None and h.rank is None:
                 lr = a[1] if a else h.local_rank
                 r = m.get(lr) if lr is not None else None
             if r is not None and h.rank is None:
-                _move(f, h, r)
+                _move(f, h, r, own_line=own)
         if a and a[1] in m:
             r = m[a[1]]
             f.ranks.add(r)
@@ -134,7 +135,9 @@ def resolve(files: list[FileScan], world: int | None) -> list[str]:
     return notes
 
 
-def _move(f: FileScan, h, r: int) -> None:
+def _move(f: FileScan, h, r: int, own_line: bool = True) -> None:
+    """Re-attribute one hit to rank r. `own_line` False for the launcher's report lines about r: they belong to
+    r's story, but the file they are in (the launcher's console) is not a line of r's own output."""
     h.rank = r
     key = (h.pattern, None)
     if f.counts.get(key):
@@ -142,5 +145,5 @@ def _move(f: FileScan, h, r: int) -> None:
         if not f.counts[key]:
             del f.counts[key]
         f.counts[(h.pattern, r)] = f.counts.get((h.pattern, r), 0) + 1
-    if not h.text.lstrip().startswith(("host", "rank", "exitcode", "error_file", "traceback", "time")):
+    if own_line:
         f.ranks.add(r)
