@@ -16,7 +16,7 @@ from datetime import datetime
 
 from tools.bundle import READ_ERRORS, natural_key, read_error_reason
 from tools.catalog import by_id, patterns
-from tools.engine import make_engine
+from tools.engine import make_engine, rank_labels
 from tools.filescan import FileScan, FileScanner, Hit
 from tools.launcher import resolve as resolve_local_ranks
 from tools.model import Coverage, Evidence
@@ -101,6 +101,7 @@ def scan_bundle(bundle, *, workers: int | None = None, engine=None, pats=None,
     t0 = time.perf_counter()
     pats = list(pats) if pats is not None else list(patterns())
     _ENGINE = engine if hasattr(engine, "candidates") else make_engine(pats, engine)
+    rank_labels(b"")  # load the label database once, before the workers fork, not once per worker
     sources = [s for s in bundle.sources if s.kind not in TEXT_SKIP_KINDS]
     results: list[FileScan] = []
     for batch in map_sources(_scan_sources, sources, workers=workers, progress=progress, per_worker=16):
