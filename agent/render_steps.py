@@ -10,7 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from agent.render import cite, ranks_str, row, short
-from tools.steps import METRICS, MAX_FINDINGS, StepReport
+from tools.steps import METRICS, StepReport
+from tools.steps_report import MAX_FINDINGS
 
 MAX_SERIES_ROWS = 12
 

@@ -367,8 +367,8 @@ def time_limit(ranks: int = 8, seed: int = 0) -> tuple[Job, dict]:
     for n in range(job.nodes):
         job.emit_node(n, f"slurmstepd: error: *** STEP {job.job_id}.0 ON {job.node(n * job.ranks_per_node)} CANCELLED AT "
                          f"2024-11-05T16:00:03 DUE TO TIME LIMIT ***")
-    job.emit_node(0, f"W1105 16:00:03.000000 19000 torch/distributed/elastic/agent/server/api.py:704] Received 15 death "
-                     f"signal, shutting down workers")
+    job.emit_node(0, "W1105 16:00:03.000000 19000 torch/distributed/elastic/agent/server/api.py:704] Received 15 death "
+                     "signal, shutting down workers")
     return job, job.truth("infrastructure", [], "SLURM cancelled the job at its time limit; nothing failed before.",
                           ["CANCELLED AT 2024-11-05T16:00:03 DUE TO TIME LIMIT"], ["control", "scheduler"], nodes=[],
                           title=f"time limit, {ranks} ranks")

@@ -30,6 +30,7 @@ from rich.console import Console
 from agent.render_diff import render_diff
 from tools import rankdiff
 from tools.bundle import open_bundle
+from tools.parallel import batches
 from tools.rankdiff import DiffResult, diff_bundle, template_of
 
 # -- template_of: real-format lines and their templates, side by side (Drain3 style) -----------------------------
@@ -332,7 +333,7 @@ def test_chunk_size_and_workers_do_not_change_the_result(tmp_path, monkeypatch):
     assert run(workers=1) == base
     monkeypatch.setattr(rankdiff, "PARALLEL_MIN_FILES", 2)      # forked workers, several small batches
     with open_bundle(tmp_path) as b:
-        assert len(rankdiff._batches(list(enumerate(b.sources)), 2)) > 2
+        assert len(batches(list(enumerate(b.sources)), 2)) > 2
     assert run(workers=2) == base
     kinds = {(k, tuple(rs)) for k, _, rs, *_ in base[0]}
     assert kinds == {("only", (9, 19)), ("only", (2,)), ("missing", (4,))}

@@ -28,7 +28,7 @@ import pytest
 from rich.console import Console
 
 from agent.render_steps import render_steps
-from tools import steps, steps_evidence, steps_parse
+from tools import steps_evidence, steps_parse
 from tools.bundle import open_bundle
 from tools.model import Finding
 from tools.steps import StepReport, change_points, robust_outliers, scan_steps
@@ -455,7 +455,7 @@ def _bench(mib: int, rounds: int = 3) -> None:
     def py_read():
         for f in files:
             with open(f, "rb") as fh:
-                while fh.read(steps.CHUNK):
+                while fh.read(steps_parse.CHUNK):
                     pass
 
     def run(workers):

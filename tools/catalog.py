@@ -39,3 +39,9 @@ def patterns() -> tuple[Pattern, ...]:
 
 def by_id() -> dict[str, Pattern]:
     return {p.id: p for p in patterns()}
+
+
+def is_cascade(text: str) -> bool:
+    """Does a catalog pattern whose role is cascade match this line (a collective timeout, a launcher signal)?
+    A traceback ending in such a line is a rank that waited, not one that crashed."""
+    return any(p.role == "cascade" and p.match(text) for p in patterns())

@@ -18,7 +18,7 @@ from __future__ import annotations
 from tools.model import Alternative, Diagnosis, Evidence, Finding, JobDetails, Role, Status, TimelineEvent
 from tools.ranks import ranks_str
 from tools.rules import RULES, Candidate, Facts
-from tools.rules.base import time_key
+from tools.rules.base import stamp_key, time_key
 
 DECISIVE = 0.5
 WINDOW = 0.3  # candidates this close to the strongest compete on time
@@ -239,14 +239,13 @@ def job_details(facts: Facts) -> JobDetails:
     resumed = facts.hits("job.resumed")
     times = [f.first_time for f in scan.files if f.first_time and f.first_time.get("has_date")]
     lasts = [ll.time for f in scan.files for ll in f.last_lines.values() if ll.time and ll.time.get("has_date")]
-    # compare by month/day/time: some lines state the year and some do not, and their ISO strings don't sort
-    key = lambda t: (t.get("month") or 0, t.get("day") or 0, t.get("hour", 0), t.get("minute", 0), t.get("second", 0),
-                     t.get("micro", 0))  # noqa: E731
     return JobDetails(
         framework=framework, launcher="+".join(launchers) or None, ranks=ranks, nodes=len(nodes) or None,
         ranks_per_node=(ranks // len(nodes)) if ranks and nodes and ranks % len(nodes) == 0 else None,
         resumed_from_checkpoint=True if resumed else None,
-        start=min(times, key=key)["iso"] if times else None, end=max(lasts, key=key)["iso"] if lasts else None,
+        # by month/day/time: some lines state the year and some do not, and their ISO strings don't sort
+        start=min(times, key=stamp_key)["iso"] if times else None,
+        end=max(lasts, key=stamp_key)["iso"] if lasts else None,
         evidence=evidence + resumed[:1])
 
 

@@ -69,11 +69,7 @@ from tools.frdump_match import analyze_ranks
 from tools.frdump_report import KIND, FRReport
 from tools.frdump_unpickle import DumpRefused, PlainUnpickler, check_plain, no_gc, one_line
 
-# The names the former single module defined stay importable from here.
-from tools.frdump_entries import STATES, optype  # noqa: F401
-from tools.frdump_match import MAX_MISMATCHES  # noqa: F401
-from tools.frdump_report import MAX_CITED, FRGroup, Mismatch  # noqa: F401
-from tools.frdump_unpickle import MAX_DEPTH  # noqa: F401
+from tools.frdump_report import FRGroup, Mismatch  # noqa: F401  (public: the report's row types)
 
 MAX_DUMP_BYTES = 256 << 20      # a real dump is KBs to tens of MB (buffer 2000-20000 entries)
 

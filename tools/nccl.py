@@ -32,7 +32,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from tools.catalog import patterns
+from tools.catalog import is_cascade
 from tools.model import Evidence, Finding, Role
 from tools.ranks import ranks_str
 from tools.scan import ScanResult, to_evidence
@@ -193,7 +193,7 @@ def collect(res: ScanResult) -> dict[int, RankState]:
             elif h.pattern == "gloo.timeout":
                 rs.flags.append("gloo_timeout")
             elif _is_crash(h.pattern, res):
-                if h.pattern == "python.traceback" and _is_cascade(fx.get("exception_text") or h.text):
+                if h.pattern == "python.traceback" and is_cascade(fx.get("exception_text") or h.text):
                     continue  # a traceback that ends in a collective timeout is the wait, not a crash (the text
                     # itself when the traceback is embedded in one line, e.g. torchrun's error.json)
                 if h.pattern == "python.traceback" and fx.get("exception_line"):
@@ -239,9 +239,6 @@ def _is_crash(pid: str, res: ScanResult) -> bool:
     ps = next((p for p in res.patterns if p.id == pid), None)
     return bool(ps and ps.role == "root_candidate" and ps.tier in (1, 2) and not pid.startswith(("pytorch.", "nccl.")))
 
-
-def _is_cascade(text: str) -> bool:
-    return any(p.role == "cascade" and p.match(text) for p in patterns())
 
 
 def _time_sort(t: dict | None) -> str:

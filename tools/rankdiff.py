@@ -41,7 +41,6 @@ from tools.attribution import attribute_line, attribute_path
 from tools.bundle import READ_ERRORS, read_error_reason
 from tools.chunks import chunks
 from tools.filescan import srun_labelled
-from tools.parallel import batches as _batches  # noqa: F401  (tests count the batches of a bundle with it)
 from tools.parallel import map_sources
 from tools.rankdiff_mask import MAX_TEMPLATE_BYTES, RANK_LABEL0, ZERO, template_of, template_of_key
 from tools.rankdiff_report import Batch, DiffResult, FileOut, TemplateDiff, merge_batch, merge_file, report

@@ -42,14 +42,6 @@ from tools.steps_parse import FileOut, reset_facts, scan_sources
 from tools.steps_report import METRICS, Bound, Outlier, Regression, StepReport, StepSeries
 from tools.steps_stats import MIN_GAP, MIN_SHIFT, Z_MAX, change_points, robust_outliers
 
-# The other names the former single module defined stay importable from here. The reader looks CHUNK up in
-# tools.steps_parse, so a test that shrinks the read size patches it there.
-from tools.steps_analysis import MAX_AGG_POINTS, MAX_RANK_CP  # noqa: F401
-from tools.steps_formats import KIND_TITLE  # noqa: F401
-from tools.steps_parse import CHUNK, HEAD, MAX_POINTS  # noqa: F401
-from tools.steps_report import MAX_FINDINGS  # noqa: F401
-from tools.steps_stats import MIN_RUN  # noqa: F401
-from tools.steps_timers import COMM_TIMER, P2P_TIMER  # noqa: F401
 
 __all__ = ["StepSeries", "Outlier", "Regression", "Bound", "StepReport", "METRICS", "scan_steps",
            "change_points", "robust_outliers"]

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone, tzinfo
 
 __all__ = ["Stamp", "parse_stamp", "parse_stamp_bytes", "filename_stamp"]

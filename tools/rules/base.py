@@ -33,13 +33,16 @@ class Candidate:
         return time_key(self.evidence[0]) if self.evidence else None
 
 
-def time_key(ev: Evidence | None) -> tuple | None:
+def stamp_key(t: dict | None) -> tuple | None:
     """Comparable within one job: month, day, time (the year and zone are rarely printed; a job spans days, not
-    years). None when the line has no date: such lines are ordered by strength, never by guesswork."""
-    t = ev.time if ev else None
+    years). None when the stamp has no date: such lines are ordered by strength, never by guesswork."""
     if not t or not t.get("has_date") or t.get("month") is None:
         return None
     return (t["month"], t["day"], t.get("hour", 0), t.get("minute", 0), t.get("second", 0), t.get("micro", 0))
+
+
+def time_key(ev: Evidence | None) -> tuple | None:
+    return stamp_key(ev.time if ev else None)
 
 
 class Facts:

@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-from tools.catalog import patterns
+from tools.catalog import is_cascade
 from tools.model import Evidence
 from tools.rules.base import Facts, cand
 
-
-def _is_cascade(text: str) -> bool:
-    return any(p.role == "cascade" and p.match(text) for p in patterns())
 
 
 def exception(f: Facts):
     for ev in f.hits("python.traceback"):
         fx = f.fx(ev, "python.traceback")
         text = fx.get("exception_text")
-        if not text or _is_cascade(text):
+        if not text or is_cascade(text):
             continue
         exc = Evidence(file=ev.file, line=fx["exception_line"], text=text, time=ev.time, rank=ev.rank, node=ev.node,
                        kind=ev.kind)
         return [cand("software.exception", "software", f"{fx['exception']}: {fx.get('message', '')[:160]}", 0.45,
                      [exc, ev], f, recommendations=["fix the error in the traceback (its last frames are in the file)"])]
-    evs = [e for e in f.hits("python.exception") if not _is_cascade(e.text)]
+    evs = [e for e in f.hits("python.exception") if not is_cascade(e.text)]
     if evs:
         return [cand("software.exception", "software", evs[0].text.strip()[:160], 0.35, evs[:1], f)]
     return []
