@@ -1,6 +1,6 @@
 """The regex-only baseline the real diagnosis must beat: the first tier-1 catalog match wins.
 
-One scan (tools.scan.scan_bundle); among the tier-1 patterns that matched, the hit that is first by time (lines
+One scan (tools.scan.summary.scan_bundle); among the tier-1 patterns that matched, the hit that is first by time (lines
 with a dated time before undated ones), then by file order and line; its pattern's category hint is the category
 ('software' where the pattern has no hint), the rank and node of its line are the culprit. No tier-1 match:
 category `none`, status completed. No cross-rank reasoning, no roles, no cascade suppression: exactly the
@@ -13,9 +13,9 @@ exactly as it scores the real one.
 
 from __future__ import annotations
 
-from tools.bundle import natural_key
-from tools.model import Diagnosis, Finding, Role, Status
-from tools.scan import ScanResult, scan_bundle
+from trainlog_debugger.tools.bundle.open import natural_key
+from trainlog_debugger.tools.model import Diagnosis, Finding, Role, Status
+from trainlog_debugger.tools.scan.summary import ScanResult, scan_bundle
 
 NO_HINT_CATEGORY = "software"
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from tools.model import CATEGORIES
+from trainlog_debugger.tools.model import CATEGORIES
 
 LABEL = "truth.yaml"
 CONTROL_TAG = "control"
@@ -127,7 +127,7 @@ def _case(folder: Path) -> Case:
 def discover(paths: Iterable[str | Path]) -> list[Case]:
     """The cases under each PATH: the folder itself when it holds truth.yaml, else its sub-folders that do (in
     name order). A PATH with no case, or the same case named twice, is a CaseError."""
-    from tools.bundle import natural_key
+    from trainlog_debugger.tools.bundle.open import natural_key
     out: list[Case] = []
     seen: dict[str, Path] = {}
     for p in map(Path, paths):

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from eval.cases import Case, CaseError, discover, filter_tags, neutral_bundle
-from eval.score import beats, failed_scores, got_view, per_tag, regressions, score, totals
+from trainlog_debugger.eval.cases import Case, CaseError, discover, filter_tags, neutral_bundle
+from trainlog_debugger.eval.score import beats, failed_scores, got_view, per_tag, regressions, score, totals
 
 MODES = ("offline", "baseline", "llm")
 LLM_NOT_BUILT = "llm mode needs the agent (not built yet)"
@@ -54,10 +54,10 @@ def git_commit(root: Path = ROOT) -> tuple[str | None, bool | None]:
 
 
 def _investigate(bundle, scans: list):
-    """tools.investigate.investigate, keeping the catalog scan it made (in `scans`) so that the baseline, which
+    """tools.pipeline.investigate, keeping the catalog scan it made (in `scans`) so that the baseline, which
     needs exactly that scan (same bundle, same catalog), does not read every file a second time. Only ever
     called in this process or a forked eval worker; the module attribute is restored at once."""
-    import tools.investigate as inv
+    import trainlog_debugger.tools.pipeline as inv
     real = inv.scan_bundle
 
     def keep(*a, **k):
@@ -76,7 +76,7 @@ def _diagnose(mode: str, bundle, scans: list):
     if mode == "offline":
         return _investigate(bundle, scans)
     if mode == "baseline":
-        from eval.baseline import baseline_diagnosis, baseline_from_scan
+        from trainlog_debugger.eval.baseline import baseline_diagnosis, baseline_from_scan
         if scans:
             return baseline_from_scan(scans[0])
         return baseline_diagnosis(bundle, workers=1)
@@ -102,7 +102,7 @@ def _scored(case: Case, mode: str, bundle, scans: list) -> dict:
 def evaluate_case(case: Case, mode: str = "offline", *, with_baseline: bool | None = None) -> dict:
     """One case's row: the truth in brief, what the diagnosis said, its scores and runtime (and in offline mode
     the baseline's, under "baseline"). The diagnosis sees only `<tmp>/bundle-XXXX/bundle`, without truth.yaml."""
-    from tools.bundle import open_bundle
+    from trainlog_debugger.tools.bundle.open import open_bundle
     if with_baseline is None:
         with_baseline = mode == "offline"
     t = case.truth
@@ -221,19 +221,19 @@ def main(paths: Sequence[str | Path], *, json_: bool = False, mode: str = "offli
     if json_:
         sys.stdout.write(json.dumps(rep, indent=2, ensure_ascii=False) + "\n")
     else:
-        from agent.render_eval import render_eval
+        from trainlog_debugger.eval.report import render_eval
         if console is None:
             from rich.console import Console
             console = Console(highlight=False, soft_wrap=False)
-            if not console.is_terminal:  # pipes and files get wide lines, as in agent/cli.py
+            if not console.is_terminal:  # pipes and files get wide lines, as in agent/cli/app.py
                 console = Console(highlight=False, soft_wrap=False, width=200)
         render_eval(rep, console)
     return 1 if regs else 0
 
 
-def _cli(argv: list[str]) -> int:  # `python -m eval.run`: the same command without the `debugger` CLI
+def _cli(argv: list[str]) -> int:  # `python -m trainlog_debugger.eval.run`: the same command without the `debugger` CLI
     import argparse
-    ap = argparse.ArgumentParser(prog="python -m eval.run", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m trainlog_debugger.eval.run", description=__doc__.split("\n")[0])
     ap.add_argument("paths", nargs="+")
     ap.add_argument("--json", action="store_true", dest="json_")
     ap.add_argument("--mode", default="offline", choices=MODES)

@@ -19,8 +19,8 @@ import re
 from collections.abc import Iterable
 from statistics import fmean
 
-from tools.bundle import READ_ERRORS
-from tools.model import Diagnosis, Evidence
+from trainlog_debugger.tools.bundle.open import READ_ERRORS
+from trainlog_debugger.tools.model import Diagnosis, Evidence
 
 TIME_TOLERANCE_S = 60.0
 UNTAGGED = "(untagged)"
@@ -130,10 +130,10 @@ def cited(diag: Diagnosis) -> list[Evidence]:
 
 def grounding(diag: Diagnosis, bundle) -> tuple[float, int, list[str]]:
     """(fraction of cited lines found verbatim in the bundle, number cited, problems). Every line is re-read from
-    the bundle's files (tools.verify.read_lines; flight-recorder entries via tools.frdump.verify_entry). A
+    the bundle's files (tools.verify.read_lines; flight-recorder entries via tools.sources.flight_recorder.analyze.verify_entry). A
     diagnosis that cites nothing grounds trivially (1.0 of 0)."""
-    from tools.frdump import verify_entry
-    from tools.verify import read_lines
+    from trainlog_debugger.tools.sources.flight_recorder.analyze import verify_entry
+    from trainlog_debugger.tools.verify import read_lines
     evs = cited(diag)
     if not evs:
         return 1.0, 0, []

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tools import catalog
-from tools.engine import HyperscanEngine, ReEngine, available_engines
-from tools.patterns import CATEGORIES, ROLES, TIERS, Pattern
+from trainlog_debugger.tools import sources as catalog
+from trainlog_debugger.tools.scan.engine import HyperscanEngine, ReEngine, available_engines
+from trainlog_debugger.tools.sources.pattern import CATEGORIES, ROLES, TIERS, Pattern
 
 sys.path.insert(0, str(Path(__file__).parent / "sources"))
 from matching import matched  # noqa: E402  (tests/sources/matching.py: the scanner's fallback rule, shared)
@@ -278,7 +278,9 @@ def test_hyperscan_and_re_engines_agree_on_all_examples():
 
 @pytest.mark.parametrize("name", sorted(catalog.SOURCES))
 def test_every_source_module_has_a_table_test(name):
-    module = catalog.SOURCES[name].__name__.rsplit(".", 1)[-1]
+    # a source is a module (sources/slurm.py) or a package whose format lives in sources/<name>/format.py
+    parts = catalog.SOURCES[name].__name__.split(".")
+    module = parts[-2] if parts[-1] == "format" else parts[-1]
     assert (SOURCES_TESTS / f"test_{module}.py").is_file(), f"tests/sources/test_{module}.py is missing"
 
 

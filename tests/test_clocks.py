@@ -1,19 +1,29 @@
-"""tools.clocks: offset rounding (zone vs raw skew), anchor agreement, explicit zones, worker-node clock skew.
+"""trainlog_debugger.tools.clocks: offset rounding (zone vs raw skew), anchor agreement, explicit zones, worker-node clock skew.
 
-Anchors are built by a factory with defaults (FR's create_one_event); the worker side comes from eval/gen_ais.py's
-SLURM files scanned by tools.scan, so the stamps are the real c10 / NeMo / SLURM shapes of FORMATS.md.
+Anchors are built by a factory with defaults (FR's create_one_event); the worker side comes from eval/synth/ais.py's
+SLURM files scanned by tools.scan.summary, so the stamps are the real c10 / NeMo / SLURM shapes of FORMATS.md.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from eval.gen_ais import Scenario, generate
-from tools.bundle import open_bundle
-from tools.clocks import (Anchor, WorkerEvent, estimate, hm, iso, node_skew, round_offset, stamp_ts, worker_facts,
-                          zone_name)
-from tools.model import Evidence
-from tools.scan import scan_bundle
+from trainlog_debugger.eval.synth.ais import Scenario, generate
+from trainlog_debugger.tools.bundle.open import open_bundle
+from trainlog_debugger.tools.clocks import (
+    Anchor,
+    WorkerEvent,
+    estimate,
+    hm,
+    iso,
+    node_skew,
+    round_offset,
+    stamp_ts,
+    worker_facts,
+    zone_name,
+)
+from trainlog_debugger.tools.model import Evidence
+from trainlog_debugger.tools.scan.summary import scan_bundle
 
 H = 3600
 EV = Evidence(file="w.out", line=1, text="x")

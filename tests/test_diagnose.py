@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval import generate as g
-from tools.bundle import open_bundle
-from tools.investigate import investigate
-from tools.model import Diagnosis, Role, Status
-from tools.verify import verified
+from trainlog_debugger.eval.synth import generate as g
+from trainlog_debugger.tools.bundle.open import open_bundle
+from trainlog_debugger.tools.pipeline import investigate
+from trainlog_debugger.tools.model import Diagnosis, Role, Status
+from trainlog_debugger.tools.verify import verified
 
 ROOT = Path(__file__).resolve().parent.parent
 INCIDENTS = ROOT.parent / "shared" / "incidents"
@@ -117,10 +117,10 @@ def test_real_incidents_get_an_honest_answer():
 
 
 def _steps_generator():
-    """tests/test_steps.py's Megatron generator, minus the stray watchdog line it appends (a near-miss for the
+    """tests/steps/test_steps.py's Megatron generator, minus the stray watchdog line it appends (a near-miss for the
     step parser; here it would make a healthy run look failed)."""
     import importlib.util
-    spec = importlib.util.spec_from_file_location("steps_gen", ROOT / "tests" / "test_steps.py")
+    spec = importlib.util.spec_from_file_location("steps_gen", ROOT / "tests" / "steps" / "test_steps.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
 

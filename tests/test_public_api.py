@@ -1,6 +1,6 @@
 """tools/__init__.py's public surface: every name in __all__ resolves (httpx's exported-members test)."""
 
-import tools
+from trainlog_debugger import tools
 
 
 def test_every_public_name_resolves():

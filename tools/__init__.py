@@ -11,21 +11,21 @@ __all__ = [
 
 def __getattr__(name):  # lazy: `import tools` stays cheap for the CLI's --help
     if name in ("open_bundle", "BundleError"):
-        from tools import bundle
+        from trainlog_debugger.tools.bundle import open as bundle
         return getattr(bundle, name)
     if name == "scan_bundle":
-        from tools.scan import scan_bundle
+        from trainlog_debugger.tools.scan.summary import scan_bundle
         return scan_bundle
     if name == "grep_bundle":
-        from tools.grep import grep_bundle
+        from trainlog_debugger.tools.scan.grep import grep_bundle
         return grep_bundle
     if name in ("Evidence", "Finding", "Coverage", "Role"):
-        from tools import model
+        from trainlog_debugger.tools import model
         return getattr(model, name)
     if name == "parse_stamp":
-        from tools.timestamps import parse_stamp
+        from trainlog_debugger.tools.lines.timestamps import parse_stamp
         return parse_stamp
     if name in ("attribute_line", "attribute_path"):
-        from tools import attribution
+        from trainlog_debugger.tools.lines import attribution
         return getattr(attribution, name)
     raise AttributeError(name)

@@ -31,7 +31,7 @@ import statistics
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from tools.model import Evidence, Finding, Role
+from trainlog_debugger.tools.model import Evidence, Finding, Role
 
 HALF_HOUR = 1800
 FIT_S = 120  # a raw offset within max(FIT_S, 2 × its uncertainty) of a half-hour multiple is a zone difference ...
@@ -111,7 +111,7 @@ def stamp_ts(t: dict | None, year: int | None) -> tuple[float | None, int | None
 
 
 def worker_facts(scan, year_hint: int | None = None) -> WorkerFacts:
-    """What the clocks and the chain need from a worker ScanResult (tools.scan): death, loader errors, watchdogs."""
+    """What the clocks and the chain need from a worker ScanResult (tools.scan.summary): death, loader errors, watchdogs."""
     notes: list[str] = []
     hits = [(h, f) for f in scan.files for h in f.hits]
     years = [h.time["year"] for h, _ in hits if h.time and h.time.get("year")]
@@ -134,7 +134,7 @@ def worker_facts(scan, year_hint: int | None = None) -> WorkerFacts:
     cancel = None
     for h, f in hits:
         if h.pattern in CANCEL and h.fields.get("at"):
-            from tools.timestamps import parse_stamp
+            from trainlog_debugger.tools.lines.timestamps import parse_stamp
             st = parse_stamp(h.fields["at"])
             e = event(h, f) if st is None else None
             if st is not None:

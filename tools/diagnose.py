@@ -2,7 +2,7 @@
 
 The protocol (DEVELOPERS.md) as code, without I/O:
 1. triage: crashed, hung, slow, cancelled by the scheduler, or finished normally;
-2. localize and isolate: the collective analysis (tools/nccl.py) names the rank that differs; rules that speak
+2. localize and isolate: the collective analysis (tools/sources/pytorch/collectives.py) names the rank that differs; rules that speak
    about that rank are preferred;
 3. root cause: the FIRST decisive trigger, not the loudest line. Candidates are ordered by time where their lines
    carry comparable times; among candidates of similar strength the earliest wins; NCCL timeouts, watchdog
@@ -15,10 +15,10 @@ Re-reading the cited lines from disk is tools/verify.py's job, run by the caller
 
 from __future__ import annotations
 
-from tools.model import Alternative, Diagnosis, Evidence, Finding, JobDetails, Role, Status, TimelineEvent
-from tools.ranks import ranks_str
-from tools.rules import RULES, Candidate, Facts
-from tools.rules.base import stamp_key, time_key
+from trainlog_debugger.tools.model import Alternative, Diagnosis, Evidence, Finding, JobDetails, Role, Status, TimelineEvent
+from trainlog_debugger.tools.ranks import ranks_str
+from trainlog_debugger.tools.rules import RULES, Candidate, Facts
+from trainlog_debugger.tools.rules.base import stamp_key, time_key
 
 DECISIVE = 0.5
 WINDOW = 0.3  # candidates this close to the strongest compete on time

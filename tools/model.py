@@ -42,10 +42,10 @@ class Evidence(BaseModel):
     line: int = Field(ge=1)
     text: str
     offset: int | None = None
-    time: dict[str, Any] | None = None  # tools.timestamps.Stamp.to_json(): keeps has_date/has_year/has_zone
+    time: dict[str, Any] | None = None  # tools.lines.timestamps.Stamp.to_json(): keeps has_date/has_year/has_zone
     rank: int | None = None
     node: str | None = None
-    kind: str | None = None  # source kind (tools.sniff)
+    kind: str | None = None  # source kind (tools.sources.detect)
 
     def cite(self) -> str:
         return f"{self.file}:{self.line}"

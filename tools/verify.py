@@ -9,9 +9,9 @@ split into lines.
 
 from __future__ import annotations
 
-from tools.bundle import READ_ERRORS
-from tools.chunks import chunks
-from tools.model import Diagnosis, Evidence, Status
+from trainlog_debugger.tools.bundle.open import READ_ERRORS
+from trainlog_debugger.tools.bundle.chunks import chunks
+from trainlog_debugger.tools.model import Diagnosis, Evidence, Status
 
 CHUNK = 64 << 20
 
@@ -56,7 +56,7 @@ def check(diag: Diagnosis, bundle) -> list[str]:
             problems.append(f"{rel}: cited file is not in the bundle")
             continue
         if src.kind == "fr_dump":  # binary dumps: a "line" is an entry index, its text the entry's JSON rendering
-            from tools.frdump import verify_entry
+            from trainlog_debugger.tools.sources.flight_recorder.analyze import verify_entry
             for ev in (e for e in diag.evidence() if e.file == rel):
                 if verify_entry(src, ev.line, ev.text):
                     actual[(rel, ev.line)] = ev.text

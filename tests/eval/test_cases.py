@@ -1,4 +1,4 @@
-"""eval.cases: truth.yaml parsing, case discovery, and the neutral copy that keeps names and labels from the
+"""trainlog_debugger.eval.cases: truth.yaml parsing, case discovery, and the neutral copy that keeps names and labels from the
 diagnosis."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from eval import generate as g
-from eval.cases import CaseError, copy_bundle, discover, filter_tags, load_truth, neutral_bundle
-from eval.run import evaluate_case
+from trainlog_debugger.eval.synth import generate as g
+from trainlog_debugger.eval.cases import CaseError, copy_bundle, discover, filter_tags, load_truth, neutral_bundle
+from trainlog_debugger.eval.run import evaluate_case
 
 SLUG = "gpu-oom-culprit-rank0-secret"
 
@@ -85,7 +85,7 @@ def test_links_out_of_the_case_are_left_out(case_dir, tmp_path):
 
 
 def test_the_diagnosis_sees_only_the_neutral_copy(case_dir, monkeypatch):
-    import tools.investigate as inv
+    import trainlog_debugger.tools.pipeline as inv
     seen = {}
     real = inv.investigate
 

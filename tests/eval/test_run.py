@@ -1,4 +1,4 @@
-"""eval.run: the baseline mode, the JSON report, regressions against a stored report (exit 1), bad input (exit 2),
+"""trainlog_debugger.eval.run: the baseline mode, the JSON report, regressions against a stored report (exit 1), bad input (exit 2),
 and the whole eval: the real diagnosis beats the regex baseline on the bundled cases and the real incidents."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval import generate as g
-from eval.baseline import baseline_diagnosis, first_tier1
-from eval.run import LLM_NOT_BUILT, evaluate, main
-from tools.bundle import open_bundle
-from tools.scan import scan_bundle
+from trainlog_debugger.eval.synth import generate as g
+from trainlog_debugger.eval.baseline import baseline_diagnosis, first_tier1
+from trainlog_debugger.eval.run import LLM_NOT_BUILT, evaluate, main
+from trainlog_debugger.tools.bundle.open import open_bundle
+from trainlog_debugger.tools.scan.summary import scan_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = ROOT / "cases"

@@ -1,14 +1,23 @@
-"""eval.score: the culprit, time and grounding edge cases, totals, and what counts as a regression."""
+"""trainlog_debugger.eval.score: the culprit, time and grounding edge cases, totals, and what counts as a regression."""
 
 from __future__ import annotations
 
 import pytest
 
-from eval.cases import Truth
-from eval.score import (beats, culprit_score, grounding, per_tag, regressions, score, time_delta, totals,
-                        trigger_time)
-from tools.bundle import open_bundle
-from tools.model import Diagnosis, Evidence, Finding, Role, Status
+from trainlog_debugger.eval.cases import Truth
+from trainlog_debugger.eval.score import (
+    beats,
+    culprit_score,
+    grounding,
+    per_tag,
+    regressions,
+    score,
+    time_delta,
+    totals,
+    trigger_time,
+)
+from trainlog_debugger.tools.bundle.open import open_bundle
+from trainlog_debugger.tools.model import Diagnosis, Evidence, Finding, Role, Status
 
 
 # -- culprit ------------------------------------------------------------------------------------------------

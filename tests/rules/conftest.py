@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from tools.bundle import open_bundle
-from tools.nccl import analyze
-from tools.rules import Facts
-from tools.scan import scan_bundle
+from trainlog_debugger.tools.bundle.open import open_bundle
+from trainlog_debugger.tools.sources.pytorch.collectives import analyze
+from trainlog_debugger.tools.rules import Facts
+from trainlog_debugger.tools.scan.summary import scan_bundle
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tools.rules import RULES
+from trainlog_debugger.tools.rules import RULES
 
 BY_NAME = {f"{r.__module__.rsplit('.', 1)[1]}.{r.__name__}": r for r in RULES}
 

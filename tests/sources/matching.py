@@ -1,4 +1,4 @@
-"""What the scanner records for one line, computed the way tools/filescan.py does it, for the per-source tables.
+"""What the scanner records for one line, computed the way tools/scan/filepass.py does it, for the per-source tables.
 
 `matched(line)` applies EVERY catalog pattern (not only the source under test) to the line, then applies the
 fallback rule: `fallback` patterns are dropped when any specific pattern matched the same line. It also checks
@@ -14,8 +14,8 @@ from functools import lru_cache
 
 import pytest
 
-from tools.catalog import by_id, patterns
-from tools.engine import HyperscanEngine, ReEngine, available_engines
+from trainlog_debugger.tools.sources import by_id, patterns
+from trainlog_debugger.tools.scan.engine import HyperscanEngine, ReEngine, available_engines
 
 
 @lru_cache(maxsize=1)

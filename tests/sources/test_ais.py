@@ -1,4 +1,4 @@
-"""tools/sources/ais.py: AIStore daemon error signatures (FORMATS.md §4.5).
+"""tools/sources/ais/format.py: AIStore daemon error signatures (FORMATS.md §4.5).
 
 Each row: a line in the AIStore nlog format `{I|W|E} HH:MM:SS.uuuuuu [file:line] message`, the pattern ids the
 scanner records for it after the fallback rule, and the fields each id extracts (a subset; None = absent).

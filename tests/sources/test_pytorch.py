@@ -1,4 +1,4 @@
-"""tools/sources/pytorch.py: ProcessGroupNCCL (c10d) lines, every version form FORMATS.md §1 lists, plus the real incidents.
+"""tools/sources/pytorch/format.py: ProcessGroupNCCL (c10d) lines, every version form FORMATS.md §1 lists, plus the real incidents.
 
 Each row: a line exactly as emitted (FORMATS.md *(real)* lines and incident lines verbatim; the others built from
 the FORMATS.md template for that torch version), the pattern ids the scanner records for it after the fallback

@@ -1,4 +1,4 @@
-"""tools/sources/torchrun.py: torch.distributed.elastic agent lines (FORMATS.md §2) and the real incidents.
+"""tools/sources/torchrun/format.py: torch.distributed.elastic agent lines (FORMATS.md §2) and the real incidents.
 
 Each row: a line exactly as emitted, the pattern ids the scanner records for it after the fallback rule, and the
 fields each id extracts (a subset; None = absent). The agent header changed by torch version (§2.3): stdlib

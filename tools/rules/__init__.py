@@ -4,8 +4,18 @@ Adding a rule: write the function in its family module, add it to that module's 
 tests/rules/test_<family>.py. The registry below is the only list the diagnosis reads.
 """
 
-from tools.rules import collective, config, data, gpu, infra, network, oom, perf, scheduler, software, storage
-from tools.rules.base import Candidate, Facts
+from trainlog_debugger.tools.rules import collective
+from trainlog_debugger.tools.rules import config
+from trainlog_debugger.tools.rules import data
+from trainlog_debugger.tools.rules import gpu
+from trainlog_debugger.tools.rules import infra
+from trainlog_debugger.tools.rules import network
+from trainlog_debugger.tools.rules import oom
+from trainlog_debugger.tools.rules import perf
+from trainlog_debugger.tools.rules import scheduler
+from trainlog_debugger.tools.rules import software
+from trainlog_debugger.tools.rules import storage
+from trainlog_debugger.tools.rules.base import Candidate, Facts
 
 FAMILIES = (gpu, oom, network, collective, storage, scheduler, config, data, infra, software, perf)
 RULES = [r for fam in FAMILIES for r in fam.RULES]

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tools.model import Evidence
-from tools.scan import ScanResult, to_evidence
+from trainlog_debugger.tools.model import Evidence
+from trainlog_debugger.tools.scan.summary import ScanResult, to_evidence
 
 
 @dataclass

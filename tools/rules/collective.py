@@ -1,4 +1,4 @@
-"""Hangs decided by the collective analysis (tools/nccl.py): the rank that never entered, and what it did last.
+"""Hangs decided by the collective analysis (tools/sources/pytorch/collectives.py): the rank that never entered, and what it did last.
 
 A never-entered rank was stuck outside NCCL. Its own last lines say where: storage errors → storage_io; data
 loading (escalating retries, loader, shard, dataset) → data_loading_stall; checkpoint save → storage_io. A crash
@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from tools.ranks import ranks_str
-from tools.rules.base import Facts, cand
+from trainlog_debugger.tools.ranks import ranks_str
+from trainlog_debugger.tools.rules.base import Facts, cand
 
 _DATA = re.compile(r"(?i)data ?loader|dataset|loading|shard|lhotse|fetch|prefetch|batch|sampler|\.tar\b|read timed out")
 _CKPT = re.compile(r"(?i)checkpoint|saving|save_checkpoint|\.distcp|torch\.save")
@@ -102,7 +102,7 @@ def missing_logs(f: Facts):
 
 def flight_recorder(f: Facts):
     """Flight-recorder dumps name the ranks that never joined the stuck collective, or that issued a different
-    one, per process group (tools/frdump.py): the same roles as the text logs, from the dumps' own records."""
+    one, per process group (tools/sources/flight_recorder/analyze.py): the same roles as the text logs, from the dumps' own records."""
     if f.fr is None:
         return []
     out = []

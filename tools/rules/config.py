@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tools.rules.base import Facts, cand
+from trainlog_debugger.tools.rules.base import Facts, cand
 
 
 def port_in_use(f: Facts):

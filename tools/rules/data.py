@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tools.rules.base import Facts, cand
+from trainlog_debugger.tools.rules.base import Facts, cand
 
 _ITER = re.compile(r"iteration[ =]+(\d+)")
 

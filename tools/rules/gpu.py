@@ -6,8 +6,8 @@ point at the GPU or its links; 13/31/43/45 are usually the program's own bad acc
 
 from __future__ import annotations
 
-from tools.rules.base import Facts, cand
-from tools.sources.kernel import XID_MEANING
+from trainlog_debugger.tools.rules.base import Facts, cand
+from trainlog_debugger.tools.sources.kernel import XID_MEANING
 
 HW_XIDS = {48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 154}
 

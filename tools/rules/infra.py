@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tools.rules.base import Facts, cand
+from trainlog_debugger.tools.rules.base import Facts, cand
 
 
 def shm(f: Facts):

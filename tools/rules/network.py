@@ -8,7 +8,7 @@ exhausted (link, cable, switch or peer unreachable); 5 = flush after the queue p
 
 from __future__ import annotations
 
-from tools.rules.base import Facts, cand
+from trainlog_debugger.tools.rules.base import Facts, cand
 
 
 def _status(f: Facts) -> str:

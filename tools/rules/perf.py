@@ -7,7 +7,7 @@ timers give one (communication-bound → network, data-bound → data_loading_st
 
 from __future__ import annotations
 
-from tools.rules.base import Facts, cand
+from trainlog_debugger.tools.rules.base import Facts, cand
 
 BY_BOUND = {"communication": "network", "data": "data_loading_stall"}
 

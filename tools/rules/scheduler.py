@@ -3,7 +3,7 @@ earlier was already wrong (the diagnosis orders candidates by time)."""
 
 from __future__ import annotations
 
-from tools.rules.base import Facts, cand
+from trainlog_debugger.tools.rules.base import Facts, cand
 
 
 def slurm_cancel(f: Facts):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tools.catalog import is_cascade
-from tools.model import Evidence
-from tools.rules.base import Facts, cand
+from trainlog_debugger.tools.sources import is_cascade
+from trainlog_debugger.tools.model import Evidence
+from trainlog_debugger.tools.rules.base import Facts, cand
 
 
 

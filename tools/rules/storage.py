@@ -3,8 +3,8 @@ ran out. Connection resets that recover at the first retry are noise and never a
 
 from __future__ import annotations
 
-from tools.ranks import ranks_str
-from tools.rules.base import Facts, cand
+from trainlog_debugger.tools.ranks import ranks_str
+from trainlog_debugger.tools.rules.base import Facts, cand
 
 
 def batch_loader(f: Facts):
@@ -51,7 +51,7 @@ def io_errors(f: Facts):
 
 
 def ais_chain(f: Facts):
-    """The storage chain across sources (tools/ais.py): daemon pressure → stream breaks → out-of-bounds → aborted
+    """The storage chain across sources (tools/sources/ais/analyze.py): daemon pressure → stream breaks → out-of-bounds → aborted
     batch → short read on the client → loader error on a worker rank. It explains a straggler, so it is marked
     cross-source: the diagnosis prefers it to the worker-side view of the same story."""
     rep = f.ais

@@ -1,0 +1,50 @@
+"""The pattern catalog: every log source's patterns, in one table the scanner compiles once.
+
+Adding a source touches its module under tools/sources/, one line in SOURCES and one test file
+(tests/test_catalog.py walks the whole table). Order matters only for display; the scanner applies every
+pattern to every text line and then drops `fallback` matches on lines that a specific pattern explains.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from trainlog_debugger.tools.sources.pattern import Pattern
+from trainlog_debugger.tools.sources import cuda, generic, job, kernel, nccl, slurm
+from trainlog_debugger.tools.sources.ais import format as ais
+from trainlog_debugger.tools.sources.pytorch import format as pytorch
+from trainlog_debugger.tools.sources.torchrun import format as torchrun
+
+SOURCES = {
+    "pytorch": pytorch,
+    "torchrun": torchrun,
+    "nccl": nccl,
+    "cuda": cuda,
+    "kernel": kernel,
+    "slurm": slurm,
+    "ais": ais,
+    "generic": generic,
+    "job": job,
+}
+
+
+@lru_cache(maxsize=1)
+def patterns() -> tuple[Pattern, ...]:
+    out: list[Pattern] = []
+    for mod in SOURCES.values():
+        out.extend(mod.PATTERNS)
+    ids = [p.id for p in out]
+    dup = {i for i in ids if ids.count(i) > 1}
+    if dup:
+        raise ValueError(f"duplicate pattern ids: {sorted(dup)}")
+    return tuple(out)
+
+
+def by_id() -> dict[str, Pattern]:
+    return {p.id: p for p in patterns()}
+
+
+def is_cascade(text: str) -> bool:
+    """Does a catalog pattern whose role is cascade match this line (a collective timeout, a launcher signal)?
+    A traceback ending in such a line is a rank that waited, not one that crashed."""
+    return any(p.role == "cascade" and p.match(text) for p in patterns())

@@ -8,7 +8,7 @@ The exception class moved (torch.cuda.OutOfMemoryError ≤2.3 → torch.OutOfMem
 torch.AcceleratorError) and 2.1 spells "capacty", so the triggers key on the message, not the class.
 """
 
-from tools.patterns import P
+from trainlog_debugger.tools.sources.pattern import P
 
 PATTERNS = [
     P("cuda.oom", 1, "oom", "root_candidate",

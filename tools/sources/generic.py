@@ -9,7 +9,7 @@ The traceback's final exception line is found by the scanner, which reads forwar
 `python.exception` is a catch-all recorded only when no specific pattern explains the line.
 """
 
-from tools.patterns import P
+from trainlog_debugger.tools.sources.pattern import P
 
 PATTERNS = [
     P("python.traceback", 2, "software", "root_candidate",

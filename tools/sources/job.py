@@ -6,7 +6,7 @@ Real/constructed lines:
     WORLD_SIZE=16
 """
 
-from tools.patterns import P
+from trainlog_debugger.tools.sources.pattern import P
 
 PATTERNS = [
     P("job.world_size", 0, None, "context",

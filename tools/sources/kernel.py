@@ -8,7 +8,7 @@ Xid numbers map to causes (48/94/95 ECC, 79 off the bus, 74 NVLink, 119 GSP time
 the application's own fault or a consequence, so the diagnosis reads the number, not just the word "Xid".
 """
 
-from tools.patterns import P
+from trainlog_debugger.tools.sources.pattern import P
 
 XID_MEANING = {
     13: "graphics engine exception", 31: "GPU memory page fault", 43: "GPU stopped processing",

@@ -8,7 +8,7 @@ The IB completion status tells the story: 4 local protection (ACS / GPUDirect), 
 exceeded (link or peer unreachable).
 """
 
-from tools.patterns import P
+from trainlog_debugger.tools.sources.pattern import P
 
 PATTERNS = [
     P("nccl.ib_completion_error", 1, "network", "root_candidate",

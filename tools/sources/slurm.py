@@ -8,7 +8,7 @@ A scheduler cancel (time limit, preemption, node failure) is not a training fail
 an infrastructure event, and the NCCL noise around it is cascade.
 """
 
-from tools.patterns import P
+from trainlog_debugger.tools.sources.pattern import P
 
 _CANCEL = r"\*\*\* (?:JOB|STEP) (?P<step>\S+) ON (?P<node>\S+) CANCELLED AT (?P<at>\S+)"
 

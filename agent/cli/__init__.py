@@ -1,0 +1,1 @@
+"""The `debugger` command line."""

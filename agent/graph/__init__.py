@@ -1,0 +1,1 @@
+"""The LangGraph investigation (the agent issue fills this package)."""

@@ -1,0 +1,1 @@
+"""Renderers: one per report, reading reports and never reaching into analyses."""

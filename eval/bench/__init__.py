@@ -1,0 +1,1 @@
+"""Benchmarks, measured as ratios against cat and ripgrep in one run."""

@@ -1,0 +1,373 @@
+"""Scan benchmark: `debugger scan` against the memory-read limit (`cat`) and ripgrep, on one generated bundle.
+
+Why: the scan's promise (../shared/PERF.md) is "at least as fast as `rg -j2` with the same patterns, in well under
+500 MB, whatever the bundle size", and "finds every fatal line". A pattern that kills the prefilter, a per-line
+Python loop or an unbounded buffer breaks that silently; this script makes it a FAIL. It reproduces PERF.md's
+protocol in ONE run, because absolute speed on a shared 2-core VM drifts by 20-30 % between blocks and only ratios
+within a block are trustworthy:
+- the bundle (eval/bench/logs.py: 256 rank files, seeded, reused when present) comes with a ground-truth manifest;
+- the bundle is held mapped for the whole run (see pin(): this VM's DAMON reclaim evicts read-once files) and
+  warmed with `cat` before every timed run; each run is a fresh process (start-up and pattern compile included);
+- rounds are interleaved (each round runs every method once), the median of --runs rounds is reported;
+- peak RSS: the summed RSS of the whole process tree, sampled every 50 ms by a thread (pages shared by forked
+  workers count once per process, as in PERF.md), and the largest single process (wait4 ru_maxrss);
+- "other" = CPU cores used by other processes during the run (from /proc/stat): > 0.15 means a noisy run.
+Then `debugger scan --json` must report every needle of the manifest with exact per-rank counts, and `rg -c` must
+count exactly the manifest's matched lines (same catalog triggers as one alternation). The pure-Python engine
+(`--engine re`) is timed on a ~64 MiB subset (hard links to the first files) because it is slow.
+`--also CMD` times a second scan command (e.g. a patched tree) in the same rounds: an A/B immune to drift.
+Medians and every run go to bench-data/<bundle>.bench.json.
+
+    python -m trainlog_debugger.eval.bench.scan                 # 1 GiB under bench-data/ (generated once, ~10 s)
+    python -m trainlog_debugger.eval.bench.scan --size-gib 4    # peak memory must not grow with the bundle
+    python -m trainlog_debugger.eval.bench.scan --quick         # 64 MiB smoke run
+Exit status: 1 if a needle is missed (or rg disagrees on matched lines), 2 if a speed/memory target fails and
+--strict was given, else 0. Needs `pip install psutil ripgrep==14.1.0` (the rg rows are skipped without rg).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from trainlog_debugger.eval.bench.logs import generate  # noqa: E402
+
+MIB = 1 << 20
+RSS_LIMIT = 500 * 10**6
+SUBSET_BYTES = 64 * MIB
+
+
+# -- measuring one run ------------------------------------------------------------------------------------
+def _busy_s() -> float:
+    """CPU seconds all processes have spent busy since boot (user+nice+system+irq+softirq+steal)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v[:8]) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(cmd: list[str], stdout_path: str) -> dict:
+    import psutil
+    peak = [0]
+    done = threading.Event()
+    with open(stdout_path, "wb") as out, tempfile.TemporaryFile() as errf:  # a file, not a pipe: no deadlock
+        busy0, self0 = _busy_s(), sum(os.times()[:2])
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=errf)
+
+        def sample():
+            try:
+                root = psutil.Process(proc.pid)
+            except psutil.Error:
+                return
+            while not done.is_set():
+                total = 0
+                try:
+                    procs = [root] + root.children(recursive=True)
+                except psutil.Error:
+                    procs = []
+                for p in procs:
+                    try:
+                        total += p.memory_info().rss
+                    except psutil.Error:
+                        pass
+                peak[0] = max(peak[0], total)
+                done.wait(0.05)
+
+        th = threading.Thread(target=sample, daemon=True)
+        th.start()
+        _, status, ru = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        done.set()
+        th.join()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        errf.seek(0)
+        err = errf.read().decode(errors="replace")
+    cpu = ru.ru_utime + ru.ru_stime
+    other = max(0.0, _busy_s() - busy0 - cpu - (sum(os.times()[:2]) - self0)) / wall
+    rss1 = ru.ru_maxrss * 1024
+    return {"wall": wall, "cpu": cpu, "rss1": rss1, "rss_tree": max(peak[0], rss1), "rc": proc.returncode,
+            "other": other, "stderr": err[-2000:]}
+
+
+_PIN = """
+import mmap, os, sys
+maps = []
+for p in sys.argv[1:]:
+    with open(p, "rb") as f:
+        if os.fstat(f.fileno()).st_size:
+            maps.append(mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
+                                  prot=mmap.PROT_READ))
+print("pinned", flush=True)
+sys.stdin.read()
+"""
+
+
+def pin(paths: list[str]) -> subprocess.Popen:
+    """A helper process maps every file (MAP_POPULATE) for the whole benchmark so the bundle stays in the page
+    cache. On this VM a DAMON scheme (kdamond: action=pageout of *unmapped* file pages idle for ~30 s) evicts
+    read-once files within a minute: a 4 GiB `cat` then took 31 s from disk instead of <1 s; mapped pages are
+    exempt. A separate process, because a fork of a process with 4 GiB mapped reports 4 GiB ru_maxrss even
+    after exec. Closing its stdin ends it."""
+    p = subprocess.Popen([sys.executable, "-c", _PIN, *paths], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    p.stdout.readline()
+    return p
+
+
+# -- ripgrep pattern file ---------------------------------------------------------------------------------
+def build_alt(rg: str, path: Path) -> list[str]:
+    """All catalog triggers as one alternation; triggers rg rejects are reported and left out."""
+    from trainlog_debugger.tools.sources import patterns
+    keep, bad = [], []
+    for p in patterns():
+        r = subprocess.run([rg, "-q", "-e", p.trigger, "/dev/null"], capture_output=True)
+        if r.returncode == 2:  # 2 = error (bad regex); 1 = no match, as expected on /dev/null
+            bad.append(f"{p.id}: {p.trigger!r}: {r.stderr.decode(errors='replace').strip()[-200:]}")
+        else:
+            keep.append(p.trigger)
+    path.write_text("|".join(keep) + "\n")
+    return bad
+
+
+# -- checking results against the manifest ----------------------------------------------------------------
+def expected_for(man: dict, ranks: set[int] | None) -> dict[str, dict[str, int]]:
+    out = {}
+    for pid, e in man["patterns"].items():
+        rc = {r: n for r, n in e["ranks"].items() if ranks is None or int(r) in ranks}
+        if rc:
+            out[pid] = rc
+    return out
+
+
+def check_scan(json_path: str, man: dict, ranks: set[int] | None, files: list[dict]) -> list[str]:
+    """Problems (empty = every needle found with exact per-rank counts, nothing unexpected, every byte read)."""
+    try:
+        res = json.loads(Path(json_path).read_text())
+    except (OSError, ValueError) as e:
+        return [f"scan output is not JSON: {e}"]
+    want = expected_for(man, ranks)
+    got = {p["id"]: {str(r): n for r, n in p["rank_counts"].items()} for p in res.get("patterns", [])}
+    unranked = {p["id"]: p.get("unranked", 0) for p in res.get("patterns", []) if p.get("unranked")}
+    probs = []
+    for pid, rc in want.items():
+        g = got.get(pid, {})
+        if g != rc:
+            miss = sorted((int(r) for r in rc if g.get(r, 0) < rc[r]))
+            extra = sorted((int(r) for r in g if g[r] > rc.get(r, 0)))
+            probs.append(f"{pid}: expected {sum(rc.values())} lines on {len(rc)} ranks, got {sum(g.values())} on "
+                         f"{len(g)}" + (f"; short on ranks {miss[:10]}" if miss else "")
+                         + (f"; extra on ranks {extra[:10]}" if extra else ""))
+    probs += [f"{pid}: unexpected, {sum(g.values())} lines on {len(g)} ranks" for pid, g in got.items() if pid not in want]
+    probs += [f"{pid}: {n} lines without a rank" for pid, n in unranked.items()]
+    nbytes, nlines = sum(f["bytes"] for f in files), sum(f["lines"] for f in files)
+    if (res.get("bytes"), res.get("lines")) != (nbytes, nlines):
+        probs.append(f"scan read {res.get('bytes')} bytes / {res.get('lines')} lines, bundle has {nbytes} / {nlines}")
+    return probs
+
+
+def combine(root: Path, files: list[dict], dst: Path, size: int) -> Path:
+    """One SLURM-style output holding every rank's lines, interleaved in blocks of 20 lines (`srun` with one
+    output file): the layout where per-rank costs multiply. Built once from the first lines of each file."""
+    out = dst / "slurm-4242.out"
+    if out.exists() and out.stat().st_size >= size:
+        return out
+    dst.mkdir(parents=True, exist_ok=True)
+    streams = [open(root / f["file"], "rb") for f in files]
+    tmp = dst.parent / f"{dst.name}.tmp"  # outside dst: an interrupted build is never scanned
+    written, last = 0, -1
+    with open(tmp, "wb") as w:
+        while last < written < size:
+            last = written
+            for s in streams:
+                block = b"".join(s.readline() for _ in range(20))
+                w.write(block)
+                written += len(block)
+    for s in streams:
+        s.close()
+    os.replace(tmp, out)
+    return out
+
+
+def rg_total(path: str) -> int:
+    return sum(int(line.rsplit(":", 1)[1]) for line in Path(path).read_text().splitlines() if ":" in line)
+
+
+# -- main -------------------------------------------------------------------------------------------------
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--size-gib", type=float, default=1.0)
+    ap.add_argument("--quick", action="store_true", help="64 MiB smoke run (same as --size-gib 0.0625)")
+    ap.add_argument("--data", type=Path, default=REPO / "bench-data")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--no-re", action="store_true", help="skip the pure-Python engine rows")
+    ap.add_argument("--combined", action="store_true", help="also time one combined 256-rank SLURM output "
+                    "(a quarter of the bundle, at most 256 MiB)")
+    ap.add_argument("--strict", action="store_true", help="exit 2 when a speed or memory target fails")
+    ap.add_argument("--also", default=None, help="a second scan command timed and checked in the same rounds "
+                    "(A/B of a patched tree), e.g. 'env -C /tmp PYTHONPATH=/tmp/tree python -m trainlog_debugger.agent.cli.app'")
+    ap.add_argument("--debugger", default=None, help="command to run instead of `debugger`; for a copy of the "
+                    "tree leave the repo root first (python -m puts the cwd before PYTHONPATH): "
+                    "'env -C /tmp PYTHONPATH=/tmp/tree python -m trainlog_debugger.agent.cli.app'")
+    a = ap.parse_args(argv)
+    try:
+        import psutil  # noqa: F401
+    except ImportError:
+        print("psutil is missing: pip install psutil")
+        return 2
+    size = 0.0625 if a.quick else a.size_gib
+    a.data = a.data.resolve()
+
+    t = time.perf_counter()
+    root, man = generate(a.data, size, a.seed)
+    files = man["files"]
+    print(f"bundle {root}: {len(files)} files, {man['bytes'] / 1e6:.0f} MB, {man['lines']} lines, "
+          f"{man['matched_lines']} needle lines, {len(man['patterns'])} pattern ids ({time.perf_counter() - t:.1f} s)")
+
+    # subset for the slow engine: the first files (by rank) up to ~64 MiB, as hard links with the same layout
+    sub_files, acc = [], 0
+    for f in files:
+        if acc >= min(SUBSET_BYTES, man["bytes"] // 4):
+            break
+        sub_files.append(f)
+        acc += f["bytes"]
+    sub = a.data / f"{root.name}-subset{len(sub_files)}"
+    for f in sub_files:
+        dst = sub / f["file"]
+        if not dst.exists():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.link(root / f["file"], dst)
+
+    rg = shutil.which("rg")
+    tmp = Path(tempfile.mkdtemp(prefix="bench-scan-"))
+    alt = tmp / "alt.txt"
+    if rg:
+        bad = build_alt(rg, alt)
+        for b in bad:
+            print(f"rg rejects trigger {b}: left out of alt.txt")
+    else:
+        print("rg not found: the ripgrep rows are skipped. Install it with: pip install ripgrep==14.1.0")
+    dbg = shutil.which("debugger")
+    dbg = shlex.split(a.debugger) if a.debugger else [dbg] if dbg else [sys.executable, "-m", "trainlog_debugger.agent.cli.app"]
+
+    paths = [str(root / f["file"]) for f in files]
+    sub_paths = [str(sub / f["file"]) for f in sub_files]
+    rgcmd = [rg, "-c", "-j2", "-f", str(alt)] if rg else None
+    methods = [("cat", ["cat", *paths], "full"),
+               ("rg -j2", rgcmd and [*rgcmd, str(root)], "full"),
+               ("scan (hyperscan)", [*dbg, "scan", str(root), "--json"], "full")]
+    if a.also:
+        methods.append(("scan (--also)", [*shlex.split(a.also), "scan", str(root), "--json"], "full"))
+    if not a.no_re:
+        methods += [("cat", ["cat", *sub_paths], "sub"),
+                    ("rg -j2", rgcmd and [*rgcmd, str(sub)], "sub"),
+                    ("scan --engine re", [*dbg, "scan", str(sub), "--json", "--engine", "re"], "sub")]
+    comb_paths: list[str] = []
+    if a.combined:
+        comb = combine(root, files, a.data / f"{root.name}-combined", min(256 * MIB, man["bytes"] // 4))
+        comb_paths = [str(comb)]
+        methods += [("cat", ["cat", str(comb)], "comb"), ("rg -j2", rgcmd and [*rgcmd, str(comb.parent)], "comb"),
+                    ("scan (hyperscan)", [*dbg, "scan", str(comb.parent), "--json"], "comb")]
+        if a.also:
+            methods.append(("scan (--also)", [*shlex.split(a.also), "scan", str(comb.parent), "--json"], "comb"))
+    methods = [m for m in methods if m[1]]
+    group_paths = {"full": paths, "sub": sub_paths, "comb": comb_paths}
+
+    t = time.perf_counter()
+    pinned = pin(paths + comb_paths)  # sub_paths are hard links to the same pages
+    print(f"bundle pinned in the page cache ({time.perf_counter() - t:.1f} s)")
+    runs: dict[int, list[dict]] = {i: [] for i in range(len(methods))}
+    for rnd in range(a.runs):
+        for i, (name, cmd, grp) in enumerate(methods):
+            # warm right before every run as well (cheap once pinned)
+            subprocess.run(["cat", *group_paths[grp]], stdout=subprocess.DEVNULL, check=True)
+            r = measure(cmd, str(tmp / f"out{i}.txt"))
+            runs[i].append(r)
+            if r["rc"] not in (0, 1) or (name.startswith("scan") and r["rc"]):
+                print(f"{name} [{grp}] exited {r['rc']}: {r['stderr']}")
+            print(f"  round {rnd + 1}: {name:<17} [{grp}] {r['wall']:7.3f} s  other load {r['other']:.2f} cores",
+                  flush=True)
+
+    med = {i: {k: statistics.median(x[k] for x in rs) for k in ("wall", "cpu", "rss1", "rss_tree", "other")}
+           for i, rs in runs.items()}
+    size_of = {"full": man["bytes"], "sub": sum(f["bytes"] for f in sub_files),
+               "comb": sum(os.path.getsize(p) for p in comb_paths)}
+    base = {(name, grp): med[i]["wall"] for i, (name, _, grp) in enumerate(methods)}
+    print(f"\n{'method':<28}{'MB/s':>8}{'wall s':>9}{'x cat':>7}{'x rg':>7}{'CPU s':>7}"
+          f"{'RSS 1 proc/tree MiB':>21}{'other':>7}")
+    for i, (name, _, grp) in enumerate(methods):
+        m = med[i]
+        label = {"full": name, "sub": f"{name} [{len(sub_files)} files]", "comb": f"{name} [1 combined]"}[grp]
+        xcat = m["wall"] / base[("cat", grp)]
+        xrg = f"{m['wall'] / base[('rg -j2', grp)]:7.2f}" if ("rg -j2", grp) in base else f"{'-':>7}"
+        print(f"{label:<28}{size_of[grp] / 1e6 / m['wall']:8.0f}{m['wall']:9.3f}{xcat:7.1f}{xrg}{m['cpu']:7.2f}"
+              f"{m['rss1'] / MIB:12.0f} /{m['rss_tree'] / MIB:6.0f}{m['other']:7.2f}")
+    print(f"(median of {a.runs} interleaved rounds; bundle {size_of['full'] / 1e6:.0f} MB, subset "
+          f"{size_of['sub'] / 1e6:.0f} MB, combined {size_of['comb'] / 1e6:.0f} MB; x = wall-time ratio in this run; "
+          f"other = cores used by other processes)")
+
+    # correctness: the scan (last run) against the manifest; rg's matched-line count against the manifest
+    ok = True
+    idx = {(m[0], m[2]): i for i, m in enumerate(methods)}
+    checks = [("scan (hyperscan)", "full", None, files)] + ([("scan (--also)", "full", None, files)] if a.also else [])
+    if not a.no_re:
+        checks.append(("scan --engine re", "sub", {f["rank"] for f in sub_files}, sub_files))
+    print()
+    for name, grp, ranks, fl in checks:
+        probs = check_scan(str(tmp / f"out{idx[(name, grp)]}.txt"), man, ranks, fl)
+        n = sum(sum(rc.values()) for rc in expected_for(man, ranks).values())
+        print(f"{'PASS' if not probs else 'FAIL'}  needles, {name} [{grp}]: {n} expected pattern hits "
+              f"on {len(fl)} files" + "".join(f"\n      {p}" for p in probs))
+        ok &= not probs
+    if rg:
+        for grp, fl in (("full", files), ("sub", sub_files if not a.no_re else None)):
+            if fl is None:
+                continue
+            got, want = rg_total(str(tmp / f"out{idx[('rg -j2', grp)]}.txt")), sum(f["matched"] for f in fl)
+            print(f"{'PASS' if got == want else 'FAIL'}  rg -c [{grp}] matched lines: {got} (manifest {want})")
+            ok &= got == want
+
+    targets = True
+    for name in ("scan (hyperscan)", "scan (--also)"):
+        if (name, "full") not in idx:
+            continue
+        hs = med[idx[(name, "full")]]
+        if rg:
+            rgm = med[idx[("rg -j2", "full")]]
+            fast = hs["wall"] <= rgm["wall"]
+            print(f"{'PASS' if fast else 'FAIL'}  speed, {name}: {hs['wall']:.3f} s vs rg -j2 {rgm['wall']:.3f} s "
+                  f"({hs['wall'] / rgm['wall']:.2f}x rg's time; target <= 1.00)")
+            targets &= fast
+        small = hs["rss_tree"] < RSS_LIMIT
+        print(f"{'PASS' if small else 'FAIL'}  memory, {name}: peak RSS {hs['rss_tree'] / 1e6:.0f} MB over the process "
+              f"tree (largest process {hs['rss1'] / 1e6:.0f} MB) at {size_of['full'] / 1e9:.2f} GB; target < 500 MB")
+        targets &= small
+    if max(m["other"] for m in med.values()) > 0.15:
+        print("note: other processes used > 0.15 cores during some runs; absolute figures are noisy, ratios less so")
+    report = a.data / f"{root.name}.bench.json"
+    report.write_text(json.dumps({"bundle": str(root), "bytes": man["bytes"], "subset_bytes": size_of["sub"],
+                                  "runs": a.runs, "median": {f"{m[0]} [{m[2]}]": med[i] for i, m in enumerate(methods)},
+                                  "all": {f"{m[0]} [{m[2]}]": runs[i] for i, m in enumerate(methods)},
+                                  "needles_ok": ok, "targets_ok": targets}, indent=1, default=str))
+    print(f"results: {report}")
+    pinned.stdin.close()
+    pinned.wait()
+    shutil.rmtree(tmp, ignore_errors=True)
+    if not ok:
+        return 1
+    return 2 if (a.strict and not targets) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Real fault-injection runs (CPU torchrun, gloo)."""

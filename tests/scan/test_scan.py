@@ -1,0 +1,234 @@
+"""The one-pass scan on realistic bundles: every rank, exact line numbers, both engines, any chunk size."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import tarfile
+
+import pytest
+
+from trainlog_debugger.eval.synth.generate import data_loading_straggler, write_case
+from trainlog_debugger.tools.scan import filepass as filescan
+from trainlog_debugger.tools.bundle.open import open_bundle
+from trainlog_debugger.tools.scan.engine import available_engines
+from trainlog_debugger.tools.scan.summary import scan_bundle
+
+
+def _scan(path, **kw):
+    with open_bundle(path) as b:
+        return scan_bundle(b, **kw)
+
+
+def _hits(res):
+    return sorted((f.rel, h.line, h.pattern, h.rank) for f in res.files for h in f.hits)
+
+
+@pytest.fixture(scope="module")
+def straggler16(tmp_path_factory):
+    d = tmp_path_factory.mktemp("b16") / "bundle"
+    job, _ = data_loading_straggler(ranks=16, culprit=11, seed=3)
+    write_case(d, job, {})
+    return d
+
+
+def test_every_rank_seen_and_outlier_found(straggler16):
+    res = _scan(straggler16)
+    assert res.coverage.seen_ranks == list(range(16))
+    assert res.coverage.expected_ranks == 16 and res.coverage.missing_ranks == []
+    pats = {p.id: p for p in res.patterns}
+    assert pats["pytorch.watchdog_timeout"].missing_ranks == [11]
+    assert pats["pytorch.dump_observed"].only_ranks == [11]
+    assert res.ranks[11].retry["state"] == "exhausted"
+    assert res.ranks[0].retry["state"] == "recovering"
+    # rank→node is recorded from lines that state both (NCCL host prefix + [rankN]:), never guessed
+    assert res.rank_nodes[11].node == "gpu-node-18"
+
+
+def test_evidence_is_the_raw_line(straggler16):
+    res = _scan(straggler16)
+    for f in res.files:
+        lines = (straggler16 / f.rel).read_text().split("\n")
+        for h in f.hits:
+            assert lines[h.line - 1] == h.text
+
+
+@pytest.mark.skipif("hyperscan" not in available_engines(), reason="hyperscan not installed")
+def test_engines_agree(straggler16):
+    assert _hits(_scan(straggler16, engine="hyperscan")) == _hits(_scan(straggler16, engine="re"))
+
+
+def test_results_do_not_depend_on_chunk_size(straggler16, monkeypatch):
+    whole = _scan(straggler16)
+    monkeypatch.setattr(filescan, "CHUNK", 1000)
+    monkeypatch.setattr(filescan, "HEAD", 500)
+    small = _scan(straggler16)
+    assert _hits(small) == _hits(whole)
+    assert [f.lines for f in small.files] == [f.lines for f in whole.files]
+    assert small.coverage.seen_ranks == whole.coverage.seen_ranks
+
+
+def _rank_files(d, n, drop=(), world=True):
+    d.mkdir(parents=True, exist_ok=True)
+    for r in range(n):
+        if r in drop:
+            continue
+        lines = []
+        if world and r == 0:
+            lines.append(f"[rank0]:[I1105 12:00:00.000000001 train.py:10] using world size: {n}")
+        for i in range(5):
+            lines.append(f"[rank{r}]:[I1105 12:0{i}:00.000000001 train.py:20] step {i} loss 2.{r}")
+        (d / f"rank_{r}.log").write_text("\n".join(lines) + "\n")
+    return d
+
+
+def test_missing_rank_file_is_reported(tmp_path):
+    res = _scan(_rank_files(tmp_path / "b", 8, drop=(3,)))
+    assert res.coverage.expected_ranks == 8
+    assert res.coverage.expected_from == "world size in the logs"
+    assert res.coverage.missing_ranks == [3]
+
+
+def test_1024_ranks_interleaved_exact_coverage(tmp_path):
+    """One rank appears only in the middle of an interleaved file: the label count check must still find it."""
+    d = tmp_path / "b"
+    d.mkdir()
+    for node in range(128):
+        lines = []
+        for step in range(3):
+            for lr in range(8):
+                r = node * 8 + lr
+                if r == 517 and step != 1:
+                    continue
+                lines.append(f"[rank{r}]:[I1105 12:0{step}:00.000000001 train.py:20] step {step}")
+        (d / f"node{node:03d}.log").write_text("\n".join(lines) + "\n")
+    res = _scan(d)
+    assert res.coverage.seen_ranks == list(range(1024))
+    assert res.coverage.missing_ranks == []
+
+
+def test_traceback_gets_its_final_exception(tmp_path):
+    d = tmp_path / "b"
+    d.mkdir()
+    (d / "rank_3.log").write_text(
+        "[rank3]: Traceback (most recent call last):\n"
+        '[rank3]:   File "/workspace/train.py", line 88, in <module>\n'
+        "[rank3]:     loss = model(batch)\n"
+        "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity "
+        "of 79.10 GiB of which 1.23 GiB is free.\n")
+    res = _scan(d)
+    tb = [h for f in res.files for h in f.hits if h.pattern == "python.traceback"][0]
+    assert tb.fields["exception"] == "torch.OutOfMemoryError"
+    assert tb.fields["exception_line"] == 4
+    oom = [h for f in res.files for h in f.hits if h.pattern == "cuda.oom"][0]
+    assert (oom.rank, oom.fields["gpu"], oom.fields["requested"]) == (3, 3, "2.00 GiB")
+
+
+def test_silent_first_rank(tmp_path):
+    d = tmp_path / "b"
+    d.mkdir()
+    for r in range(4):
+        last = 10 if r == 2 else 40
+        lines = [f"[rank{r}]:[I1105 12:{m:02d}:00.000000001 train.py:20] step {m}" for m in range(0, last + 1, 5)]
+        (d / f"rank_{r}.log").write_text("\n".join(lines) + "\n")
+    res = _scan(d)
+    assert [s["rank"] for s in res.silent_first] == [2]
+    assert res.ranks[2].last_line.line == 3
+
+
+def test_gz_tar_and_plain_give_the_same_hits(straggler16, tmp_path):
+    plain = _hits(_scan(straggler16))
+    tgz = tmp_path / "logs.tar.gz"
+    with tarfile.open(tgz, "w:gz") as t:
+        for p in sorted(straggler16.iterdir()):
+            t.add(p, arcname=f"logs/{p.name}")
+    from_tar = [(rel.split("!logs/", 1)[1], *rest) for rel, *rest in _hits(_scan(tgz))]
+    assert sorted(from_tar) == plain
+    gzdir = tmp_path / "gz"
+    gzdir.mkdir()
+    for p in straggler16.iterdir():
+        (gzdir / (p.name + ".gz")).write_bytes(gzip.compress(p.read_bytes()))
+    from_gz = [(rel[:-3], *rest) for rel, *rest in _hits(_scan(gzdir))]
+    assert sorted(from_gz) == plain
+
+
+def test_truncated_gzip_keeps_what_was_read(tmp_path):
+    d = tmp_path / "b"
+    d.mkdir()
+    body = "".join(f"[rank1]:[E1105 12:00:{i % 60:02d}.000000001 x.cpp:1] CUDA error: an illegal memory access was "
+                   f"encountered {i}\n" for i in range(20000)).encode()
+    blob = gzip.compress(body)
+    (d / "rank_1.log.gz").write_bytes(blob[: len(blob) // 2])
+    _rank_files(d, 1, world=False)
+    res = _scan(d)
+    assert any("truncated gzip" in n for n in res.notes) or any("truncated gzip" in s["reason"] for s in res.coverage.skipped)
+
+
+def test_overlong_line_is_scanned_in_pieces(tmp_path, monkeypatch):
+    monkeypatch.setattr(filescan, "CHUNK", 4096)
+    d = tmp_path / "b"
+    d.mkdir()
+    (d / "rank_0.log").write_text("x" * 20000 + " CUDA error: misaligned address\n[rank0]: done\n")
+    res = _scan(d)
+    assert any("longer than" in n for n in res.notes)
+    assert res.files[0].lines == 2
+
+
+def test_cloud_logging_entries_attributed_to_task(tmp_path):
+    entries = [
+        {"insertId": "a1", "logName": "projects/p/logs/workerpool0-1",
+         "resource": {"type": "ml_job", "labels": {"job_id": "123", "project_id": "p", "task_name": "workerpool0-1"}},
+         "severity": "ERROR", "timestamp": "2024-11-05T12:00:01.123456789Z",
+         "textPayload": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+                        "capacity of 79.10 GiB of which 1.23 GiB is free."},
+        {"insertId": "a2", "logName": "projects/p/logs/workerpool0-0",
+         "resource": {"type": "ml_job", "labels": {"job_id": "123", "project_id": "p", "task_name": "workerpool0-0"}},
+         "severity": "INFO", "timestamp": "2024-11-05T12:00:00.5Z", "textPayload": "step 10 loss 2.0"},
+    ]
+    d = tmp_path / "b"
+    d.mkdir()
+    (d / "export.json").write_text(json.dumps(entries, indent=2))
+    res = _scan(d)
+    assert res.files[0].kind == "cloud_logging"
+    oom = [h for f in res.files for h in f.hits if h.pattern == "cuda.oom"][0]
+    assert oom.node == "workerpool0-1"
+    assert oom.time["has_zone"] and oom.time["iso"].startswith("2024-11-05T12:00:01")
+
+
+@pytest.mark.parametrize("line,rank,node", [
+    (" 3: [rank3]:[E1105 12:00:01.000000001 x.cpp:1] CUDA error: an illegal memory access was encountered", 3, None),
+    ("10.3.0.41: [rank22]: RuntimeError: CUDA error: an illegal memory access was encountered", 22, "10.3.0.41"),
+    ("(RayWorkerWrapper pid=270291, ip=10.175.94.190) RuntimeError: CUDA error: an illegal memory access was "
+     "encountered", None, "10.175.94.190"),
+    ("[default2]:[rank2]:[E1105 12:00:01.000000001 x.cpp:1] CUDA error: an illegal memory access was encountered", 2, None),
+    ("node2: [rank9]: RuntimeError: CUDA error: an illegal memory access was encountered", 9, "node2"),
+])
+def test_prefix_styles_attribute_hits(tmp_path, line, rank, node):
+    d = tmp_path / "b"
+    d.mkdir()
+    (d / "job.log").write_text("starting\n" + line + "\n")
+    res = _scan(d)
+    h = [h for f in res.files for h in f.hits if h.pattern == "cuda.error"][0]
+    assert (h.rank, h.node, h.line) == (rank, node, 2)
+
+
+def test_source_kinds_and_their_patterns(tmp_path):
+    d = tmp_path / "b"
+    d.mkdir()
+    (d / "kern.log").write_text("Jan 22 18:38:35 host kernel: NVRM: Xid (PCI:0000:81:00): 79, pid='<unknown>', "
+                                "name=<unknown>, GPU has fallen off the bus.\n")
+    (d / "aistarget.ais-target-3.INFO.0821-191752.4171").write_text(
+        "Started up at 2024/08/21 19:17:52, host ais-target-3, go1.22.3 for linux/amd64\n"
+        "W 19:17:52.204518 moss:589 x-get-batch[Xf3kW9p0q] pending: 130 resource pressure: load=critical sleep=100ms "
+        "[mem=critical dsk=high] throttle: 100ms\n")
+    (d / "slurm-4891784.out").write_text("slurmstepd: error: *** STEP 4891784.0 ON gpu-node-17 CANCELLED AT "
+                                         "2024-11-05T12:34:56 DUE TO TIME LIMIT ***\n")
+    res = _scan(d)
+    kinds = {f.rel: f.kind for f in res.files}
+    assert kinds["kern.log"] == "kernel"
+    assert kinds["aistarget.ais-target-3.INFO.0821-191752.4171"] == "ais_target"
+    assert kinds["slurm-4891784.out"] == "slurm"
+    found = {p.id: p.first for p in res.patterns}
+    assert found["kernel.xid"].file == "kern.log"
+    assert found["ais.resource_pressure"].node == "ais-target-3"
+    assert found["slurm.cancelled_time_limit"].time["iso"] == "2024-11-05T12:34:56.000000"

@@ -1,0 +1,174 @@
+"""Multi-pattern matching over whole buffers: which lines of a buffer does any catalog pattern hit?
+
+Why two engines (measured in ../shared/PERF.md on this machine kind): Hyperscan scans all patterns at once over
+a whole buffer at ~1 GB/s per core; a Python `re` alternation is ~200x slower, and per-line Python loops are out
+of the question at tens of GB. Without Hyperscan (no wheel for the platform) the fallback finds each pattern's
+literal anchors with `bytes.find` (C speed) and runs the regex only on those lines: ~40 MB/s per core, slow but
+correct and identical in results.
+
+Both engines return candidate (line_start, pattern_index) pairs; the caller verifies each line with the
+pattern's Python regex, so the two engines cannot disagree on what counts as a match.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from trainlog_debugger.tools.sources.pattern import Pattern
+
+try:  # optional compiled dependency
+    import hyperscan as _hs
+except Exception:  # pragma: no cover - depends on the platform
+    _hs = None
+
+
+def available_engines() -> list[str]:
+    return (["hyperscan"] if _hs is not None else []) + ["re"]
+
+
+class ReEngine:
+    """Literal-anchor prefilter: `bytes.find` for each anchor, regex confirmation on the anchor's line."""
+
+    name = "re"
+
+    def __init__(self, patterns: Sequence[Pattern]):
+        self.patterns = list(patterns)
+        self._anchors: list[tuple[bytes, list[int]]] = []
+        by_anchor: dict[bytes, list[int]] = {}
+        for i, p in enumerate(self.patterns):
+            for a in p.anchors:
+                by_anchor.setdefault(a.encode(), []).append(i)
+        self._anchors = list(by_anchor.items())
+
+    def candidates(self, buf: bytes) -> set[tuple[int, int]]:
+        out: set[tuple[int, int]] = set()
+        find, rfind = buf.find, buf.rfind
+        for anchor, idxs in self._anchors:
+            pos = find(anchor)
+            while pos != -1:
+                start = rfind(b"\n", 0, pos) + 1
+                for i in idxs:
+                    out.add((start, i))
+                end = find(b"\n", pos)
+                if end == -1:
+                    break
+                pos = find(anchor, end + 1)
+        return out
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainlog-debugger"
+
+
+def _cached_db(exprs: list[bytes], flags: list[int] | None = None):
+    """Compiling the catalog takes ~0.4 s; a serialized database keyed by the patterns and the Hyperscan version
+    loads in milliseconds. The cache is ours (never user input) and any problem with it just means compiling."""
+    flags = flags or [0] * len(exprs)
+    key = hashlib.sha256(b"\0".join(exprs) + repr(flags).encode()
+                         + getattr(_hs, "__version__", "").encode()).hexdigest()[:24]
+    path = _cache_dir() / f"hs-{key}.db"
+    try:
+        db = _hs.loadb(path.read_bytes(), mode=_hs.HS_MODE_BLOCK)
+        db.scratch = _hs.Scratch(db)  # a deserialized database comes without scratch space
+        return db
+    except Exception:
+        pass
+    db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+    db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(_hs.dumpb(db))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return db
+
+
+class HyperscanEngine:
+    """All triggers in one block-mode database; the callback records only where each match ends."""
+
+    name = "hyperscan"
+    MAX_BLOCK = (1 << 32) - 1  # block mode takes an unsigned int length (PERF.md pitfall 2)
+
+    def __init__(self, patterns: Sequence[Pattern]):
+        if _hs is None:
+            raise RuntimeError("hyperscan is not installed")
+        self.patterns = list(patterns)
+        exprs = [p.trigger.encode() for p in self.patterns]
+        self.db = _cached_db(exprs)
+
+    def candidates(self, buf: bytes) -> set[tuple[int, int]]:
+        ends: list[tuple[int, int]] = []
+        add = ends.append
+
+        def on_match(idx, _from, to, _flags, _ctx):
+            add((to, idx))
+            return None
+
+        for base in range(0, max(len(buf), 1), self.MAX_BLOCK):
+            view = buf[base: base + self.MAX_BLOCK]
+            if not view:
+                break
+            ends_before = len(ends)
+            self.db.scan(view, match_event_handler=on_match)
+            if base:
+                ends[ends_before:] = [(to + base, i) for to, i in ends[ends_before:]]
+        out: set[tuple[int, int]] = set()
+        rfind = buf.rfind
+        last_to, last_start = -1, 0
+        for to, idx in ends:
+            # Matches arrive in end-offset order: reuse the previous line start when still on that line.
+            if to != last_to:
+                last_start = rfind(b"\n", 0, max(to - 1, 0)) + 1 if to else 0
+                last_to = to
+            out.add((last_start, idx))
+        return out
+
+
+_RANK_LABEL = re.compile(rb"\[rank(\d+)\]")
+LABEL_RANKS = 10000  # one literal per rank below this; bigger or zero-padded labels fall back to findall
+_label_db = None
+
+
+def rank_labels(buf: bytes, known: set[int] | None = None) -> set[int]:
+    """The ranks of every `[rankN]` label in `buf`, exactly, in ONE pass whatever the number of ranks.
+
+    Why not count each known label: that is one pass per rank (a per-node file of 8 ranks = 9 passes, a 240-rank
+    srun output = 241). With Hyperscan: one literal per rank, each reported at most once (SINGLEMATCH), so a
+    per-rank file costs one callback. Without it: count `[rank` and the known labels (exact for per-rank files)
+    and `findall` only when they do not add up."""
+    global _label_db
+    if _hs is None:
+        total = buf.count(b"[rank")
+        if not total:
+            return set()
+        known = known or {int(x) for x in set(_RANK_LABEL.findall(buf[: 64 << 10]))}
+        if sum(buf.count(b"[rank%d]" % r) for r in known) == total:
+            return set(known)
+        return {int(x) for x in set(_RANK_LABEL.findall(buf))}
+    if _label_db is None:
+        exprs = [b"\\[rank%d\\]" % r for r in range(LABEL_RANKS)]
+        exprs.append(rb"\[rank(?:0[0-9]+|[1-9][0-9]{4,})\]")
+        _label_db = _cached_db(exprs, [_hs.HS_FLAG_SINGLEMATCH] * len(exprs))
+    seen: set[int] = set()
+    for base in range(0, len(buf), HyperscanEngine.MAX_BLOCK):
+        _label_db.scan(buf[base: base + HyperscanEngine.MAX_BLOCK], match_event_handler=lambda i, *_: seen.add(i))
+    if LABEL_RANKS in seen:
+        seen.discard(LABEL_RANKS)
+        seen |= {int(x) for x in set(_RANK_LABEL.findall(buf))}
+    return seen
+
+
+def make_engine(patterns: Sequence[Pattern], name: str | None = None):
+    """`name` None → the fastest available; env DEBUGGER_ENGINE=re forces the fallback (tests use both)."""
+    name = name or os.environ.get("DEBUGGER_ENGINE") or ("hyperscan" if _hs is not None else "re")
+    if name == "hyperscan":
+        return HyperscanEngine(patterns)
+    if name == "re":
+        return ReEngine(patterns)
+    raise ValueError(f"unknown engine {name!r}; available: {', '.join(available_engines())}")

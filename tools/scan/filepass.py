@@ -1,0 +1,419 @@
+"""One streaming pass over one source: catalog hits, line count, rank labels, first/last times, last lines.
+
+Why per-file and picklable: the scan forks worker processes over batches of files (PERF.md: two workers on two
+cores, batches of tens of MB), so everything a file yields must travel back as plain data. Memory is bounded by
+the read chunk (64 MiB, newline-aligned) plus capped hit lists: per (pattern, rank) the first and last
+KEEP hits are kept in full and the rest are only counted; the caps are reported, never silent.
+
+Python runs only on hit lines (thousands), never per line of the file; the per-line work (matching, line
+counting, rank-label counting) is done by Hyperscan and by C-level `bytes` methods over whole buffers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from trainlog_debugger.tools.lines.attribution import attribute_line, attribute_path, strip_prefixes
+from trainlog_debugger.tools.bundle.open import READ_ERRORS, read_error_reason
+from trainlog_debugger.tools.bundle.chunks import chunks
+from trainlog_debugger.tools.scan.engine import rank_labels
+from trainlog_debugger.tools.lines.timestamps import parse_stamp
+
+CHUNK = 64 << 20
+HEAD = 64 << 10
+TAIL = 1 << 20
+KEEP = 5  # first KEEP and last KEEP hits per (pattern, rank) are kept in full
+KEEP_STATE = 64  # collective-state lines: one per process group per rank, and a rank may be in many groups
+STATE_PREFIXES = ("pytorch.", "gloo.")
+LOOKAHEAD_LINES = 200  # how far a traceback's final exception line is searched for
+LOOKBACK_LINES = 40  # how far back a time is looked for, for a fatal line that has none
+MAX_LOOKBACKS = 2000  # per buffer: bounded work even when thousands of untimed lines match
+
+_SRUN_LABEL = re.compile(rb"(?m)^ *(\d+): ")
+_ROLE_RANK = re.compile(rb"\[[A-Za-z_]+(\d+)\]:\[rank(\d+)\]:")
+_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|StopIteration|Warning)|StopIteration|KeyboardInterrupt)\b:? ?(.*)")
+_TB_SKIP = ("Traceback", "During handling", "The above exception", "File ", "^", "~")
+
+
+@dataclass
+class Hit:
+    pattern: str
+    line: int
+    offset: int
+    text: str
+    rank: int | None = None
+    local_rank: int | None = None
+    node: str | None = None
+    time: dict | None = None
+    fields: dict = field(default_factory=dict)
+
+
+@dataclass
+class LastLine:
+    line: int
+    text: str
+    time: dict | None = None
+    time_line: int | None = None
+
+
+@dataclass
+class FileScan:
+    rel: str
+    kind: str
+    size: int
+    bytes_read: int = 0
+    lines: int = 0
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
+    hint: dict = field(default_factory=dict)
+    ranks: set[int] = field(default_factory=set)
+    nodes: set[str] = field(default_factory=set)
+    hits: list[Hit] = field(default_factory=list)
+    counts: dict[tuple[str, int | None], int] = field(default_factory=dict)
+    dropped_hits: int = 0
+    first_time: dict | None = None
+    first_time_line: int | None = None
+    last_lines: dict[int | None, LastLine] = field(default_factory=dict)
+    retries: dict[int | None, list[int]] = field(default_factory=dict)  # rank → [max attempt, M, n at 1/M, n at M/M]
+    local_to_rank: dict[int, int] = field(default_factory=dict)  # stated by lines like `[default1]:[rank5]:`
+    last_local: dict[int, LastLine] = field(default_factory=dict)  # last lines of local ranks with no known rank
+
+
+def _decode(b: bytes) -> str:
+    return b.decode("utf-8", "replace").rstrip("\r")
+
+
+def srun_labelled(head_lines: list[bytes]) -> bool:
+    """Whether a file's lines carry srun `--label` task ids (' 3: '): at least 3, and at least half, of the first 50
+    non-blank lines start with a label that tools.lines.attribution reads as srun's. One test for every reader of a file
+    (tools.scan.summary, tools.rankdiff.analyze), so they agree on which files are srun-labelled. `head_lines`: the file's first
+    lines, split on b'\\n'."""
+    sample = head_lines[:50]
+    candidates = [raw for raw in sample if _SRUN_LABEL.match(raw)]  # cheap bytes test first
+    if len(candidates) < 3:
+        return False
+    labelled = sum(1 for raw in candidates if "srun_label" in attribute_line(_decode(raw)).styles)
+    return labelled >= max(3, len([x for x in sample if x.strip()]) // 2)
+
+
+class _HitKeeper:
+    """First KEEP and last KEEP hits per (pattern, rank); everything counted."""
+
+    def __init__(self):
+        self.first: dict[tuple, list[Hit]] = {}
+        self.last: dict[tuple, deque] = {}
+        self.counts: dict[tuple, int] = {}
+
+    def add(self, h: Hit) -> None:
+        key = (h.pattern, h.rank)
+        n = self.counts.get(key, 0)
+        self.counts[key] = n + 1
+        if n < (KEEP_STATE if h.pattern.startswith(STATE_PREFIXES) else KEEP):
+            self.first.setdefault(key, []).append(h)
+        else:
+            self.last.setdefault(key, deque(maxlen=KEEP)).append(h)  # the newest few as well
+
+    def hits(self) -> tuple[list[Hit], int]:
+        out: list[Hit] = []
+        for key, firsts in self.first.items():
+            out.extend(firsts)
+            out.extend(self.last.get(key, ()))
+        out.sort(key=lambda h: h.line)
+        return out, sum(self.counts.values()) - len(out)
+
+
+class FileScanner:
+    def __init__(self, engine):
+        self.engine = engine
+        self.patterns = engine.patterns
+
+    # -- public -------------------------------------------------------------------------------------------
+    def scan(self, rel: str, kind: str, size: int, stream, sized: bool = True) -> FileScan:
+        """`sized`: `size` is the exact byte count of `stream` (plain files), so reads can be sized to the file:
+        `read(64 MiB)` on a 1 MiB file allocates and page-faults 64 MiB (PERF.md pitfall 1)."""
+        hint = attribute_path(rel)
+        fs = FileScan(rel=rel, kind=kind, size=size, hint={k: v for k, v in asdict(hint).items() if v is not None})
+        self._hint = hint
+        keeper = _HitKeeper()
+        base_line = 0
+        base_off = 0
+        tail, tail_line = b"", 0
+        srun = None
+        try:
+            for ch in chunks(stream, CHUNK, known_size=size if sized else None):
+                buf = ch.buf
+                if ch.cut_long_line and not any("longer than" in n for n in fs.notes):
+                    fs.notes.append(f"line {base_line + 1} is longer than {CHUNK >> 20} MiB; scanned in pieces")
+                if base_line == 0 and base_off == 0:
+                    srun = self._head(fs, buf)
+                self._labels(fs, buf, srun)
+                pos, lines_before = self._hits(fs, keeper, buf, base_line, base_off)
+                n = lines_before + buf.count(b"\n", pos)  # one newline count per buffer, shared with the hits
+                if len(buf) >= TAIL or not tail:
+                    t0 = max(0, len(buf) - TAIL)
+                    tail = buf[t0:]
+                    tail_line = base_line + n - tail.count(b"\n")
+                else:  # short final piece: keep the previous tail in front of it
+                    tail_line = tail_line
+                    tail = tail + buf
+                base_line += n
+                base_off += len(buf)
+        except READ_ERRORS as e:
+            fs.error = read_error_reason(e)
+            fs.notes.append(f"read stopped at byte {base_off}: {fs.error}")
+        fs.bytes_read = base_off
+        fs.lines = base_line + (1 if tail and not tail.endswith(b"\n") else 0)
+        fs.hits, fs.dropped_hits = keeper.hits()
+        fs.counts = keeper.counts
+        self._local_ranks(fs)
+        self._tail(fs, tail, tail_line)
+        self._file_nodes(fs)
+        if hint.rank is not None:
+            fs.ranks.add(hint.rank)
+        return fs
+
+    # -- pieces -------------------------------------------------------------------------------------------
+    def _head(self, fs: FileScan, buf: bytes):
+        """First timestamp of the file, and whether lines carry srun `--label` task prefixes."""
+        head = buf[:HEAD]
+        lines = head.split(b"\n")[:200]
+        for i, raw in enumerate(lines):
+            st = parse_stamp(_decode(raw)) if raw else None
+            if st is not None and st.uptime_s is None:
+                fs.first_time, fs.first_time_line = st.to_json(), i + 1
+                break
+        return srun_labelled(lines)
+
+    def _labels(self, fs: FileScan, buf: bytes, srun: bool) -> None:
+        """Every rank that has a line here, exactly, without a per-line loop (tools.scan.engine.rank_labels: one pass).
+        A file whose NAME states its rank (rank_3.log, rank3.out) is that rank's log: its labels are read in the
+        head only, which saves a full pass over per-rank layouts (the bulk of big bundles)."""
+        named = self._hint.rank is not None
+        found = rank_labels(buf[:HEAD] if named else buf, fs.ranks)
+        fs.ranks.update(found)
+        if srun:
+            fs.ranks.update(int(x) for x in set(_SRUN_LABEL.findall(buf)))
+        head = buf[:HEAD]
+        if found and b"]:[rank" in head:  # `[default1]:[rank5]:` states local 1 = rank 5
+            for lr, r in set(_ROLE_RANK.findall(head)):
+                fs.local_to_rank.setdefault(int(lr), -1 if fs.local_to_rank.get(int(lr), int(r)) != int(r) else int(r))
+
+    def _hits(self, fs: FileScan, keeper: _HitKeeper, buf: bytes, base_line: int, base_off: int) -> tuple[int, int]:
+        """Records the buffer's hits; returns (offset, newlines before it) of the last hit line, so the caller
+        finishes the newline count from there instead of counting the buffer twice."""
+        cands = self.engine.candidates(buf)
+        if not cands:
+            return 0, 0
+        by_line: dict[int, list[int]] = {}
+        for start, idx in cands:
+            by_line.setdefault(start, []).append(idx)
+        prev_start, prev_line = 0, base_line + 1
+        lookbacks = 0
+        for start in sorted(by_line):
+            line_no = prev_line + buf.count(b"\n", prev_start, start)
+            prev_start, prev_line = start, line_no
+            end = buf.find(b"\n", start)
+            end = len(buf) if end == -1 else end
+            text = _decode(buf[start:end])
+            matched = [self.patterns[i] for i in sorted(set(by_line[start])) if self.patterns[i].match(text)]
+            specific = [p for p in matched if not p.fallback]
+            matched = specific or matched
+            if not matched:
+                continue
+            attr = attribute_line(text)
+            stamp = parse_stamp(text)
+            inferred_from = None
+            if stamp is None and lookbacks < MAX_LOOKBACKS and any(p.tier in (1, 2) for p in matched):
+                lookbacks += 1
+                stamp, inferred_from = _previous_stamp(buf, start, line_no, attr.rank)
+            rank = attr.rank if attr.rank is not None else self._hint.rank
+            if rank is None and attr.local_rank is not None and fs.local_to_rank.get(attr.local_rank, -1) >= 0:
+                rank = fs.local_to_rank[attr.local_rank]
+            node = attr.node or self._hint.node
+            time = stamp.to_json() if stamp else None
+            if time and inferred_from:
+                time["inferred_from_line"] = inferred_from  # a traceback line has no time of its own
+            extra: dict[str, Any] = {}
+            if fs.kind == "cloud_logging":
+                extra = _cloud_entry(buf, start, end)
+                node = node or extra.get("task_name")
+                time = time or extra.get("time")
+            for p in matched:
+                facts = p.extract(text)
+                if p.id == "python.traceback":
+                    facts.update(_final_exception(buf, end, attr.rank, line_no))
+                if p.id == "io.retrying" and "attempt" in facts:
+                    self._retry(fs, rank, facts)
+                keeper.add(Hit(p.id, line_no, base_off + start, text, rank,
+                               attr.local_rank if attr.local_rank is not None else self._hint.local_rank,
+                               node, time, facts))
+        return prev_start, prev_line - base_line - 1
+
+    @staticmethod
+    def _retry(fs: FileScan, rank, facts) -> None:
+        a, m = facts.get("attempt"), facts.get("max_attempts")
+        if not isinstance(a, int) or not isinstance(m, int):
+            return
+        r = fs.retries.setdefault(rank, [0, 0, 0, 0])
+        r[0], r[1] = max(r[0], a), max(r[1], m)
+        r[2] += a == 1
+        r[3] += a >= m
+
+    def _tail(self, fs: FileScan, tail: bytes, tail_line: int) -> None:
+        """Each rank's last line and last timestamp, read back from the end of the file."""
+        if not tail:
+            return
+        multi = len(fs.ranks) > 1
+        single = None if multi else (fs.hint.get("rank") if fs.hint.get("rank") is not None else next(iter(fs.ranks), None))
+        need_time: set = set()
+        end = len(tail)
+        line_no = tail_line + tail.count(b"\n") + (0 if tail.endswith(b"\n") else 1)
+        if tail.endswith(b"\n"):
+            end -= 1
+        steps = 0
+        while end >= 0:  # walk back line by line with rfind: no split of the whole tail for one-rank files
+            start = tail.rfind(b"\n", 0, end) + 1
+            raw = tail[start:end]
+            cur, end = line_no, start - 1
+            line_no -= 1
+            steps += 1
+            if not raw.strip():
+                if start == 0:
+                    break
+                continue
+            text = _decode(raw)
+            rank = single
+            if multi:
+                a = attribute_line(text)
+                rank = a.rank
+                if rank is None and a.local_rank is not None:
+                    mapped = fs.local_to_rank.get(a.local_rank, -1)
+                    if mapped >= 0:
+                        rank = mapped
+                    elif a.local_rank not in fs.last_local:
+                        fs.last_local[a.local_rank] = LastLine(cur, text)
+            ll = fs.last_lines.get(rank)
+            if ll is None:
+                ll = fs.last_lines[rank] = LastLine(cur, text)
+                need_time.add(rank)
+            if rank in need_time:
+                st = parse_stamp(text)
+                if st is not None and st.uptime_s is None:
+                    ll.time, ll.time_line = st.to_json(), cur
+                    need_time.discard(rank)
+            if (not multi and not need_time) or steps > 20000 or start == 0:
+                break
+
+    @staticmethod
+    def _local_ranks(fs: FileScan) -> None:
+        """Lines that carry only `[default1]:` get the global rank that this file itself states for local rank 1
+        (`[default1]:[rank5]:` elsewhere in the file); an ambiguous local rank (two global ranks, e.g. after a
+        restart with a new layout) is left unattributed rather than guessed."""
+        for h in fs.hits:
+            if h.rank is not None and h.local_rank is not None and f"[rank{h.rank}]" in h.text:
+                prev = fs.local_to_rank.get(h.local_rank)
+                fs.local_to_rank[h.local_rank] = h.rank if prev in (None, h.rank) else -1
+        if not fs.local_to_rank:
+            return
+        moved: dict[tuple, int] = {}
+        for h in fs.hits:
+            if h.rank is None and h.local_rank is not None:
+                r = fs.local_to_rank.get(h.local_rank, -1)
+                if r >= 0:
+                    h.rank = r
+                    moved[(h.pattern, r)] = moved.get((h.pattern, r), 0) + 1
+        for (pid, r), n in moved.items():  # only kept hits can move; dropped repeats stay counted as unranked
+            fs.counts[(pid, None)] -= n
+            if fs.counts[(pid, None)] <= 0:
+                del fs.counts[(pid, None)]
+            fs.counts[(pid, r)] = fs.counts.get((pid, r), 0) + n
+
+    def _file_nodes(self, fs: FileScan) -> None:
+        """A file whose lines name exactly one host (NCCL `host:pid:tid`, pdsh) belongs to that node."""
+        nodes = {h.node for h in fs.hits if h.node}
+        fs.nodes = nodes
+        if len(nodes) == 1:
+            node = next(iter(nodes))
+            for h in fs.hits:
+                if h.node is None:
+                    h.node = node
+
+
+def _previous_stamp(buf: bytes, start: int, line_no: int, rank: int | None):
+    """The nearest earlier timestamped line of the same rank (a traceback's lines carry no time of their own)."""
+    end = start - 1
+    for k in range(1, LOOKBACK_LINES + 1):
+        if end <= 0:
+            return None, None
+        s = buf.rfind(b"\n", 0, end) + 1
+        text = _decode(buf[s:end])
+        end = s - 1
+        if rank is not None:
+            r = attribute_line(text).rank
+            if r is not None and r != rank:
+                continue
+        st = parse_stamp(text)
+        if st is not None and st.uptime_s is None:
+            return st, line_no - k
+    return None, None
+
+
+def _final_exception(buf: bytes, end: int, rank: int | None, tb_line: int) -> dict:
+    """The exception that ended a traceback: the first unindented line after the frames (same rank label)."""
+    pos = end + 1
+    for k in range(1, LOOKAHEAD_LINES + 1):
+        if pos >= len(buf):
+            return {}
+        nxt = buf.find(b"\n", pos)
+        nxt = len(buf) if nxt == -1 else nxt
+        text = _decode(buf[pos:nxt])
+        pos = nxt + 1
+        if rank is not None:
+            a = attribute_line(text)
+            if a.rank is not None and a.rank != rank:
+                continue
+        body = strip_prefixes(text)
+        if not body.strip() or body[:1] in (" ", "\t") or body.startswith(_TB_SKIP):
+            continue
+        m = _EXC_LINE.match(body)
+        if m:
+            return {"exception": m.group(1), "message": m.group(2)[:500], "exception_line": tb_line + k,
+                    "exception_text": text}
+        return {}
+    return {}
+
+
+def _cloud_entry(buf: bytes, start: int, end: int) -> dict:
+    """Task name and timestamp of the Cloud Logging entry that holds this line (JSONL or pretty JSON)."""
+    line = buf[start:end].strip().rstrip(b",")
+    obj = None
+    if line.startswith(b"{") and line.endswith(b"}"):
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            obj = None
+    if obj is None:
+        s = buf.rfind(b"\n  {", max(0, start - (1 << 20)), start + 1)
+        e = buf.find(b"\n  }", end)
+        if s != -1 and e != -1:
+            try:
+                obj = json.loads(buf[s + 1: e + 4])
+            except ValueError:
+                obj = None
+    if not isinstance(obj, dict):
+        return {}
+    out = {}
+    labels = (obj.get("resource") or {}).get("labels") or {}
+    task = labels.get("task_name") or (obj.get("labels") or {}).get("task_name")
+    if task:
+        out["task_name"] = task
+    ts = obj.get("timestamp")
+    if isinstance(ts, str):
+        st = parse_stamp(ts)
+        if st:
+            out["time"] = st.to_json()
+    return out

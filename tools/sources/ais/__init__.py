@@ -1,0 +1,1 @@
+"""AIStore daemon logs: the line formats, files per daemon, stats deltas, and the storage chain."""

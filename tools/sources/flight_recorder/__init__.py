@@ -1,0 +1,1 @@
+"""PyTorch's flight-recorder dumps: restricted unpickling, entries, cross-rank matching."""

@@ -1,0 +1,419 @@
+"""Collective state of EVERY rank from text logs: who never entered the stuck collective, who waited, who was ahead.
+
+At 512 ranks every rank prints an NCCL watchdog timeout; the one that matters is the rank that differs. The
+watchdog lines say it (FORMATS.md §1.3–§1.8, all torch versions):
+
+    [rank3]:[E219 08:58:32.606233339 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation
+        timeout: WorkNCCL(SeqNum=31, OpType=ALLREDUCE, ..., Timeout(ms)=600000) ran for 600031 milliseconds ...
+    [rank0]:[E1218 ...] [PG ID 1 PG GUID 1 Rank 0]  failure detected by watchdog at work sequence id: 1 PG status:
+        last enqueued work: 547, last completed work: -1
+    [rank7]:[E808 ...] [PG ID 0 PG GUID 0(default_pg) Rank 7] Received a dump signal due to a collective timeout
+        from  rank 3 and we will ... Last enqueued NCCL work: 30, last completed NCCL work: 30.This is ...
+
+Roles (per process group, then per rank):
+- never_entered: last enqueued == last completed (no NCCL work in flight: stuck OUTSIDE NCCL in data loading,
+  eval or checkpoint), or notified of another rank's dump without its own watchdog firing, or no NCCL state at
+  all while the others have it. `crashed` when that rank also logged a crash; `missing` when its log is absent.
+- waiting: enqueued == completed + 1 (joined the collective, waits for someone).
+- ahead: enqueued > completed + 1, or a higher SeqNum than the rest (e.g. a broadcast root that finished its send).
+- behind: timed out on an EARLIER SeqNum than the rest (it never reached the collective the others are in).
+A group where every rank entered and every rank's own watchdog fired, with no straggler, is the `fabric`
+pattern: the collective itself (network, NIC, switch) is suspect.
+
+gloo (CPU groups) prints no work counters: ranks that raised "Timed out waiting Nms for recv/send" are waiting;
+the ranks that did not (stopped by the launcher, or whose log just stops) are what they waited for. torchrun's
+"Root Cause (first observed failure)" is only the first rank to exit, often a waiting one; it is not used here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from trainlog_debugger.tools.sources import is_cascade
+from trainlog_debugger.tools.model import Evidence, Finding, Role
+from trainlog_debugger.tools.ranks import ranks_str
+from trainlog_debugger.tools.scan.summary import ScanResult, to_evidence
+
+_SEQ = re.compile(r"SeqNum=(\d+)")
+STATE_PATTERNS = {
+    "pytorch.watchdog_timeout", "pytorch.watchdog_pg_status", "pytorch.watchdog_thread_exception",
+    "pytorch.dump_first_signal", "pytorch.dump_observed", "pytorch.dump_signal_received", "pytorch.heartbeat_stuck",
+    "pytorch.process_down", "pytorch.comm_aborted", "pytorch.desync_lagging",
+}
+GLOO_PATTERNS = {"gloo.timeout", "gloo.peer_closed"}
+ROLE_ORDER = ("crashed", "missing", "never_entered", "behind", "waiting", "ahead", "no_state")
+
+
+@dataclass
+class PGState:
+    """One rank's view of one process group at the failure."""
+
+    pg: str
+    desc: str | None = None
+    pg_rank: int | None = None
+    seq: int | None = None
+    op: str | None = None
+    numel: int | None = None
+    timeout_ms: int | None = None
+    elapsed_ms: int | None = None
+    enqueued: int | None = None
+    completed: int | None = None
+    timeout_time: dict | None = None
+    self_detected: bool = False
+    first_to_dump: bool = False
+    notified: bool = False
+    notified_by: int | None = None
+    evidence: list[Evidence] = field(default_factory=list)
+
+
+@dataclass
+class RankState:
+    rank: int
+    node: str | None = None
+    pgs: dict[str, PGState] = field(default_factory=dict)
+    role: str = "no_state"
+    reason: str = ""
+    crash: Evidence | None = None
+    last_line: Evidence | None = None
+    flags: list[str] = field(default_factory=list)  # heartbeat_stuck, process_down, comm_aborted, gloo_timeout
+    evidence: list[Evidence] = field(default_factory=list)
+
+    def cited(self, n: int = 3) -> list[Evidence]:
+        """The crash (if any), the first state lines and the rank's last line, each line once."""
+        seen, out = set(), []
+        for ev in ([self.crash] if self.crash else []) + self.evidence[:n] + ([self.last_line] if self.last_line else []):
+            if ev.cite() not in seen:
+                seen.add(ev.cite())
+                out.append(ev)
+        return out
+
+
+@dataclass
+class GroupSummary:
+    pg: str
+    desc: str | None
+    ranks: int
+    stuck_seq: int | None
+    op: str | None
+    timeout_ms: int | None
+    start_time: str | None  # collective start = watchdog time − Timeout(ms)
+    roles: dict[str, list[int]]
+    seq_gap: dict[int, int] = field(default_factory=dict)  # rank → how many collectives ahead (+) / behind (−)
+
+
+@dataclass
+class NcclReport:
+    verdict: str  # straggler | crash | fabric | gloo_straggler | no_collective_state | inconclusive
+    summary: str
+    culprits: list[int]
+    suspects: list[int]  # not proven: ranks without logs when nothing else differs
+    ranks: dict[int, RankState]
+    groups: list[GroupSummary]
+    wavefront: str | None
+    expected_ranks: int | None
+    found_ranks: int
+    with_state: int
+    missing_ranks: list[int]
+    rows: list[dict]  # identical rank rows collapsed: {"ranks": [...], "role": ..., ...}
+    notes: list[str] = field(default_factory=list)
+
+    def findings(self) -> list[Finding]:
+        out = []
+        for r in self.culprits:
+            rs = self.ranks.get(r)
+            ev = rs.cited() if rs else []
+            if not ev:
+                continue
+            out.append(Finding(id=f"nccl.{rs.role}", summary=f"rank {r}: {rs.reason}", role=Role.root_candidate,
+                               category="data_loading_stall" if rs.role == "never_entered" else None,
+                               ranks=[r], nodes=[rs.node] if rs.node else [], evidence=ev,
+                               facts={"role": rs.role, "verdict": self.verdict}))
+        return out
+
+
+def _pg_key(f: dict) -> str | None:
+    for k in ("pg_guid", "pg_uid", "pg_id"):
+        if f.get(k) is not None:
+            return str(f[k])
+    return None
+
+
+def collect(res: ScanResult) -> dict[int, RankState]:
+    """Per rank, per process group: everything the watchdog lines state, each with its line."""
+    ranks: dict[int, RankState] = {}
+    crash_cats = {}
+    pending_timeouts: list[tuple[int, dict, Evidence]] = []
+    for f in res.files:
+        for h in f.hits:
+            if h.rank is None:
+                continue
+            rs = ranks.setdefault(h.rank, RankState(rank=h.rank))
+            rs.node = rs.node or h.node
+            ev = to_evidence(h, f.rel, f.kind)
+            fx = h.fields
+            if h.pattern in STATE_PATTERNS or h.pattern in GLOO_PATTERNS:
+                rs.evidence.append(ev)
+            if h.pattern == "pytorch.watchdog_timeout":
+                pending_timeouts.append((h.rank, dict(fx, _time=h.time), ev))
+            elif h.pattern == "pytorch.watchdog_pg_status":
+                pg = _pg(rs, fx)
+                pg.seq, pg.enqueued, pg.completed = fx.get("seq"), fx.get("enqueued"), fx.get("completed")
+                pg.self_detected = True
+                pg.evidence.append(ev)
+            elif h.pattern == "pytorch.dump_first_signal":
+                pg = _pg(rs, fx)
+                pg.first_to_dump = pg.self_detected = True
+                pg.evidence.append(ev)
+            elif h.pattern == "pytorch.dump_observed":
+                pg = _pg(rs, fx)
+                pg.notified = True
+                pg.evidence.append(ev)
+            elif h.pattern == "pytorch.dump_signal_received":
+                pg = _pg(rs, fx)
+                if fx.get("from_rank") is not None and fx["from_rank"] != h.rank:
+                    pg.notified, pg.notified_by = True, fx["from_rank"]
+                if fx.get("enqueued") is not None and pg.enqueued is None:
+                    pg.enqueued, pg.completed = fx["enqueued"], fx.get("completed")
+                pg.evidence.append(ev)
+            elif h.pattern == "pytorch.watchdog_thread_exception" and _pg_key(fx) is not None:
+                m = _SEQ.search(fx.get("what", ""))
+                if m:  # the thread-exit line names the PG that the legacy `[Rank r] Watchdog caught` line omits
+                    pg = _pg(rs, fx)
+                    pg.seq = pg.seq if pg.seq is not None else int(m.group(1))
+                    pg.evidence.append(ev)
+            elif h.pattern == "pytorch.heartbeat_stuck":
+                rs.flags.append("heartbeat_stuck")
+            elif h.pattern == "pytorch.process_down":
+                rs.flags.append("process_down")
+            elif h.pattern == "pytorch.comm_aborted":
+                rs.flags.append("comm_aborted")
+            elif h.pattern == "gloo.timeout":
+                rs.flags.append("gloo_timeout")
+            elif _is_crash(h.pattern, res):
+                if h.pattern == "python.traceback" and is_cascade(fx.get("exception_text") or h.text):
+                    continue  # a traceback that ends in a collective timeout is the wait, not a crash (the text
+                    # itself when the traceback is embedded in one line, e.g. torchrun's error.json)
+                if h.pattern == "python.traceback" and fx.get("exception_line"):
+                    # cite what the traceback ended in, not its header line
+                    ev = Evidence(file=f.rel, line=fx["exception_line"], text=fx["exception_text"], rank=h.rank,
+                                  node=h.node, kind=f.kind)
+                key = (_time_sort(h.time), f.rel, ev.line)
+                if h.rank not in crash_cats or key < crash_cats[h.rank][0]:
+                    crash_cats[h.rank] = (key, ev)
+    for r, fx, ev in pending_timeouts:  # attach each timeout to the PG whose status names the same SeqNum
+        rs = ranks[r]
+        pg = next((p for p in rs.pgs.values() if p.seq == fx.get("seq")), None)
+        if pg is None:
+            pg = rs.pgs.setdefault("?", PGState(pg="?"))
+            pg.seq = fx.get("seq")
+        pg.op, pg.numel = fx.get("op"), fx.get("numel_in")
+        pg.timeout_ms, pg.elapsed_ms, pg.timeout_time = fx.get("timeout_ms"), fx.get("elapsed_ms"), fx.get("_time")
+        pg.self_detected = True
+        pg.evidence.insert(0, ev)
+    for r, (_, ev) in crash_cats.items():
+        ranks[r].crash = ev
+    for r, rs in res.ranks.items():
+        st = ranks.setdefault(r, RankState(rank=r))
+        st.last_line = rs.last_line
+        st.node = st.node or (rs.nodes[0] if rs.nodes else None)
+    return ranks
+
+
+def _pg(rs: RankState, fx: dict) -> PGState:
+    key = _pg_key(fx) or "0"
+    pg = rs.pgs.get(key)
+    if pg is None:
+        pg = rs.pgs[key] = PGState(pg=key)
+    pg.desc = pg.desc or fx.get("pg_desc")
+    if fx.get("pg_rank") is not None:
+        pg.pg_rank = fx["pg_rank"]
+    return pg
+
+
+def _is_crash(pid: str, res: ScanResult) -> bool:
+    """A crash that takes a rank out before the collective: a root-candidate hit of tier 1/2 that is not itself
+    part of the collective machinery."""
+    ps = next((p for p in res.patterns if p.id == pid), None)
+    return bool(ps and ps.role == "root_candidate" and ps.tier in (1, 2) and not pid.startswith(("pytorch.", "nccl.")))
+
+
+
+def _time_sort(t: dict | None) -> str:
+    return (t or {}).get("iso") or "~"
+
+
+def classify(ranks: dict[int, RankState], expected: int | None, missing: list[int],
+             collectives_per_step: int | None = None, stated_world: bool = True) -> NcclReport:
+    with_state = {r: rs for r, rs in ranks.items() if rs.pgs}
+    notes: list[str] = []
+    groups: list[GroupSummary] = []
+    pg_keys = sorted({k for rs in with_state.values() for k in rs.pgs}, key=lambda k: (k == "?", k))
+    for key in pg_keys:
+        members = {r: rs.pgs[key] for r, rs in with_state.items() if key in rs.pgs}
+        seqs = Counter(p.seq for p in members.values() if p.seq is not None and p.self_detected)
+        stuck = min(seqs, key=lambda s: (-seqs[s], s)) if seqs else None
+        enqs = Counter(p.enqueued for p in members.values() if p.enqueued is not None and p.seq == stuck)
+        base_enq = enqs.most_common(1)[0][0] if enqs else None
+        roles: dict[str, list[int]] = {}
+        gaps: dict[int, int] = {}
+        for r, p in members.items():
+            role = _pg_role(p, stuck)
+            roles.setdefault(role, []).append(r)
+            gap = _gap(p, stuck, base_enq)
+            if gap:
+                gaps[r] = gap
+        sample = next((p for p in members.values() if p.seq == stuck and p.timeout_ms), None)
+        groups.append(GroupSummary(pg=key, desc=next((p.desc for p in members.values() if p.desc), None),
+                                   ranks=len(members), stuck_seq=stuck, op=sample.op if sample else None,
+                                   timeout_ms=sample.timeout_ms if sample else None,
+                                   start_time=_start(sample) if sample else None,
+                                   roles={k: sorted(v) for k, v in roles.items()}, seq_gap=gaps))
+        for r, p in members.items():
+            rs = ranks[r]
+            role = _pg_role(p, stuck)
+            if ROLE_ORDER.index(role) < ROLE_ORDER.index(rs.role) or rs.role == "no_state":
+                rs.role, rs.reason = role, _reason(role, p, gaps.get(r), key, collectives_per_step)
+    any_state = bool(with_state)
+    for r, rs in ranks.items():
+        if rs.pgs:
+            if rs.crash is not None and rs.role in ("never_entered", "behind"):
+                rs.role, rs.reason = "crashed", f"logged a crash before the collective ({rs.crash.cite()})"
+            continue
+        if rs.crash is not None:
+            rs.role, rs.reason = "crashed", f"no NCCL state; crashed first ({rs.crash.cite()})"
+        elif "gloo_timeout" in rs.flags:
+            rs.role, rs.reason = "waiting", "gloo: timed out waiting for a peer"
+        elif any_state or any("gloo_timeout" in x.flags for x in ranks.values()):
+            rs.role, rs.reason = "never_entered", "no collective state at all while others have it (stuck outside " \
+                                                  "the collective, or its log stops)"
+    for r in missing:
+        ranks.setdefault(r, RankState(rank=r, role="missing", reason="no log lines for this rank in the bundle"))
+        ranks[r].role, ranks[r].reason = "missing", "no log lines for this rank in the bundle"
+
+    culprits = sorted(r for r, rs in ranks.items() if rs.role in ("crashed", "never_entered", "behind"))
+    gloo = any("gloo_timeout" in rs.flags for rs in ranks.values()) and not any_state
+    if not any_state and not gloo:
+        verdict, summary, culprits = "no_collective_state", "no rank logged a collective timeout or watchdog state", []
+    elif culprits:
+        kinds = Counter(ranks[r].role for r in culprits)
+        verdict = "crash" if kinds.get("crashed") else ("gloo_straggler" if gloo else "straggler")
+        summary = f"{len(culprits)} of {len(ranks)} ranks differ: " + ", ".join(
+            f"{k} {ranks_str([r for r in culprits if ranks[r].role == k])}" for k in kinds)
+        if len(culprits) * 2 > len(ranks) and len(ranks) > 2:
+            verdict, notes = "inconclusive", notes + ["most ranks lack state: the logs may be partial"]
+    elif all(rs.role in ("waiting", "ahead") for rs in ranks.values() if rs.role != "missing") and not missing:
+        verdict, summary = "fabric", ("every rank entered the collective and fired its own watchdog; no straggler: "
+                                      "suspect the network (NIC, link, switch)")
+    else:
+        verdict, summary = "inconclusive", (f"no rank with a log differs; rank(s) {ranks_str(missing)} have no log in "
+                                            f"the bundle: the culprit may be among them")
+    if missing:
+        notes.append(f"{len(missing)} rank(s) have no log in the bundle: {ranks_str(missing)}; one of them may be the culprit")
+    wave = _wavefront(groups)
+    # ranks without logs are suspects only against a stated world size (a "max rank seen" bound proves nothing)
+    suspects = list(missing) if verdict == "inconclusive" and not culprits and stated_world else []
+    return NcclReport(verdict=verdict, summary=summary, culprits=culprits, suspects=suspects,
+                      ranks=dict(sorted(ranks.items())),
+                      groups=groups, wavefront=wave, expected_ranks=expected, found_ranks=len(ranks) - len(missing),
+                      with_state=len(with_state), missing_ranks=list(missing), rows=_rows(ranks), notes=notes)
+
+
+def _pg_role(p: PGState, stuck: int | None) -> str:
+    if p.enqueued is not None and p.completed is not None:
+        if p.enqueued <= p.completed:
+            return "never_entered"
+        if p.enqueued == p.completed + 1:
+            return "waiting" if stuck is None or p.seq in (None, stuck) or not p.self_detected else \
+                ("ahead" if p.seq > stuck else "behind")
+        return "ahead"
+    if p.notified and not p.self_detected:
+        return "never_entered"
+    if p.seq is not None and stuck is not None and p.self_detected:
+        return "waiting" if p.seq == stuck else ("ahead" if p.seq > stuck else "behind")
+    return "waiting" if p.self_detected else "never_entered"
+
+
+def _gap(p: PGState, stuck: int | None, base_enq: int | None) -> int:
+    """How many collectives this rank is ahead (+) or behind (−) of the group: by enqueued work when both are
+    known (a broadcast root queues the next step's collectives), else by the SeqNum its watchdog fired on."""
+    if p.enqueued is not None and base_enq is not None and p.self_detected:
+        return p.enqueued - base_enq
+    if stuck is not None and p.seq is not None and p.self_detected:
+        return p.seq - stuck
+    return 0
+
+
+def _reason(role: str, p: PGState, k: int | None, key: str, per_step: int | None) -> str:
+    pg = f"PG {key}" + (f" ({p.desc})" if p.desc else "")
+    counts = f"last enqueued {p.enqueued}, last completed {p.completed}" if p.enqueued is not None else ""
+    if role == "never_entered":
+        how = "notified by rank %s" % p.notified_by if p.notified_by is not None else (
+            "notified, own watchdog did not fire" if p.notified and not p.self_detected else "")
+        return f"{pg}: never entered the collective ({', '.join(x for x in (counts, how) if x)}): stuck outside NCCL"
+    if role == "waiting":
+        return f"{pg}: joined SeqNum {p.seq}, waiting for others ({counts or 'own watchdog fired'})"
+    if role in ("ahead", "behind"):
+        step = ""
+        if k and per_step and abs(abs(k) - per_step) <= 1:
+            step = f" = one training step ({per_step} collectives per step)"
+        return f"{pg}: {role} of the others" + (f" by {abs(k)} collective(s){step}" if k else "") + (f" ({counts})" if counts else "")
+    return f"{pg}: {role}"
+
+
+def _start(p: PGState) -> str | None:
+    t = p.timeout_time
+    if not t or not t.get("has_date") or not p.timeout_ms:
+        return None
+    iso = t["iso"]
+    try:
+        dt = datetime.fromisoformat("2000-" + iso[2:] if iso.startswith("--") else iso)
+    except ValueError:
+        return None
+    start = dt - timedelta(milliseconds=p.elapsed_ms or p.timeout_ms)
+    s = start.isoformat(timespec="seconds")
+    return "--" + s[5:] if iso.startswith("--") else s
+
+
+def _wavefront(groups: list[GroupSummary]) -> str | None:
+    """The first group, in time order of its stuck collective's start, whose collective is incomplete."""
+    stuck = [g for g in groups if g.stuck_seq is not None]
+    if len(stuck) < 2:
+        return stuck[0].pg if stuck else None
+    stuck.sort(key=lambda g: (g.start_time is None, g.start_time or "", -len(g.roles.get("never_entered", []))))
+    return stuck[0].pg
+
+
+def _rows(ranks: dict[int, RankState]) -> list[dict]:
+    """Identical rows collapsed into rank ranges; outliers stay single rows because they differ."""
+    groups: dict[tuple, list[int]] = {}
+    for r, rs in ranks.items():
+        pg = next(iter(rs.pgs.values()), None)
+        key = (rs.role, pg.pg if pg else None, pg.seq if pg else None, pg.op if pg else None,
+               _delta(pg), bool(pg and pg.self_detected), bool(pg and pg.notified), rs.node is None)
+        groups.setdefault(key, []).append(r)
+    rows = []
+    for key, rs_ in groups.items():
+        role, pg, seq, op, delta, selfd, notif, _ = key
+        first = ranks[rs_[0]]
+        p = next(iter(first.pgs.values()), None)
+        rows.append({"ranks": rs_, "role": role, "pg": pg, "seq": seq, "op": op,
+                     "enqueued": p.enqueued if p else None, "completed": p.completed if p else None,
+                     "self_detected": selfd, "notified": notif,
+                     "evidence": (p.evidence[0] if p and p.evidence else first.crash or first.last_line)})
+    rows.sort(key=lambda x: (ROLE_ORDER.index(x["role"]), x["ranks"][0]))
+    return rows
+
+
+def _delta(pg: PGState | None):
+    if pg is None or pg.enqueued is None or pg.completed is None:
+        return None
+    return pg.enqueued - pg.completed
+
+
+def analyze(res: ScanResult, collectives_per_step: int | None = None) -> NcclReport:
+    ranks = collect(res)
+    return classify(ranks, res.coverage.expected_ranks, res.coverage.missing_ranks, collectives_per_step,
+                    stated_world=res.coverage.expected_from != "max rank seen")

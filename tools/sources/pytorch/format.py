@@ -1,0 +1,101 @@
+"""PyTorch ProcessGroupNCCL (c10d) watchdog, teardown and dump-coordination lines (FORMATS.md §1).
+
+Real line (torch 2.5):
+    [rank3]:[E219 08:58:32.606233339 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation
+    timeout: WorkNCCL(SeqNum=31, OpType=ALLREDUCE, NumelIn=117440512, NumelOut=117440512, Timeout(ms)=600000)
+    ran for 600031 milliseconds before timing out.
+Versions: 2.0 prints `TensorShape=[...]` instead of NumelIn/NumelOut; the PG status line changed wording in 2.6
+(`failure detected by watchdog at work sequence id: ... PG status: last enqueued work: E, last completed work: C`,
+C may be -1). Almost everything here is cascade: every rank prints it once one rank stops participating.
+"""
+
+from trainlog_debugger.tools.sources.pattern import P
+
+# The PG log prefix (2.3: `[PG 0 Rank 25]`, 2.4: `[PG 0 (default_pg) Rank 1]`, ≥2.5: `[PG ID 0 PG GUID 0(default_pg) Rank 3]`).
+_PG_REQ = r"\[PG (?:ID (?P<pg_id>\d+) PG GUID (?P<pg_guid>[^ (\]]+)|(?P<pg_uid>[^ (\]]+))(?: ?\((?P<pg_desc>[^)]*)\))? Rank (?P<pg_rank>\d+)\]"
+# Optional form for `fields` regexes: lazily look for the prefix first, so that it is captured when present.
+_PG = r"^(?:.*?" + _PG_REQ + r")?"
+
+PATTERNS = [
+    P("pytorch.watchdog_timeout", 1, "network", "cascade",
+      r"Watchdog caught collective operation timeout", "Watchdog caught collective",
+      "[rank3]:[E219 08:58:32.606233339 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=31, OpType=ALLREDUCE, NumelIn=117440512, NumelOut=117440512, Timeout(ms)=600000) ran for 600031 milliseconds before timing out.",
+      "NCCL watchdog timeout on a collective",
+      fields=r"(?:\[Rank (?P<pg_rank>\d+)\] )?Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>[A-Z_]+)(?:, NumelIn=(?P<numel_in>\d+), NumelOut=(?P<numel_out>\d+))?(?:, TensorShape=\[[^\]]*\])?, Timeout\(ms\)=(?P<timeout_ms>\d+)\) ran for (?P<elapsed_ms>\d+) milliseconds",
+      ints=("pg_rank", "seq", "numel_in", "numel_out", "timeout_ms", "elapsed_ms")),
+    P("pytorch.watchdog_pg_status", 1, "network", "cascade",
+      r"(?:detected by watchdog at work|Timeout at NCCL work: |timeout is detected by watchdog at work|error is detected by watchdog at work)",
+      ("detected by watchdog at work", "Timeout at NCCL work"),
+      "[rank0]:[E1218 20:27:21.484910731 ProcessGroupNCCL.cpp:2168] [PG ID 1 PG GUID 1 Rank 0]  failure detected by watchdog at work sequence id: 1 PG status: last enqueued work: 547, last completed work: -1",
+      "watchdog PG status: last enqueued vs last completed work",
+      fields=_PG + r".*?(?:work sequence id|at work|NCCL work): (?P<seq>-?\d+).*?last enqueued (?:NCCL )?work: (?P<enqueued>-?\d+), last completed (?:NCCL )?work: (?P<completed>-?\d+)",
+      ints=("pg_id", "pg_rank", "seq", "enqueued", "completed")),
+    P("pytorch.watchdog_thread_exception", 1, "network", "cascade",
+      r"[Ww]atchdog thread terminated with exception", "atchdog thread terminated with exception",
+      "[rank5]:[E117 08:28:16.358824199 ProcessGroupNCCL.cpp:1534] [PG 0 (default_pg) Rank 5] Process group watchdog thread terminated with exception: [Rank 5] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=67, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600042 milliseconds before timing out.",
+      "watchdog thread terminated with an exception",
+      fields=_PG + r".*?terminated with exception: (?P<what>.*)", ints=("pg_id", "pg_rank")),
+    P("pytorch.process_down", 1, None, "cascade",
+      r"we are taking the entire process down", "taking the entire process down",
+      "[E ProcessGroupNCCL.cpp:460] To avoid data inconsistency, we are taking the entire process down.",
+      "watchdog takes the process down"),
+    P("pytorch.nccl_ops_failed", 1, None, "cascade",
+      r"Some NCCL operations have failed or timed out", "Some NCCL operations have failed",
+      "[E ProcessGroupNCCL.cpp:455] Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU opera",
+      "NCCL operations failed or timed out"),
+    P("pytorch.terminate_backend_error", 1, None, "cascade",
+      r"terminate called after throwing an instance of '(?:c10::DistBackendError|std::runtime_error)'",
+      "terminate called after throwing an instance of",
+      "terminate called after throwing an instance of 'c10::DistBackendError'",
+      "process aborted on the watchdog's exception (SIGABRT follows)"),
+    P("pytorch.dump_first_signal", 1, None, "context",
+      r"(?:First PG on this rank to signal dumping|First watchdog to set the dump signal|Broadcasting flight.recorder dump signal)",
+      ("First PG on this rank to signal dumping", "First watchdog to set the dump signal", "dump signal to other processes"),
+      "[rank368]:[E808 04:21:41.161045406 ProcessGroupNCCL.cpp:2147] [PG ID 0 PG GUID 0(default_pg) Rank 368] First PG on this rank to signal dumping.",
+      "this rank's own watchdog fired (dump initiator)", fields=_PG_REQ, ints=("pg_id", "pg_rank")),
+    P("pytorch.dump_observed", 1, None, "context",
+      r"(?:Observed flight recorder dump signal from another rank|watchdog detected a dump signal from rank|Received a global dump signal from rank|First PG on this rank detecting the dump signal through tcpstore)",
+      ("Observed flight recorder dump signal", "detected a dump signal from rank", "Received a global dump signal",
+       "detecting the dump signal through tcpstore"),
+      "[rank7]:[E808 04:21:42.000000000 ProcessGroupNCCL.cpp:1710] [PG ID 0 PG GUID 0(default_pg) Rank 7] Observed flight recorder dump signal from another rank via TCPStore.",
+      "notified of another rank's watchdog dump (not self-detected)", fields=_PG_REQ, ints=("pg_id", "pg_rank")),
+    P("pytorch.dump_signal_received", 1, None, "context",
+      r"Received a dump signal (?:due to a collective timeout from|from this local rank)",
+      ("Received a dump signal due to a collective timeout", "Received a dump signal from this local rank"),
+      "[rank7]:[E808 04:21:42.000000000 ProcessGroupNCCL.cpp:1742] [PG ID 0 PG GUID 0(default_pg) Rank 7] Received a dump signal due to a collective timeout from  rank 3 and we will try our best to dump the debug info. Last enqueued NCCL work: 30, last completed NCCL work: 30.This is most likely caused by incorrect usages of collectives, e.g., wrong sizes used across ranks, the order of collectives is not same for all ranks or the scheduled collective, for some reason, didn't run. Additionally, this can be caused by GIL deadlock or other reasons such as network errors or bugs in the communications library (e.g. NCCL), etc. ",
+      "dump signal with this rank's last enqueued/completed work",
+      fields=_PG + r".*?Received a dump signal (?:due to a collective timeout )?from +(?:this local rank|rank (?P<from_rank>\d+))"
+                   r"(?:.*?Last enqueued NCCL work: (?P<enqueued>-?\d+), last completed NCCL work: (?P<completed>-?\d+))?",
+      ints=("pg_id", "pg_rank", "from_rank", "enqueued", "completed")),
+    P("pytorch.heartbeat_stuck", 1, "software", "cascade",
+      r"(?:watchdog got stuck for \d+ seconds|Heartbeat monitor timed out)", ("watchdog got stuck for", "Heartbeat monitor timed out"),
+      "[rank25]:[F ProcessGroupNCCL.cpp:1169] [PG 0 Rank 25] [PG 0 Rank 25] ProcessGroupNCCL's watchdog got stuck for 600 seconds without making progress in monitoring enqueued collectives.",
+      "heartbeat monitor: the watchdog itself was stuck (NCCL/CUDA API hang)",
+      fields=r"got stuck for (?P<stuck_s>\d+) seconds", ints=("stuck_s",)),
+    P("pytorch.comm_aborted", 1, None, "cascade",
+      r"NCCL communicator was aborted on rank \d", "NCCL communicator was aborted",
+      "[rank2]:[E1105 12:00:01.123456789 ProcessGroupNCCL.cpp:1897] [PG ID 0 PG GUID 0(default_pg) Rank 2] NCCL communicator was aborted on rank 2. Original reason for failure was: NCCL error: remote process exited or there was a network error",
+      "NCCL communicator aborted",
+      fields=r"aborted on rank (?P<aborted_rank>\d+)\.(?: +Original reason for failure was: (?P<reason>.*))?", ints=("aborted_rank",)),
+    P("pytorch.nccl_error", 1, "network", "root_candidate",
+      r"(?:NCCL error in: |DistBackendError: NCCL error|raised the following async exception: NCCL error|found async exception when checking for NCCL errors)",
+      ("NCCL error in: ", "DistBackendError: NCCL error", "async exception"),
+      "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, remote process exited or there was a network error, NCCL version 2.21.5",
+      "NCCL call returned an error",
+      fields=r"NCCL error(?: in: (?P<where>[^,]+),|:) (?P<nccl_error>[^,]+)(?:, NCCL version (?P<nccl_version>[\d.]+))?"),
+    P("pytorch.nccl_error_kind", 1, "network", "root_candidate",
+      r"nccl(?:RemoteError|SystemError|UnhandledCudaError|InternalError|InvalidUsage|InvalidArgument): ",
+      ("ncclRemoteError: ", "ncclSystemError: ", "ncclUnhandledCudaError: ", "ncclInternalError: ", "ncclInvalidUsage: ", "ncclInvalidArgument: "),
+      "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.",
+      "NCCL error class", fields=r"(?P<nccl_error>nccl[A-Za-z]+): (?P<detail>.*)"),
+    P("pytorch.collective_mismatch", 2, "software", "root_candidate",
+      r"Detected mismatch between collectives on ranks", "Detected mismatch between collectives",
+      "RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running inconsistent collective: CollectiveFingerPrint(OpType=BROADCAST, TensorShape=[4], TensorDtypes=Float",
+      "ranks issued different collectives",
+      fields=r"Rank (?P<mismatch_rank>\d+) is running (?:inconsistent )?collective: CollectiveFingerPrint\((?:SequenceNumber=\d+, ?)?OpType=(?P<op>[A-Z_]+)(?:.*?, but Rank (?P<other_rank>\d+) is running collective)?",
+      ints=("mismatch_rank", "other_rank")),
+    P("pytorch.desync_lagging", 1, None, "context",
+      r"are the lagging ranks that caused this timeout", "lagging ranks that caused this timeout",
+      "\t - To our best knowledge, ranks [5, 6] are the lagging ranks that caused this timeout. They never joined any collectives",
+      "desync debug names the lagging ranks", fields=r"ranks \[(?P<lagging>[\d, ]+)\] are the lagging"),
+]

@@ -1,0 +1,70 @@
+"""torch.distributed.elastic / torchrun agent lines (FORMATS.md §2).
+
+Real lines:
+    W0813 22:08:39.776000 2585 torch/distributed/elastic/multiprocessing/api.py:898] Sending process 2711 closing signal SIGTERM
+      exitcode  : -9 (pid: 208585)
+      traceback : Signal 9 (SIGKILL) received by PID 208585
+The agent's "Root Cause (first observed failure)" is only the first rank to EXIT, often a rank that was itself
+waiting; these lines are cascade unless nothing earlier explains them.
+"""
+
+from trainlog_debugger.tools.sources.pattern import P
+
+PATTERNS = [
+    P("torchrun.child_failed", 1, None, "cascade",
+      r"ChildFailedError", "ChildFailedError",
+      "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+      "torchrun reports failed worker processes"),
+    P("torchrun.failure_rank", 0, None, "context",
+      r" rank      : \d+ \(local_rank: \d", "(local_rank: ",
+      "  rank      : 1 (local_rank: 1)",
+      "ChildFailedError entry: global and local rank",
+      fields=r"rank +: (?P<failed_rank>\d+) \(local_rank: (?P<failed_local_rank>\d+)\)", ints=("failed_rank", "failed_local_rank")),
+    P("torchrun.failure_host", 0, None, "context",
+      r" host      : \S", "host      : ",
+      "  host      : f10de8a8e6e4",
+      "ChildFailedError entry: host of the failed rank", fields=r"host +: (?P<host>\S+)"),
+    P("torchrun.error_file", 0, None, "context",
+      r"  error_file: [^ \n]", "error_file: ",
+      "  error_file: /tmp/torchelastic_d676diln/none_yafvf25t/attempt_0/1/error.json",
+      "ChildFailedError entry: the failed rank's error file (its log-dir path names the local rank)",
+      fields=r"error_file: (?P<error_file>\S+)"),
+    P("torchrun.exitcode", 1, None, "cascade",
+      r" exitcode  : -?\d+ \(pid: \d+\)", "exitcode  : ",
+      "  exitcode  : -9 (pid: 208585)",
+      "worker exit code", fields=r"exitcode +: (?P<exitcode>-?\d+) \(pid: (?P<pid>\d+)\)(?: +\((?P<signal>SIG[A-Z]+)\))?", ints=("exitcode", "pid")),
+    P("torchrun.signal_received", 1, None, "cascade",
+      r"Signal \d+ \(SIG[A-Z]+\) received by PID", "received by PID",
+      "  traceback : Signal 9 (SIGKILL) received by PID 208585",
+      "worker died from a signal", fields=r"Signal (?P<signum>\d+) \((?P<signal>SIG[A-Z]+)\) received by PID (?P<pid>\d+)", ints=("signum", "pid")),
+    P("torchrun.closing_signal", 1, None, "cascade",
+      r"Sending process \d+ closing signal SIG[A-Z]", "closing signal",
+      "W0813 22:08:39.776000 2585 torch/distributed/elastic/multiprocessing/api.py:898] Sending process 2711 closing signal SIGTERM",
+      "launcher sends a signal to its workers", fields=r"Sending process (?P<pid>\d+) closing signal (?P<signal>SIG[A-Z]+)", ints=("pid",)),
+    P("torchrun.worker_failed", 1, None, "cascade",
+      r"failed \(exitcode: -?\d+\) local_rank: \d", "failed (exitcode: ",
+      "E0813 22:08:40.123000 2585 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 0 (pid: 2710) of binary: /usr/bin/python",
+      "torchrun: a local worker exited non-zero",
+      fields=r"failed \(exitcode: (?P<exitcode>-?\d+)\) local_rank: (?P<failed_local_rank>\d+) \(pid: (?P<pid>\d+)\)", ints=("exitcode", "failed_local_rank", "pid")),
+    P("torchrun.death_signal", 1, "infrastructure", "root_candidate",
+      r"Received \S+ death signal, shutting down workers", "death signal, shutting down workers",
+      "W1105 12:00:00.000000 123 torch/distributed/elastic/agent/server/api.py:704] Received 15 death signal, shutting down workers",
+      "the launcher itself was signalled (scheduler cancel, preemption)",
+      fields=r"Received (?P<signal>\S+) death signal"),
+    P("torchrun.worker_group_restart", 1, None, "cascade",
+      r"Worker group (?:FAILED|UNHEALTHY)\. \d+/\d+ attempts left", "attempts left",
+      "[default] Worker group FAILED. 2/3 attempts left; will restart worker group",
+      "elastic agent restarts the worker group",
+      fields=r"Worker group (?P<state>FAILED|UNHEALTHY)\. (?P<left>\d+)/(?P<max>\d+) attempts left", ints=("left", "max")),
+    P("torchrun.rendezvous_timeout", 1, "config", "root_candidate",
+      r"(?:RendezvousTimeoutError|Timed out after \d+ seconds waiting for clients|The client socket has timed out after)",
+      ("RendezvousTimeoutError", "waiting for clients", "client socket has timed out"),
+      "torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 15/16 clients joined.",
+      "rendezvous / store timeout at start-up",
+      fields=r"(?P<joined>\d+)/(?P<expected>\d+) clients joined", ints=("joined", "expected")),
+    P("torchrun.address_in_use", 1, "config", "root_candidate",
+      r"(?:Address already in use|failed to listen on any local network address)",
+      ("Address already in use", "failed to listen on any local network address"),
+      "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).",
+      "rendezvous port already in use", fields=r"bind to (?P<address>\S+?) \(errno"),
+]

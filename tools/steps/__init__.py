@@ -1,0 +1,1 @@
+"""Per-rank step times: stragglers, regressions, compute- vs communication-bound."""
