@@ -15,16 +15,10 @@ from __future__ import annotations
 
 from trainlog_debugger.tools.bundle.open import natural_key
 from trainlog_debugger.tools.model import Diagnosis, Finding, Role, Status
+from trainlog_debugger.tools.lines.timestamps import order_then_place
 from trainlog_debugger.tools.scan.summary import ScanResult, scan_bundle
 
 NO_HINT_CATEGORY = "software"
-
-
-def _time_key(t: dict | None) -> tuple:
-    """Dated times first, in ISO order; undated (or time-less) hits after them."""
-    if not t or not t.get("has_date"):
-        return (1, "")
-    return (0, t.get("iso", ""))
 
 
 def first_tier1(scan: ScanResult):
@@ -33,7 +27,7 @@ def first_tier1(scan: ScanResult):
     for p in scan.patterns:
         if p.tier != 1 or p.first is None:
             continue
-        key = (_time_key(p.first.time), natural_key(p.first.file), p.first.line, p.id)
+        key = order_then_place(p.first.time, natural_key(p.first.file), p.first.line, p.id)
         if best_key is None or key < best_key:
             best, best_key = (p, p.first), key
     return best

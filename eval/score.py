@@ -109,11 +109,11 @@ def time_delta(truth: str | None, got: str | None) -> float | None:
 
 
 def trigger_time(diag: Diagnosis) -> str | None:
-    """The time of the diagnosis's trigger: chain[0].evidence[0].time['iso'] (None when it has none)."""
+    """The time of the diagnosis's trigger: chain[0].evidence[0].time's ISO form (None when it has none)."""
     if not diag.chain:
         return None
     t = diag.chain[0].evidence[0].time
-    return t.get("iso") if t else None
+    return t.iso() if t else None
 
 
 # -- grounding ----------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from trainlog_debugger.tools.clocks import (
 )
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.scan.summary import scan_bundle
+from trainlog_debugger.tools.lines.timestamps import parse_stamp
 
 H = 3600
 EV = Evidence(file="w.out", line=1, text="x")
@@ -114,13 +115,13 @@ def test_formatting():
 
 
 def test_stamp_ts_takes_the_year_from_elsewhere_and_never_shifts_local_time():
-    c10 = {"has_date": True, "month": 8, "day": 21, "hour": 17, "minute": 6, "second": 13, "micro": 0}
+    c10 = parse_stamp("[rank0]:[E821 17:06:13.000000000 ProcessGroupNCCL.cpp:616] x")  # no year, no zone
     ts, off = stamp_ts(c10, 2025)
     assert iso(ts) == "2025-08-21T17:06:13" and off is None
     assert stamp_ts(c10, None) == (None, None)
-    assert stamp_ts({"has_date": False, "hour": 1}, 2025) == (None, None)
-    z = dict(c10, year=2024, utc_offset_min=120)
-    assert stamp_ts(z, 2025) == (stamp_ts(dict(c10), 2024)[0], 120)
+    assert stamp_ts(parse_stamp("I 01:00:00.000000 moss:589 x"), 2025) == (None, None)  # time of day only
+    z = parse_stamp("2024-08-21T17:06:13+02:00 x")
+    assert stamp_ts(z, 2025) == (stamp_ts(c10, 2024)[0], 120)
 
 
 def _wd(node: str, start: float, seq: int = 4521, rank: int = 0) -> WorkerEvent:

@@ -31,6 +31,7 @@ import statistics
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from trainlog_debugger.tools.lines.timestamps import Stamp
 from trainlog_debugger.tools.model import Evidence, Finding, Role
 
 HALF_HOUR = 1800
@@ -95,28 +96,28 @@ class WorkerFacts:
     notes: list[str] = field(default_factory=list)
 
 
-def stamp_ts(t: dict | None, year: int | None) -> tuple[float | None, int | None]:
-    """A Stamp.to_json() dict → (local wall-clock seconds, the zone offset it states or None); (None, None) when the
+def stamp_ts(t: Stamp | None, year: int | None) -> tuple[float | None, int | None]:
+    """A worker line's Stamp → (local wall-clock seconds, the zone offset it states or None); (None, None) when the
     date (or any year) is unknown. The local time is never shifted: `estimate` applies stated zones."""
-    if not t or not t.get("has_date") or t.get("month") is None:
+    if t is None or t.order_key() is None:
         return None, None
-    y = t.get("year") or year
+    y = t.year or year
     if y is None:
         return None, None
     try:
-        dt = datetime(y, t["month"], t["day"], t["hour"], t["minute"], t["second"], t.get("micro") or 0)
-    except (ValueError, KeyError, TypeError):
+        dt = datetime(y, t.month, t.day, t.hour, t.minute, t.second, t.micro or 0)
+    except (ValueError, TypeError):
         return None, None
-    return (dt - EPOCH).total_seconds(), t.get("utc_offset_min")
+    return (dt - EPOCH).total_seconds(), t.utc_offset_min
 
 
 def worker_facts(scan, year_hint: int | None = None) -> WorkerFacts:
     """What the clocks and the chain need from a worker ScanResult (tools.scan.summary): death, loader errors, watchdogs."""
     notes: list[str] = []
     hits = [(h, f) for f in scan.files for h in f.hits]
-    years = [h.time["year"] for h, _ in hits if h.time and h.time.get("year")]
-    years += [rs.last_line.time["year"] for rs in scan.ranks.values()
-              if rs.last_line and rs.last_line.time and rs.last_line.time.get("year")]
+    years = [h.time.year for h, _ in hits if h.time is not None and h.time.year]
+    years += [rs.last_line.time.year for rs in scan.ranks.values()
+              if rs.last_line and rs.last_line.time is not None and rs.last_line.time.year]
     year = statistics.mode(years) if years else None
     if year is None and year_hint is not None:
         year = year_hint
@@ -138,10 +139,10 @@ def worker_facts(scan, year_hint: int | None = None) -> WorkerFacts:
             st = parse_stamp(h.fields["at"])
             e = event(h, f) if st is None else None
             if st is not None:
-                ts, off = stamp_ts(st.to_json(), year)
+                ts, off = stamp_ts(st, year)
                 if ts is not None:
                     e = WorkerEvent(ts, Evidence(file=f.rel, line=h.line, text=h.text, offset=h.offset,
-                                                 time=st.to_json(), node=h.node, kind=f.kind), None, h.node, off)
+                                                 time=st, node=h.node, kind=f.kind), None, h.node, off)
             if e is not None and (cancel is None or e.ts > cancel.ts):
                 cancel = e
     death = cancel

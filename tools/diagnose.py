@@ -18,7 +18,8 @@ from __future__ import annotations
 from trainlog_debugger.tools.model import Alternative, Diagnosis, Evidence, Finding, JobDetails, Role, Status, TimelineEvent
 from trainlog_debugger.tools.ranks import ranks_str
 from trainlog_debugger.tools.rules import RULES, Candidate, Facts
-from trainlog_debugger.tools.rules.base import stamp_key, time_key
+from trainlog_debugger.tools.lines.timestamps import order_key
+from trainlog_debugger.tools.rules.base import by_time
 
 DECISIVE = 0.5
 WINDOW = 0.3  # candidates this close to the strongest compete on time
@@ -207,13 +208,12 @@ def _timeline(facts: Facts, chain: list[Finding], cap: int = 30) -> list[Timelin
     for f in chain:
         for ev in f.evidence[:2]:
             events.setdefault((ev.file, ev.line), TimelineEvent(time=_t(ev), what=f.summary, evidence=ev, role=f.role))
-    out = sorted(events.values(), key=lambda e: (time_key(e.evidence) is None, time_key(e.evidence) or (),
-                                                 e.evidence.file, e.evidence.line))
+    out = sorted(events.values(), key=lambda e: by_time(e.evidence))
     return out[:cap]
 
 
 def _t(ev: Evidence) -> str | None:
-    return (ev.time or {}).get("iso")
+    return ev.time.iso() if ev.time else None
 
 
 def _key_files(chain: list[Finding]) -> list[str]:
@@ -237,15 +237,15 @@ def job_details(facts: Facts) -> JobDetails:
     ranks = scan.coverage.expected_ranks
     evidence = list(scan.coverage.expected_evidence)
     resumed = facts.hits("job.resumed")
-    times = [f.first_time for f in scan.files if f.first_time and f.first_time.get("has_date")]
-    lasts = [ll.time for f in scan.files for ll in f.last_lines.values() if ll.time and ll.time.get("has_date")]
+    times = [f.first_time for f in scan.files if order_key(f.first_time) is not None]
+    lasts = [ll.time for f in scan.files for ll in f.last_lines.values() if order_key(ll.time) is not None]
     return JobDetails(
         framework=framework, launcher="+".join(launchers) or None, ranks=ranks, nodes=len(nodes) or None,
         ranks_per_node=(ranks // len(nodes)) if ranks and nodes and ranks % len(nodes) == 0 else None,
         resumed_from_checkpoint=True if resumed else None,
         # by month/day/time: some lines state the year and some do not, and their ISO strings don't sort
-        start=min(times, key=stamp_key)["iso"] if times else None,
-        end=max(lasts, key=stamp_key)["iso"] if lasts else None,
+        start=min(times, key=order_key).iso() if times else None,
+        end=max(lasts, key=order_key).iso() if lasts else None,
         evidence=evidence + resumed[:1])
 
 

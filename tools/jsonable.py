@@ -9,8 +9,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from trainlog_debugger.tools.lines.timestamps import Stamp
+
 
 def to_jsonable(obj: Any) -> Any:
+    if isinstance(obj, Stamp):  # its own JSON (iso, has_*), the same as inside Evidence
+        return obj.to_json()
     if isinstance(obj, BaseModel):
         return obj.model_dump(mode="json", exclude_none=True)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):

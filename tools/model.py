@@ -12,9 +12,26 @@ written ``logs.tar.gz!path/in/archive``; `line` is 1-based; `text` is the raw li
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, WithJsonSchema, field_validator
+
+from trainlog_debugger.tools.lines.timestamps import Stamp
+
+
+def _stamp_in(v: Any) -> Stamp:
+    if isinstance(v, Stamp):
+        return v
+    if isinstance(v, dict):
+        return Stamp.from_json(v)
+    raise ValueError("a time is a Stamp or its JSON object")
+
+
+# A typed time on the Python side (ordered by Stamp.order_key), the same JSON object as Stamp.to_json() outside.
+StampField = Annotated[Stamp, PlainValidator(_stamp_in), PlainSerializer(lambda s: s.to_json(), return_type=dict),
+                       WithJsonSchema({"type": "object", "description": "Stamp.to_json(): the parsed parts (year, month, "
+                                       "day, hour, minute, second, micro, tz, utc_offset_min, uptime_s, nanos), iso, "
+                                       "has_date, has_year, has_zone, and any provenance keys"})]
 
 
 class Role(str, Enum):
@@ -42,7 +59,7 @@ class Evidence(BaseModel):
     line: int = Field(ge=1)
     text: str
     offset: int | None = None
-    time: dict[str, Any] | None = None  # tools.lines.timestamps.Stamp.to_json(): keeps has_date/has_year/has_zone
+    time: StampField | None = None  # what the line's stamp states; unknown parts stay unknown
     rank: int | None = None
     node: str | None = None
     kind: str | None = None  # source kind (tools.sources.detect)

@@ -182,8 +182,8 @@ def _chain(rep: AisReport, console: Console) -> None:
            + f"  [{f.role.value}]", "bold")
         _p(console, f"     {f.summary}")
         for ev in f.evidence[:3]:
-            t = ev.time or {}
-            tag = f" [worker clock → daemon {t['aligned']}]" if t.get("aligned") else ""
+            aligned = ev.time.meta("aligned") if ev.time is not None else None
+            tag = f" [worker clock → daemon {aligned}]" if aligned else ""
             _p(console, f"     {cite(ev)}{tag}  {short(ev.text, 140)}", "dim")
     for g in rep.gaps:
         _p(console, f"  gap: {g}", "yellow")

@@ -30,7 +30,7 @@ def cite(ev: Evidence | None) -> str:
 def _time(ev: Evidence | None) -> str:
     if ev is None or not ev.time:
         return ""
-    return ev.time.get("iso", "")
+    return ev.time.iso()
 
 
 def render_scan(res, console: Console, max_patterns: int = 60) -> None:

@@ -14,6 +14,7 @@ from trainlog_debugger.eval.baseline import baseline_diagnosis, first_tier1
 from trainlog_debugger.eval.run import LLM_NOT_BUILT, evaluate, main
 from trainlog_debugger.tools.bundle.open import open_bundle
 from trainlog_debugger.tools.scan.summary import scan_bundle
+from trainlog_debugger.tools.lines.timestamps import order_key
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = ROOT / "cases"
@@ -43,9 +44,9 @@ def test_baseline_takes_the_first_tier1_hit(suite):
     assert p.tier == 1 and d.chain[0].evidence[0] == ev and d.category == (p.category or "software")
     assert d.culprit_ranks == ([ev.rank] if ev.rank is not None else [])
     # no earlier dated tier-1 hit anywhere
-    dated = [q.first for q in scan.patterns if q.tier == 1 and q.first and q.first.time and q.first.time["has_date"]]
-    if ev.time and ev.time.get("has_date"):
-        assert all(ev.time["iso"] <= e.time["iso"] for e in dated)
+    dated = [q.first for q in scan.patterns if q.tier == 1 and q.first and order_key(q.first.time) is not None]
+    if order_key(ev.time) is not None:
+        assert all(order_key(ev.time) <= order_key(e.time) for e in dated)
     with open_bundle(suite / "c-clean") as b:
         clean = baseline_diagnosis(b)
     assert clean.category == "none" and clean.status.value == "completed" and not clean.chain

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainlog_debugger.tools.lines.timestamps import Stamp, filename_stamp, parse_stamp, parse_stamp_bytes
+from trainlog_debugger.tools.lines.timestamps import Stamp, filename_stamp, order_then_place, parse_stamp, parse_stamp_bytes
 
 N = None
 # line, fmt, text, (year, month, day, hour, minute, second, micro), tz, utc_offset_min
@@ -312,3 +312,37 @@ def test_iso_roundtrip(dt, sep, off, prefix):
     assert s.has_zone is (off is not None) and s.utc_offset_min == off
     assert s.to_datetime() == dt
     assert s.iso() == dt.isoformat(timespec="microseconds")
+
+
+# -- the one ordering key ------------------------------------------------------------------------------------------
+def test_year_less_and_dated_stamps_order_by_time_not_by_their_iso_strings():
+    """A c10 line prints no year ('--11-05T12:00'), a NeMo line does ('2024-11-05T11:00'): as strings the year-less
+    one sorts first although it is an hour later. order_key leaves the year out and orders them by time."""
+    c10 = parse_stamp("[rank0]:[E1105 12:00:00.000000000 ProcessGroupNCCL.cpp:616] x")
+    nemo = parse_stamp("[NeMo I 2024-11-05 11:00:00 nemo_logging:393] x")
+    assert c10.iso() < nemo.iso()  # the trap the key avoids
+    assert nemo.order_key() < c10.order_key()
+    assert sorted([c10, nemo], key=lambda s: s.order_key()) == [nemo, c10]
+    assert order_then_place(None, "a", 1) > order_then_place(c10, "z", 9)  # undated after dated
+
+
+def test_stamps_without_a_comparable_date_have_no_order_key():
+    assert parse_stamp("I 21:30:01.123456 moss:589 x").order_key() is None  # AIStore: time of day only
+    assert parse_stamp("[ 5107.644336] NVRM: Xid 79").order_key() is None  # dmesg: uptime, not a wall clock
+
+
+def test_shifted_keeps_what_is_unknown_unknown():
+    st = parse_stamp("[rank0]:[E1105 00:10:00.000000000 ProcessGroupNCCL.cpp:616] x")
+    back = st.shifted(-600.5)
+    assert back.iso() == "--11-04T23:59:59.500000" and back.year is None
+
+
+def test_evidence_time_is_typed_and_its_json_is_the_stamps():
+    from trainlog_debugger.tools.model import Evidence
+    st = parse_stamp("[rank3]:[E1105 12:04:45.000000000 ProcessGroupNCCL.cpp:616] x")
+    ev = Evidence(file="rank_3.log", line=7, text="x", time=st)
+    assert ev.time is st and ev.model_dump(mode="json")["time"] == st.to_json()
+    again = Evidence.model_validate_json(ev.model_dump_json())
+    assert again.time == st and again.time.order_key() == (11, 5, 12, 4, 45, 0)
+    only_iso = Evidence(file="f", line=1, text="x", time={"iso": "--11-05T12:04:45.000000", "has_date": True})
+    assert only_iso.time.order_key() == st.order_key()

@@ -192,7 +192,7 @@ def test_cloud_logging_entries_attributed_to_task(tmp_path):
     assert res.files[0].kind == "cloud_logging"
     oom = [h for f in res.files for h in f.hits if h.pattern == "cuda.oom"][0]
     assert oom.node == "workerpool0-1"
-    assert oom.time["has_zone"] and oom.time["iso"].startswith("2024-11-05T12:00:01")
+    assert oom.time.has_zone and oom.time.iso().startswith("2024-11-05T12:00:01")
 
 
 @pytest.mark.parametrize("line,rank,node", [
@@ -231,4 +231,4 @@ def test_source_kinds_and_their_patterns(tmp_path):
     found = {p.id: p.first for p in res.patterns}
     assert found["kernel.xid"].file == "kern.log"
     assert found["ais.resource_pressure"].node == "ais-target-3"
-    assert found["slurm.cancelled_time_limit"].time["iso"] == "2024-11-05T12:34:56.000000"
+    assert found["slurm.cancelled_time_limit"].time.iso() == "2024-11-05T12:34:56.000000"

@@ -186,7 +186,7 @@ def test_iteration_time_jump_at_300(tmp_path):
     reg = next(f for f in fs if f.id == "steps.regression")
     last_fast, first_slow = reg.evidence
     assert f"iteration {r.iteration - 1:8d}/" in last_fast.text and f"iteration {r.iteration:8d}/" in first_slow.text
-    assert first_slow.time["iso"] == r.time
+    assert first_slow.time.iso() == r.time
     assert rep.bound.kind == "unknown"
     assert any("last rank" in n for n in rep.notes)
 

@@ -27,8 +27,9 @@ import os
 import re
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone, tzinfo
+from typing import Any
 
-__all__ = ["Stamp", "parse_stamp", "parse_stamp_bytes", "filename_stamp"]
+__all__ = ["Stamp", "parse_stamp", "parse_stamp_bytes", "filename_stamp", "order_key", "order_then_place"]
 
 _MONTHS = {m: i for i, m in enumerate(
     "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
@@ -62,6 +63,10 @@ class Stamp:
     utc_offset_min: int | None = None
     uptime_s: float | None = None
     nanos: int = 0
+    # Provenance that travels in the JSON beside the parsed parts, as (key, value) pairs: how a date the line does
+    # not print was reconstructed (AIStore: `date` basis, `zone_from`, `certain`, a `has_year` that says the year
+    # came from a file name), or a worker line moved onto a daemon clock (`aligned`, `offset_s`, `aligned_by`).
+    extra: tuple[tuple[str, Any], ...] = ()
 
     @property
     def has_date(self) -> bool:
@@ -93,10 +98,79 @@ class Stamp:
         return t
 
     def to_json(self) -> dict:
-        # not dataclasses.asdict: it deep-copies and costs ~200 µs a call on the scanner's hot path
-        d = {f: getattr(self, f) for f in self.__slots__}
+        """The public JSON of `Evidence.time`: the parsed parts, `iso`, the has_* flags, then any provenance."""
+        # not dataclasses.asdict: it deep-copies and costs ~200 µs a call
+        d = {f: getattr(self, f) for f in _JSON_FIELDS}
         d.update(iso=self.iso(), has_date=self.has_date, has_year=self.has_year, has_zone=self.has_zone)
+        d.update(self.extra)
         return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> Stamp:
+        """The inverse of to_json (a report read back, a baseline): keys that are not parts become `extra`,
+        derived keys are kept only where they differ from what the parts imply."""
+        parts = {f: d[f] for f in _JSON_FIELDS if f in d}
+        if "hour" not in parts and isinstance(d.get("iso"), str):  # only the ISO form was given: read the parts from it
+            parts = {**_iso_parts(d["iso"]), **parts}
+        parts.setdefault("text", d.get("iso", ""))
+        parts.setdefault("fmt", "")
+        for f in ("hour", "minute", "second"):
+            parts.setdefault(f, 0)
+        st = cls(**parts)
+        derived = {"iso": st.iso(), "has_date": st.has_date, "has_year": st.has_year, "has_zone": st.has_zone}
+        extra = tuple((k, v) for k, v in d.items() if k not in parts and derived.get(k, _MISSING) != v)
+        return replace(st, extra=extra) if extra else st
+
+    def meta(self, key: str, default: Any = None) -> Any:
+        """A provenance value (see `extra`)."""
+        for k, v in self.extra:
+            if k == key:
+                return v
+        return default
+
+    def with_meta(self, **kw: Any) -> Stamp:
+        kept = tuple((k, v) for k, v in self.extra if k not in kw)
+        return replace(self, extra=kept + tuple(kw.items()))
+
+    def order_key(self) -> tuple | None:
+        """THE ordering key of times within one job, used everywhere times are compared.
+
+        (month, day, hour, minute, second, microsecond): the year is left out because most formats do not print
+        it (a c10 line says `1105 12:04:45`, a NeMo line `2024-11-05 12:04:45`) and a job spans days, not years,
+        so a year-less and a dated stamp of the same job still order correctly. None when the stamp has no date
+        (time-only AIStore lines before their header, dmesg uptime): such times are not comparable with the
+        others, and callers put them after the dated ones instead of guessing."""
+        if self.uptime_s is not None or self.month is None or self.day is None or self.meta("date") is not None:
+            return None  # `date` in extra: reconstructed on another clock (an AIStore daemon's); tools/clocks.py aligns
+        return (self.month, self.day, self.hour, self.minute, self.second, self.micro)
+
+    def job_seconds(self) -> float | None:
+        """Seconds on one job's scale, for gaps and medians: the order_key's parts (year left out, as there) read
+        as a date in a fixed leap year, minus the stated UTC offset when there is one. None without an order_key."""
+        k = self.order_key()
+        if k is None:
+            return None
+        month, day, h, mi, s, us = k
+        try:
+            secs = (datetime(2000, month, day, h, mi, s, us) - datetime(2000, 1, 1)).total_seconds()
+        except ValueError:
+            return None
+        return secs - (self.utc_offset_min or 0) * 60
+
+    def shifted(self, seconds: float) -> Stamp | None:
+        """The same clock `seconds` later (earlier when negative), keeping what is unknown unknown: a year-less
+        stamp stays year-less (the arithmetic runs in a fixed leap year). None without a date."""
+        if self.uptime_s is not None or self.month is None or self.day is None:
+            return None
+        try:
+            dt = datetime(self.year or 2000, self.month, self.day, self.hour, self.minute, self.second,
+                          self.micro) + timedelta(seconds=seconds)
+        except (ValueError, OverflowError):
+            return None
+        st = replace(self, year=dt.year if self.year is not None else None, month=dt.month, day=dt.day,
+                     hour=dt.hour, minute=dt.minute, second=dt.second, micro=dt.microsecond,
+                     nanos=dt.microsecond * 1000, extra=())
+        return replace(st, text=st.iso())
 
     def sort_key(self) -> tuple:
         """Orders stamps of ONE source (same clock, same known parts); unknown parts → -1."""
@@ -125,6 +199,41 @@ class Stamp:
             return datetime(y, self.month, self.day, self.hour, self.minute, self.second, self.micro, zone)
         except ValueError:  # Feb 29 anchored to a non-leap year
             return None
+
+
+_JSON_FIELDS = ("text", "fmt", "hour", "minute", "second", "micro", "year", "month", "day", "tz", "utc_offset_min",
+                "uptime_s", "nanos")
+_MISSING = object()
+
+
+_ISO_OUT = re.compile(r"(?:(?P<y>\d{4}|-)-(?P<mo>\d\d)-(?P<d>\d\d))?T(?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)"
+                      r"(?:\.(?P<f>\d{1,9}))?(?P<off>[+-]\d\d:\d\d)?")
+
+
+def _iso_parts(iso: str) -> dict:
+    """The parts of a string Stamp.iso() wrote ('--11-05T12:04:45.000000', '2024-11-05T12:00:01.000000+00:00')."""
+    m = _ISO_OUT.search(iso)
+    if not m:
+        return {}
+    frac = (m["f"] or "0").ljust(9, "0")
+    out = {"hour": int(m["h"]), "minute": int(m["mi"]), "second": int(m["s"]), "micro": int(frac[:6]),
+           "nanos": int(frac)}
+    if m["mo"]:
+        out.update(month=int(m["mo"]), day=int(m["d"]), year=None if m["y"] == "-" else int(m["y"]))
+    if m["off"]:
+        out["utc_offset_min"] = _zone_offset(m["off"])
+    return out
+
+
+def order_key(t: Stamp | None) -> tuple | None:
+    """Stamp.order_key() of an optional stamp."""
+    return t.order_key() if t is not None else None
+
+
+def order_then_place(t: Stamp | None, *place) -> tuple:
+    """A total sort key: dated stamps first in time order, then undated ones; ties broken by `place` (file, line)."""
+    k = order_key(t)
+    return (k is None, k or (), *place)
 
 
 def _zone_offset(z: str) -> int | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainlog_debugger.tools.lines.timestamps import order_key, order_then_place
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.scan.summary import ScanResult, to_evidence
 
@@ -33,16 +34,13 @@ class Candidate:
         return time_key(self.evidence[0]) if self.evidence else None
 
 
-def stamp_key(t: dict | None) -> tuple | None:
-    """Comparable within one job: month, day, time (the year and zone are rarely printed; a job spans days, not
-    years). None when the stamp has no date: such lines are ordered by strength, never by guesswork."""
-    if not t or not t.get("has_date") or t.get("month") is None:
-        return None
-    return (t["month"], t["day"], t.get("hour", 0), t.get("minute", 0), t.get("second", 0), t.get("micro", 0))
-
-
 def time_key(ev: Evidence | None) -> tuple | None:
-    return stamp_key(ev.time if ev else None)
+    """Stamp.order_key of a line's time. None when undated: such lines are ordered by strength, never by guesswork."""
+    return order_key(ev.time) if ev else None
+
+
+def by_time(ev: Evidence) -> tuple:
+    return order_then_place(ev.time, ev.file, ev.line)
 
 
 class Facts:
@@ -58,13 +56,13 @@ class Facts:
                 self.by_pattern.setdefault(h.pattern, []).append(ev)
                 self.fields[(f.rel, h.line, h.pattern)] = h.fields
         for evs in self.by_pattern.values():
-            evs.sort(key=lambda e: (time_key(e) is None, time_key(e) or (), e.file, e.line))
+            evs.sort(key=by_time)
         self.summaries = {p.id: p for p in scan.patterns}
         self.kinds = {f.rel: f.kind for f in scan.files}
 
     def hits(self, *pids: str) -> list[Evidence]:
         out = [e for p in pids for e in self.by_pattern.get(p, [])]
-        out.sort(key=lambda e: (time_key(e) is None, time_key(e) or (), e.file, e.line))
+        out.sort(key=by_time)
         return out
 
     def fx(self, ev: Evidence, pid: str) -> dict:

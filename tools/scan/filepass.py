@@ -21,7 +21,7 @@ from trainlog_debugger.tools.lines.attribution import attribute_line, attribute_
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, read_error_reason
 from trainlog_debugger.tools.bundle.chunks import chunks
 from trainlog_debugger.tools.scan.engine import rank_labels
-from trainlog_debugger.tools.lines.timestamps import parse_stamp
+from trainlog_debugger.tools.lines.timestamps import Stamp, parse_stamp
 
 CHUNK = 64 << 20
 HEAD = 64 << 10
@@ -48,7 +48,7 @@ class Hit:
     rank: int | None = None
     local_rank: int | None = None
     node: str | None = None
-    time: dict | None = None
+    time: Stamp | None = None
     fields: dict = field(default_factory=dict)
 
 
@@ -56,7 +56,7 @@ class Hit:
 class LastLine:
     line: int
     text: str
-    time: dict | None = None
+    time: Stamp | None = None
     time_line: int | None = None
 
 
@@ -75,7 +75,7 @@ class FileScan:
     hits: list[Hit] = field(default_factory=list)
     counts: dict[tuple[str, int | None], int] = field(default_factory=dict)
     dropped_hits: int = 0
-    first_time: dict | None = None
+    first_time: Stamp | None = None
     first_time_line: int | None = None
     last_lines: dict[int | None, LastLine] = field(default_factory=dict)
     retries: dict[int | None, list[int]] = field(default_factory=dict)  # rank → [max attempt, M, n at 1/M, n at M/M]
@@ -184,7 +184,7 @@ class FileScanner:
         for i, raw in enumerate(lines):
             st = parse_stamp(_decode(raw)) if raw else None
             if st is not None and st.uptime_s is None:
-                fs.first_time, fs.first_time_line = st.to_json(), i + 1
+                fs.first_time, fs.first_time_line = st, i + 1
                 break
         return srun_labelled(lines)
 
@@ -234,9 +234,9 @@ class FileScanner:
             if rank is None and attr.local_rank is not None and fs.local_to_rank.get(attr.local_rank, -1) >= 0:
                 rank = fs.local_to_rank[attr.local_rank]
             node = attr.node or self._hint.node
-            time = stamp.to_json() if stamp else None
-            if time and inferred_from:
-                time["inferred_from_line"] = inferred_from  # a traceback line has no time of its own
+            time = stamp
+            if time is not None and inferred_from:  # a traceback line has no time of its own
+                time = time.with_meta(inferred_from_line=inferred_from)
             extra: dict[str, Any] = {}
             if fs.kind == "cloud_logging":
                 extra = _cloud_entry(buf, start, end)
@@ -303,7 +303,7 @@ class FileScanner:
             if rank in need_time:
                 st = parse_stamp(text)
                 if st is not None and st.uptime_s is None:
-                    ll.time, ll.time_line = st.to_json(), cur
+                    ll.time, ll.time_line = st, cur
                     need_time.discard(rank)
             if (not multi and not need_time) or steps > 20000 or start == 0:
                 break
@@ -415,5 +415,5 @@ def _cloud_entry(buf: bytes, start: int, end: int) -> dict:
     if isinstance(ts, str):
         st = parse_stamp(ts)
         if st:
-            out["time"] = st.to_json()
+            out["time"] = st
     return out

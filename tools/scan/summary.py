@@ -12,13 +12,13 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, natural_key, read_error_reason
 from trainlog_debugger.tools.sources import by_id, patterns
 from trainlog_debugger.tools.scan.engine import make_engine, rank_labels
 from trainlog_debugger.tools.scan.filepass import FileScan, FileScanner, Hit
 from trainlog_debugger.tools.sources.torchrun.rankmap import resolve as resolve_local_ranks
+from trainlog_debugger.tools.lines.timestamps import order_then_place
 from trainlog_debugger.tools.model import Coverage, Evidence
 from trainlog_debugger.tools.bundle.parallel import map_sources
 from trainlog_debugger.tools.ranks import parse_ranges
@@ -148,7 +148,7 @@ def summarize(root: str, engine: str, files: list[FileScan], notes: list[str], s
                 per_rank_counts.setdefault(rank, {})[pid] = per_rank_counts.get(rank, {}).get(pid, 0) + n
                 rank_files.setdefault(rank, set()).add(f.rel)
         for h in f.hits:
-            key = (_time_key(h.time), f.rel, h.line)
+            key = order_then_place(h.time, f.rel, h.line)
             if h.pattern not in first_hit or key < first_hit[h.pattern][0]:
                 first_hit[h.pattern] = (key, h, f.rel)
             if h.pattern not in last_hit or key > last_hit[h.pattern][0]:
@@ -232,13 +232,6 @@ def summarize(root: str, engine: str, files: list[FileScan], notes: list[str], s
                       coverage=coverage, rank_nodes=rank_nodes, silent_first=_silent_first(ranks), notes=notes)
 
 
-def _time_key(t: dict | None) -> tuple:
-    """Order hits by time where the time has a date; undated hits sort after dated ones, by file and line."""
-    if not t or not t.get("has_date"):
-        return (1, "")
-    return (0, t.get("iso", ""))
-
-
 def _pair_failure_blocks(f: FileScan, rank_nodes: dict[int, Evidence]) -> None:
     """torchrun's ChildFailedError report states `host : X` then `rank : R (local_rank: L)`: a stated mapping."""
     last_host = None
@@ -318,7 +311,7 @@ def _last_lines(files: list[FileScan]) -> dict[int, Evidence]:
                 continue
             ev = Evidence(file=f.rel, line=ll.line, text=ll.text, time=ll.time, rank=r, kind=f.kind)
             prev = out.get(r)
-            if prev is None or _time_key(ev.time) > _time_key(prev.time):
+            if prev is None or order_then_place(ev.time) > order_then_place(prev.time):
                 out[r] = ev
     return out
 
@@ -328,23 +321,17 @@ def _silent_first(ranks: dict[int, RankSummary]) -> list[dict]:
     times = {}
     for r, rs in ranks.items():
         t = rs.last_line.time if rs.last_line else None
-        if t and t.get("has_date"):
-            try:
-                times[r] = datetime.fromisoformat(_iso_with_year(t["iso"]))
-            except ValueError:
-                continue
+        secs = t.job_seconds() if t is not None else None
+        if secs is not None:
+            times[r] = secs
     if len(times) < 2:
         return []
-    med = statistics.median(t.timestamp() for t in times.values())
+    med = statistics.median(times.values())
     out = []
     for r, t in sorted(times.items(), key=lambda kv: kv[1]):
-        gap = med - t.timestamp()
+        gap = med - t
         if gap >= 60:
-            out.append({"rank": r, "last_time": ranks[r].last_line.time["iso"], "seconds_before_median": round(gap, 1),
+            out.append({"rank": r, "last_time": ranks[r].last_line.time.iso(), "seconds_before_median": round(gap, 1),
                         "last_line": ranks[r].last_line})
     return out
 
-
-def _iso_with_year(iso: str) -> str:
-    """`--MM-DDTHH:MM:SS` (no year) compares fine inside one bundle once a placeholder year is added."""
-    return "2000-" + iso[2:] if iso.startswith("--") else iso

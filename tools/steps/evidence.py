@@ -54,7 +54,7 @@ def resolve_evidence(bundle, rep: StepReport) -> None:
         o.evidence = list(seen.values())
     for r in rep.regressions:
         if len(r.evidence) > 1 and r.evidence[-1].time:
-            r.time = r.evidence[-1].time.get("iso")
+            r.time = r.evidence[-1].time.iso()
 
 
 def _locate(src, idx: int, refs: set) -> dict[tuple, Evidence]:
@@ -99,7 +99,7 @@ def _locate(src, idx: int, refs: set) -> dict[tuple, Evidence]:
                     rank = ref[4] if ref[0] in ("timer", "tname") else ref[3]
                     node = ref[4] if ref[0] == "line" else None
                     out[ref] = Evidence(file=src.rel, line=line, text=text, offset=base + o,
-                                        time=st.to_json() if st else None, rank=rank, node=node, kind=src.kind)
+                                        time=st, rank=rank, node=node, kind=src.kind)
                 ti += 1
             line += buf.count(b"\n", pos)
             base += len(buf)

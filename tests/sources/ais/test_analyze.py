@@ -41,7 +41,7 @@ def start(at: str = "2025/08/21 23:58:00", how: str = "Started up", host: str = 
 # -- time reconstruction ---------------------------------------------------------------------------------------------
 def test_midnight_rollover_without_header_is_inferred():
     f = read(start() + ["I 23:59:00.000000 {get.n:10}", "I 00:01:00.000000 {get.n:20}", "I 00:01:00.500000 {get.n:21}"])
-    times = [f.time(rec) for rec, _ in f.stats]
+    times = [f.time(rec).to_json() for rec, _ in f.stats]  # the public JSON of Evidence.time
     assert [t["iso"][:19] for t in times] == ["2025-08-21T23:59:00", "2025-08-22T00:01:00", "2025-08-22T00:01:00"]
     assert times[0]["date"] == "start" and times[1]["date"] == "rollover"
     assert not any(t["certain"] for t in times)  # no header: the zone is unknown
@@ -53,7 +53,7 @@ def test_hourly_header_states_date_and_zone():
         "I 23:59:00.000000 {get.n:10}",
         "I 00:00:03.117200 common:494 22 Aug 25 00:00 PDT =============",
         "I 00:01:00.000000 {get.n:20}"])
-    before, after = (f.time(rec) for rec, _ in f.stats)
+    before, after = (f.time(rec).to_json() for rec, _ in f.stats)
     assert after["iso"] == "2025-08-22T00:01:00.000000-07:00" and after["certain"] and after["date"] == "header"
     assert before["zone"] == "PDT" and before["zone_from"] == "file" and not before["certain"]
     assert f.ts(f.stats[1][0]) - f.ts(f.stats[0][0]) == 120
@@ -64,7 +64,7 @@ def test_header_corrects_a_day_lost_in_a_silent_gap():
     f = read(start("2025/08/21 22:58:00") + [
         "I 23:00:00.000000 {get.n:10}", "I 23:30:00.000000 common:494 22 Aug 25 23:30 UTC =============",
         "I 23:31:00.000000 {get.n:20}"])
-    assert f.time(f.stats[1][0])["iso"].startswith("2025-08-22T23:31")
+    assert f.time(f.stats[1][0]).iso().startswith("2025-08-22T23:31")
 
 
 def test_zone_change_inside_one_file_applies_from_its_header_on():
@@ -73,14 +73,14 @@ def test_zone_change_inside_one_file_applies_from_its_header_on():
         "I 01:59:00.000000 common:494 26 Oct 25 01:59 CEST =============", "I 02:59:00.000000 {get.n:1}",
         "I 02:00:00.000000 common:494 26 Oct 25 02:00 CET =============", "I 02:00:30.000000 {get.n:2}"])
     a, b = (f.ts(rec) for rec, _ in f.stats)
-    assert b - a == 90 and f.time(f.stats[1][0])["iso"].endswith("+01:00")
+    assert b - a == 90 and f.time(f.stats[1][0]).iso().endswith("+01:00")
 
 
 def test_start_from_file_name_when_the_first_line_is_missing():
     f = read(["I 10:00:00.000000 {get.n:1}", "I 10:00:02.000000 common:494 21 Aug 25 10:00 UTC ============="],
              name="aistarget.ais-target-0.INFO.0821-095900.42")
     assert f.start is not None and f.started == "unknown"
-    assert f.time(f.stats[0][0])["iso"].startswith("2025-08-21T10:00:00")
+    assert f.time(f.stats[0][0]).iso().startswith("2025-08-21T10:00:00")
     assert any("file name" in n for n in f.notes)
 
 
@@ -310,14 +310,14 @@ def test_the_chain_end_to_end(case):
     assert {"load=critical", "mem=critical", "dsk=critical"} <= set(rep.chain[0].facts["detail"])
     loader = rep.chain[5]
     assert loader.ranks == [truth["culprit_rank"]] and "AISBatchLoaderError" in loader.evidence[0].text
-    assert loader.evidence[0].time["aligned"].startswith("2025-08-22T00:06:4") and not loader.evidence[0].time["certain"]
+    assert loader.evidence[0].time.meta("aligned").startswith("2025-08-22T00:06:4") and not loader.evidence[0].time.meta("certain")
     assert rep.chain[6].facts["straggler_ranks"] == [truth["culprit_rank"]]
     ats = [f.facts["at"] for f in rep.chain]
     assert ats == sorted(ats)
     for f in rep.chain:  # AIS lines: reconstructed time stored, marked certain (date and zone from headers)
         for e in f.evidence:
             if e.kind == "ais_target":
-                assert e.time["certain"] and e.time["zone"] == "UTC"
+                assert e.time.meta("certain") and e.time.meta("zone") == "UTC"
 
 
 def test_retry_noise_is_noise_not_cause(case):

@@ -81,12 +81,14 @@ class Chain:
 
 def aligned(e: WorkerEvent, clock: ClockEstimate | None, daemon_zone: int | None) -> Evidence:
     """A worker line's Evidence with its time moved onto the daemon clock (inferred: never `certain`)."""
-    t = dict(e.ev.time or {})
+    t = e.ev.time
+    if t is None:  # a WorkerEvent always has a time (its `ts`); nothing to align otherwise
+        return e.ev
     if clock is not None and clock.offset_s is not None:
-        t.update(aligned=iso(clock.to_daemon(e.ts), daemon_zone), offset_s=clock.offset_s, certain=False,
-                 aligned_by=f"clock.{clock.kind} ({clock.confidence})")
+        t = t.with_meta(aligned=iso(clock.to_daemon(e.ts), daemon_zone), offset_s=clock.offset_s, certain=False,
+                        aligned_by=f"clock.{clock.kind} ({clock.confidence})")
     else:
-        t.update(aligned=None, certain=False)
+        t = t.with_meta(aligned=None, certain=False)
     return e.ev.model_copy(update={"time": t})
 
 
@@ -123,7 +125,7 @@ def build_chain(occ: list[Occ], jumps: list[Jump], workers: WorkerFacts | None, 
         extra = f" [{', '.join(k for k, _ in detail.most_common(4))}]" if detail else ""
         since = min((o.times[0] for _, o, _ in found if o.times), default=t0)
         summary = (f"{what} on {', '.join(daemons)}: {count} line(s) in the window, first at "
-                   f"{found[0][2].time['iso'] if found[0][2].time else '?'}{extra}"
+                   f"{found[0][2].time.iso() if found[0][2].time else '?'}{extra}"
                    + (f" (also seen before the window: first at {iso(since, daemon_zone)})" if since < t0 else ""))
         steps.append((name, found[0][0], Finding(
             id=f"ais.chain.{name}", summary=summary, role=Role.cascade, category="storage_io", nodes=daemons,
@@ -185,7 +187,7 @@ def _loader(steps, gaps, workers, clock, zone) -> None:
         id="ais.chain.loader_error", role=Role.cascade, category="storage_io", ranks=ranks,
         nodes=sorted({e.node for e in errs if e.node}), count=len(errs),
         summary=f"batch loader failed on rank(s) {ranks_str(ranks) if ranks else '?'} (first: rank {lead.rank} at "
-                f"{lead.ev.time.get('iso') if lead.ev.time else '?'} worker clock"
+                f"{lead.ev.time.iso() if lead.ev.time else '?'} worker clock"
                 + (f" = {iso(_when(lead, clock), zone)} daemon clock)" if _when(lead, clock) is not None else ")"),
         evidence=[aligned(e, clock, zone) for e in errs[:4]], facts={"ranks": ranks})))
 
@@ -210,7 +212,7 @@ def _cascade(steps, workers, clock, zone, straggler) -> None:
                + (f"; the stuck collective started {iso(start.ts)} worker clock (watchdog time − elapsed)"
                   if start else "")
                + (f"; rank(s) {ranks_str(sorted(straggler))} never entered it" if straggler else "")
-               + (f"; job dead by {workers.death.ev.time.get('iso') if workers.death.ev.time else '?'} (worker clock)"
+               + (f"; job dead by {workers.death.ev.time.iso() if workers.death.ev.time else '?'} (worker clock)"
                   if workers.death else ""))
     steps.append(("nccl_cascade", _when(wd[0], clock), Finding(
         id="ais.chain.nccl_cascade", summary=summary, role=Role.cascade, category="storage_io", ranks=ranks,

@@ -26,11 +26,12 @@ import re
 from array import array
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 from trainlog_debugger.tools.sources.ais.stats import parse_stats
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, read_error_reason
 from trainlog_debugger.tools.bundle.chunks import chunks
+from trainlog_debugger.tools.lines.timestamps import Stamp
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.sources.ais import format as ais_catalog
 from trainlog_debugger.tools.lines.timestamps import filename_stamp, parse_stamp
@@ -172,17 +173,18 @@ class AisFile:
     def utc(self, local: float, seg: int = -1) -> float:
         return local - (self.zone_of(seg)[0] or 0) * 60
 
-    def time(self, rec: Rec) -> dict | None:
+    def time(self, rec: Rec) -> Stamp | None:
+        """The line's time on its daemon's clock: the date is reconstructed (`date` says from what), so it carries
+        no order_key against worker lines; tools/clocks.py aligns the two clocks."""
         if rec.local is None:
             return None
         off, name, src = self.zone_of(rec.seg)
         dt = EPOCH + timedelta(seconds=rec.local)
-        iso = dt.isoformat(timespec="microseconds")
-        if off is not None:
-            iso = dt.replace(tzinfo=timezone(timedelta(minutes=off))).isoformat(timespec="microseconds")
-        return {"iso": iso, "local": dt.strftime("%H:%M:%S.%f"), "date": rec.basis, "zone": name, "zone_from": src,
-                "certain": rec.basis in ("start", "header") and src == "header", "fmt": "ais", "has_date": True,
-                "has_year": rec.basis != "filename", "has_zone": off is not None}
+        st = Stamp(dt.isoformat(timespec="microseconds"), "ais", dt.hour, dt.minute, dt.second, dt.microsecond,
+                   dt.year, dt.month, dt.day, name if off is not None else None, off, nanos=dt.microsecond * 1000)
+        return st.with_meta(local=dt.strftime("%H:%M:%S.%f"), date=rec.basis, zone=name, zone_from=src,
+                            certain=rec.basis in ("start", "header") and src == "header",
+                            has_year=rec.basis != "filename")
 
     def evidence(self, rec: Rec) -> Evidence:
         return Evidence(file=self.rel, line=rec.line, text=rec.text, offset=rec.offset, time=self.time(rec),

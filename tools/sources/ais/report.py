@@ -212,15 +212,15 @@ def timeline(chain, findings, main, daemons, wf, clock, zone, window) -> list[di
     wclk = f"worker {hm(clock.offset_s)} (inferred, {clock.confidence})" if aligned else "worker (not aligned)"
     for f in chain.steps:
         ev = f.evidence[0]
-        t = ev.time or {}
+        t = ev.time
         ts = None
-        if t.get("fmt") == "ais":
-            ts = _iso_ts(t.get("iso"))
-        elif t.get("aligned"):
-            ts = _iso_ts(t["aligned"])
+        if t is not None and t.fmt == "ais":
+            ts = _iso_ts(t.iso())
+        elif t is not None and t.meta("aligned"):
+            ts = _iso_ts(t.meta("aligned"))
         add(ts, f"{f.facts.get('step')}. {f.facts.get('title')}" + (f" ({', '.join(f.nodes)})" if f.nodes else "")
             + (f" (rank {', '.join(map(str, f.ranks))})" if f.ranks and not f.nodes else ""), ev,
-            "daemon" if t.get("fmt") == "ais" else wclk)
+            "daemon" if t is not None and t.fmt == "ais" else wclk)
     if main is not None:
         add(main.interval.t1, f"error jump on {main.daemon} (interval from {iso(main.interval.t0, zone)})",
             main.interval.end)

@@ -30,9 +30,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 
 from trainlog_debugger.tools.sources import is_cascade
+from trainlog_debugger.tools.lines.timestamps import Stamp, order_then_place
 from trainlog_debugger.tools.model import Evidence, Finding, Role
 from trainlog_debugger.tools.ranks import ranks_str
 from trainlog_debugger.tools.scan.summary import ScanResult, to_evidence
@@ -61,7 +61,7 @@ class PGState:
     elapsed_ms: int | None = None
     enqueued: int | None = None
     completed: int | None = None
-    timeout_time: dict | None = None
+    timeout_time: Stamp | None = None
     self_detected: bool = False
     first_to_dump: bool = False
     notified: bool = False
@@ -99,9 +99,10 @@ class GroupSummary:
     stuck_seq: int | None
     op: str | None
     timeout_ms: int | None
-    start_time: str | None  # collective start = watchdog time − Timeout(ms)
+    start_time: str | None  # collective start = watchdog time − Timeout(ms), ISO to the second
     roles: dict[str, list[int]]
     seq_gap: dict[int, int] = field(default_factory=dict)  # rank → how many collectives ahead (+) / behind (−)
+    start: Stamp | None = None  # the same start, typed: what groups are ordered by
 
 
 @dataclass
@@ -200,7 +201,7 @@ def collect(res: ScanResult) -> dict[int, RankState]:
                     # cite what the traceback ended in, not its header line
                     ev = Evidence(file=f.rel, line=fx["exception_line"], text=fx["exception_text"], rank=h.rank,
                                   node=h.node, kind=f.kind)
-                key = (_time_sort(h.time), f.rel, ev.line)
+                key = order_then_place(h.time, f.rel, ev.line)
                 if h.rank not in crash_cats or key < crash_cats[h.rank][0]:
                     crash_cats[h.rank] = (key, ev)
     for r, fx, ev in pending_timeouts:  # attach each timeout to the PG whose status names the same SeqNum
@@ -241,10 +242,6 @@ def _is_crash(pid: str, res: ScanResult) -> bool:
 
 
 
-def _time_sort(t: dict | None) -> str:
-    return (t or {}).get("iso") or "~"
-
-
 def classify(ranks: dict[int, RankState], expected: int | None, missing: list[int],
              collectives_per_step: int | None = None, stated_world: bool = True) -> NcclReport:
     with_state = {r: rs for r, rs in ranks.items() if rs.pgs}
@@ -266,10 +263,11 @@ def classify(ranks: dict[int, RankState], expected: int | None, missing: list[in
             if gap:
                 gaps[r] = gap
         sample = next((p for p in members.values() if p.seq == stuck and p.timeout_ms), None)
+        start = _start(sample) if sample else None
         groups.append(GroupSummary(pg=key, desc=next((p.desc for p in members.values() if p.desc), None),
                                    ranks=len(members), stuck_seq=stuck, op=sample.op if sample else None,
                                    timeout_ms=sample.timeout_ms if sample else None,
-                                   start_time=_start(sample) if sample else None,
+                                   start_time=_to_second(start), start=start,
                                    roles={k: sorted(v) for k, v in roles.items()}, seq_gap=gaps))
         for r, p in members.items():
             rs = ranks[r]
@@ -363,18 +361,16 @@ def _reason(role: str, p: PGState, k: int | None, key: str, per_step: int | None
     return f"{pg}: {role}"
 
 
-def _start(p: PGState) -> str | None:
+def _start(p: PGState) -> Stamp | None:
+    """When the stuck collective started: the watchdog's time minus how long it ran (or its timeout)."""
     t = p.timeout_time
-    if not t or not t.get("has_date") or not p.timeout_ms:
+    if t is None or not p.timeout_ms:
         return None
-    iso = t["iso"]
-    try:
-        dt = datetime.fromisoformat("2000-" + iso[2:] if iso.startswith("--") else iso)
-    except ValueError:
-        return None
-    start = dt - timedelta(milliseconds=p.elapsed_ms or p.timeout_ms)
-    s = start.isoformat(timespec="seconds")
-    return "--" + s[5:] if iso.startswith("--") else s
+    return t.shifted(-(p.elapsed_ms or p.timeout_ms) / 1000)
+
+
+def _to_second(st: Stamp | None) -> str | None:
+    return re.sub(r"\.\d{6}", "", st.iso(), count=1) if st is not None else None
 
 
 def _wavefront(groups: list[GroupSummary]) -> str | None:
@@ -382,7 +378,7 @@ def _wavefront(groups: list[GroupSummary]) -> str | None:
     stuck = [g for g in groups if g.stuck_seq is not None]
     if len(stuck) < 2:
         return stuck[0].pg if stuck else None
-    stuck.sort(key=lambda g: (g.start_time is None, g.start_time or "", -len(g.roles.get("never_entered", []))))
+    stuck.sort(key=lambda g: (*order_then_place(g.start), -len(g.roles.get("never_entered", []))))
     return stuck[0].pg
 
 
