@@ -2,7 +2,7 @@
 
 Why: ids are plain strings. `f.hits("nccl.ib_completion_eror")` or `fd.id == "steps.stragler"` never raises. It
 just never matches, so a rule goes quiet and no other test notices. The catalog (`sources.patterns()`) is the truth
-for pattern ids. Rule ids are the first argument of `cand(...)` (or `Candidate(rule=...)`) in tools/rules/. Analyses
+for pattern ids. Rule ids are the first argument of `candidate(...)` (or `Candidate(rule=...)`) in tools/rules/. Analyses
 declare their own Finding ids with `Finding(id=...)` or an `{"id": ...}` dict (flight recorder). An f-string id
 (`f"scheduler.{x}"`) declares a family by its static prefix. A literal is checked when it looks like `source.event`
 and its first segment is a known prefix. File names and module paths are not ids and are skipped.
@@ -46,7 +46,7 @@ def walk(rel: str, source: str, out: dict) -> None:
     for top in tree.body:
         for n in ast.walk(top):
             name = getattr(getattr(n, "func", None), "id", None) or getattr(getattr(n, "func", None), "attr", None)
-            if isinstance(n, ast.Call) and rel.startswith("tools/rules/") and name in ("cand", "Candidate"):
+            if isinstance(n, ast.Call) and rel.startswith("tools/rules/") and name in ("candidate", "Candidate"):
                 args = n.args[:1] + [k.value for k in n.keywords if k.arg == "rule"]
                 for a in args:
                     declare("rules", a, f"{rel}:{getattr(top, 'name', '?')}")
@@ -130,5 +130,5 @@ def test_dynamic_families_are_expanded():
 def test_unknown_id_is_caught():
     src = ('def f(x):\n    x.hits("nccl.ib_completion_eror", "nccl.ib_completion_error")\n'
            '    return "slurm.log", "gpu.xid", "nccl.crashed"\nimport torch.distributed\nT = "torch.distributed"\n')
-    code = collect({"tools/rules/x.py": src, "tools/rules/y.py": 'def g():\n    cand("gpu.xid")\n'})
+    code = collect({"tools/rules/x.py": src, "tools/rules/y.py": 'def g():\n    candidate("gpu.xid")\n'})
     assert unknown_ids(code) == ["tools/rules/x.py:2 'nccl.ib_completion_eror'"]

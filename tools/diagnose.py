@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from trainlog_debugger.tools.model import Alternative, Diagnosis, Evidence, Finding, JobDetails, Role, Status, TimelineEvent
 from trainlog_debugger.tools.ranks import ranks_str
-from trainlog_debugger.tools.rules import RULES, Candidate, Facts
+from trainlog_debugger.tools.rules import RULES, Candidate, RuleInputs
 from trainlog_debugger.tools.lines.timestamps import order_key
 from trainlog_debugger.tools.rules.base import by_time
 
@@ -38,10 +38,10 @@ CASCADE_STEPS = (  # (pattern, what it means in the chain), in causal order
 )
 
 
-def candidates(facts: Facts) -> list[Candidate]:
+def candidates(facts: RuleInputs) -> list[Candidate]:
     out: list[Candidate] = []
     for rule in RULES:
-        out.extend(c for c in rule(facts) if c.evidence)
+        out.extend(c for c in rule(facts) if c is not None)
     culprits = set(facts.nccl.culprits) if facts.nccl else set()
     for c in out:
         if culprits and set(c.ranks) & culprits and c.rule != "collective.straggler":
@@ -70,7 +70,7 @@ def pick(cands: list[Candidate]) -> Candidate | None:
     return max(eligible, key=lambda c: c.strength)
 
 
-def diagnose(facts: Facts) -> Diagnosis:
+def diagnose(facts: RuleInputs) -> Diagnosis:
     scan = facts.scan
     cands = candidates(facts)
     trigger = pick(cands)
@@ -78,9 +78,9 @@ def diagnose(facts: Facts) -> Diagnosis:
     if trigger is None:
         return _no_failure(facts, job)
     supporting = [c for c in cands if c is not trigger and _same_story(c, trigger)]
-    sub = trigger.facts.pop("chain", None)
-    chain = ([_finding(trigger, Role.root_candidate)] if not sub else
-             [x.model_copy(update={"role": Role.root_candidate if i == 0 else Role.context}) for i, x in enumerate(sub)])
+    chain = ([_finding(trigger, Role.root_candidate)] if not trigger.story else
+             [x.model_copy(update={"role": Role.root_candidate if i == 0 else Role.context})
+              for i, x in enumerate(trigger.story)])
     cited = {(e.file, e.line) for e in trigger.evidence}
     for c in supporting:  # each line cited once in the chain
         evs = [e for e in c.evidence if (e.file, e.line) not in cited]
@@ -114,11 +114,11 @@ def _same_story(c: Candidate, t: Candidate) -> bool:
 
 
 def _finding(c: Candidate, role: Role) -> Finding:
-    return Finding(id=c.rule, summary=c.summary, role=role, category=c.category, ranks=c.ranks, nodes=c.nodes,
-                   facts={"strength": round(c.strength, 2), **c.facts}, evidence=c.evidence)
+    """The candidate's Finding as a chain step: its role there, and the strength it won with."""
+    return c.finding.model_copy(update={"role": role, "facts": {"strength": round(c.strength, 2), **c.facts}})
 
 
-def _cascade(facts: Facts, trigger: Candidate) -> list[Finding]:
+def _cascade(facts: RuleInputs, trigger: Candidate) -> list[Finding]:
     out = []
     used = {(e.file, e.line) for e in trigger.evidence}
     for pid, what in CASCADE_STEPS:
@@ -139,7 +139,7 @@ def _cascade(facts: Facts, trigger: Candidate) -> list[Finding]:
     return out
 
 
-def _confidence(facts: Facts, t: Candidate, cands: list[Candidate]) -> tuple[str, list[str]]:
+def _confidence(facts: RuleInputs, t: Candidate, cands: list[Candidate]) -> tuple[str, list[str]]:
     caps: list[str] = []
     level = "high" if t.strength >= 0.8 else ("medium" if t.strength >= DECISIVE else "low")
     rivals = [c for c in cands if c is not t and c.category != t.category and c.strength >= t.strength - 0.1
@@ -157,7 +157,7 @@ def _confidence(facts: Facts, t: Candidate, cands: list[Candidate]) -> tuple[str
     return level, caps
 
 
-def _alternatives(facts: Facts, t: Candidate, cands: list[Candidate], supporting: list[Candidate]) -> list[Alternative]:
+def _alternatives(facts: RuleInputs, t: Candidate, cands: list[Candidate], supporting: list[Candidate]) -> list[Alternative]:
     out = []
     tk = t.time_key
     rest = [c for c in cands if c is not t and c not in supporting
@@ -180,7 +180,7 @@ def _alternatives(facts: Facts, t: Candidate, cands: list[Candidate], supporting
     return out[:12]
 
 
-def _missing(facts: Facts, t: Candidate) -> list[str]:
+def _missing(facts: RuleInputs, t: Candidate) -> list[str]:
     cov = facts.scan.coverage
     out = []
     if cov.missing_ranks:
@@ -203,7 +203,7 @@ def _missing(facts: Facts, t: Candidate) -> list[str]:
     return out
 
 
-def _timeline(facts: Facts, chain: list[Finding], cap: int = 30) -> list[TimelineEvent]:
+def _timeline(facts: RuleInputs, chain: list[Finding], cap: int = 30) -> list[TimelineEvent]:
     events: dict[tuple, TimelineEvent] = {}
     for f in chain:
         for ev in f.evidence[:2]:
@@ -224,7 +224,7 @@ def _key_files(chain: list[Finding]) -> list[str]:
     return sorted(counts, key=lambda k: -counts[k])[:10]
 
 
-def job_details(facts: Facts) -> JobDetails:
+def job_details(facts: RuleInputs) -> JobDetails:
     scan = facts.scan
     kinds = set(facts.kinds.values())
     framework = next((k for k in ("nemo", "megatron", "deepspeed") if k in kinds), None)
@@ -249,7 +249,7 @@ def job_details(facts: Facts) -> JobDetails:
         evidence=evidence + resumed[:1])
 
 
-def _no_failure(facts: Facts, job: JobDetails) -> Diagnosis:
+def _no_failure(facts: RuleInputs, job: JobDetails) -> Diagnosis:
     fin = facts.hits("job.finished")
     if fin:
         return Diagnosis(status=Status.completed, category="none", confidence="high",

@@ -11,7 +11,7 @@ from trainlog_debugger.tools.sources.flight_recorder.analyze import analyze_bund
 from trainlog_debugger.tools.model import Diagnosis, Status
 from trainlog_debugger.tools.steps.analyze import scan_steps
 from trainlog_debugger.tools.sources.pytorch.collectives import analyze
-from trainlog_debugger.tools.rules import Facts
+from trainlog_debugger.tools.rules import RuleInputs
 from trainlog_debugger.tools.scan.summary import scan_bundle
 from trainlog_debugger.tools.verify import verified
 
@@ -25,7 +25,7 @@ def investigate(bundle, *, progress: Callable[[int, int], None] | None = None, w
     if ais_src:  # the storage side, read once and correlated with the worker scan we already have
         files, _skipped = read_sources(ais_src)
         ais = correlate(files, scan, nccl) if files else None
-    facts = Facts(scan, nccl, fr=fr, ais=ais)
+    facts = RuleInputs(scan, nccl, fr=fr, ais=ais)
     diag = diagnose(facts)
     if diag.status == Status.completed:
         # nothing failed: was it slow? Step times need their own pass over the bytes, paid only here

@@ -1,4 +1,4 @@
-"""Facts for rule tests, built the real way: lines written to files, scanned, analysed. A rule test is then a
+"""RuleInputs for rule tests, built the real way: lines written to files, scanned, analysed. A rule test is then a
 table of (log lines → the rule that must or must not fire)."""
 
 from __future__ import annotations
@@ -7,18 +7,18 @@ import pytest
 
 from trainlog_debugger.tools.bundle.open import open_bundle
 from trainlog_debugger.tools.sources.pytorch.collectives import analyze
-from trainlog_debugger.tools.rules import Facts
+from trainlog_debugger.tools.rules import RuleInputs
 from trainlog_debugger.tools.scan.summary import scan_bundle
 
 
 @pytest.fixture
 def facts_from(tmp_path):
-    def make(files: dict[str, list[str]]) -> Facts:
+    def make(files: dict[str, list[str]]) -> RuleInputs:
         d = tmp_path / f"b{len(list(tmp_path.iterdir()))}"
         d.mkdir()
         for name, lines in files.items():
             (d / name).write_text("\n".join(lines) + "\n")
         with open_bundle(d) as b:
             scan = scan_bundle(b)
-        return Facts(scan, analyze(scan))
+        return RuleInputs(scan, analyze(scan))
     return make

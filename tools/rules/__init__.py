@@ -1,4 +1,4 @@
-"""Diagnosis rules, one family per module; each rule is a pure function Facts → [Candidate].
+"""Diagnosis rules, one family per module; each rule is a pure function RuleInputs → [Candidate].
 
 Adding a rule: write the function in its family module, add it to that module's RULES, add a table row to
 tests/rules/test_<family>.py. The registry below is the only list the diagnosis reads.
@@ -15,9 +15,9 @@ from trainlog_debugger.tools.rules import perf
 from trainlog_debugger.tools.rules import scheduler
 from trainlog_debugger.tools.rules import software
 from trainlog_debugger.tools.rules import storage
-from trainlog_debugger.tools.rules.base import Candidate, Facts
+from trainlog_debugger.tools.rules.base import Candidate, RuleInputs
 
 FAMILIES = (gpu, oom, network, collective, storage, scheduler, config, data, infra, software, perf)
 RULES = [r for fam in FAMILIES for r in fam.RULES]
 
-__all__ = ["RULES", "FAMILIES", "Candidate", "Facts"]
+__all__ = ["RULES", "FAMILIES", "Candidate", "RuleInputs"]

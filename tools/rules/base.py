@@ -1,4 +1,4 @@
-"""What every diagnosis rule sees (`Facts`) and returns (`Candidate`). Rules are pure: no I/O, data in, data out.
+"""What every diagnosis rule sees (`RuleInputs`) and returns (`Candidate`). Rules are pure: no I/O, data in, data out.
 
 Why candidates and not verdicts: several rules usually fire on one bundle (the NCCL timeout, a CUDA error on one
 rank, a retry storm); the diagnosis picks the trigger among them by time and by how decisive each is, and keeps
@@ -11,27 +11,56 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainlog_debugger.tools.lines.timestamps import order_key, order_then_place
-from trainlog_debugger.tools.model import Evidence
+from trainlog_debugger.tools.model import Evidence, Finding, Role
 from trainlog_debugger.tools.scan.summary import ScanResult, to_evidence
 
 
 @dataclass
 class Candidate:
-    rule: str  # dotted id, e.g. 'gpu.xid'
-    category: str
-    summary: str
+    """A rule's proposal for the trigger: the Finding it would put first in the chain (id = the rule's dotted id,
+    category, summary, ranks, nodes, extracted facts, cited evidence whose first line is the trigger line), and how
+    the diagnosis weighs it against the others. The weighing stays out of the Finding: strength, status and restart
+    advice are the diagnosis's business, the Finding is what the user reads."""
+
+    finding: Finding
     strength: float  # 0..1: how decisive this evidence is for the category when it is present
-    evidence: list[Evidence]  # the first line is the trigger line
     status: str = "crashed"
-    ranks: list[int] = field(default_factory=list)
-    nodes: list[str] = field(default_factory=list)
     recommendations: list[str] = field(default_factory=list)
     restart: str = "fix first"
-    facts: dict[str, Any] = field(default_factory=dict)
+    story: list[Finding] = field(default_factory=list)  # a cross-source chain that replaces `finding` as the chain's start
+
+    @property
+    def rule(self) -> str:
+        return self.finding.id
+
+    @property
+    def category(self) -> str:
+        return self.finding.category or "none"
+
+    @property
+    def summary(self) -> str:
+        return self.finding.summary
+
+    @property
+    def evidence(self) -> list[Evidence]:
+        return self.finding.evidence
+
+    @property
+    def ranks(self) -> list[int]:
+        return self.finding.ranks
+
+    @property
+    def nodes(self) -> list[str]:
+        return self.finding.nodes
+
+    @property
+    def facts(self) -> dict[str, Any]:
+        """The finding's facts; the diagnosis adds its own marks here (`on_collective_culprit`)."""
+        return self.finding.facts
 
     @property
     def time_key(self) -> tuple | None:
-        return time_key(self.evidence[0]) if self.evidence else None
+        return time_key(self.evidence[0])
 
 
 def time_key(ev: Evidence | None) -> tuple | None:
@@ -43,7 +72,7 @@ def by_time(ev: Evidence) -> tuple:
     return order_then_place(ev.time, ev.file, ev.line)
 
 
-class Facts:
+class RuleInputs:
     """The deterministic tools' output, indexed for rules: hits by pattern, the NCCL report, optional extras."""
 
     def __init__(self, scan: ScanResult, nccl=None, ais=None, steps=None, fr=None):
@@ -65,7 +94,7 @@ class Facts:
         out.sort(key=by_time)
         return out
 
-    def fx(self, ev: Evidence, pid: str) -> dict:
+    def fields_of(self, ev: Evidence, pid: str) -> dict:
         return self.fields.get((ev.file, ev.line, pid), {})
 
     def ranks_of(self, *pids: str) -> list[int]:
@@ -88,12 +117,18 @@ class Facts:
         return out
 
 
-def cand(rule: str, category: str, summary: str, strength: float, evs: list[Evidence], src: Facts, **kw) -> Candidate:
-    """A Candidate whose ranks and nodes default to those of its evidence lines."""
-    ranks = kw.pop("ranks", None)
+def candidate(rule: str, category: str, summary: str, strength: float, evs: list[Evidence], src: RuleInputs, *,
+              ranks: list[int] | None = None, nodes: list[str] | None = None, facts: dict[str, Any] | None = None,
+              **weighing: Any) -> Candidate | None:
+    """A Candidate whose ranks and nodes default to those of its evidence lines; None without evidence (nothing
+    reaches a report uncited). `weighing`: strength's companions on Candidate (status, restart, recommendations,
+    story)."""
+    if not evs:
+        return None
     if ranks is None:
         ranks = sorted({e.rank for e in evs if e.rank is not None})
-    nodes = kw.pop("nodes", None)
     if nodes is None:
         nodes = src.nodes_of(evs)
-    return Candidate(rule, category, summary, strength, evs, ranks=ranks, nodes=nodes, **kw)
+    finding = Finding(id=rule, summary=summary, role=Role.root_candidate, category=category, ranks=ranks, nodes=nodes,
+                      facts=dict(facts or {}), evidence=evs)
+    return Candidate(finding, strength, **weighing)

@@ -11,7 +11,7 @@ import re
 from collections import Counter
 
 from trainlog_debugger.tools.ranks import ranks_str
-from trainlog_debugger.tools.rules.base import Facts, cand
+from trainlog_debugger.tools.rules.base import RuleInputs, candidate
 
 _DATA = re.compile(r"(?i)data ?loader|dataset|loading|shard|lhotse|fetch|prefetch|batch|sampler|\.tar\b|read timed out")
 _CKPT = re.compile(r"(?i)checkpoint|saving|save_checkpoint|\.distcp|torch\.save")
@@ -19,7 +19,7 @@ _STORAGE_PIDS = ("loader.batch_loader_error", "ais.resource_pressure", "ais.out_
                  "io.no_space")
 
 
-def straggler(f: Facts):
+def straggler(f: RuleInputs):
     rep = f.nccl
     if rep is None or rep.verdict not in ("straggler", "gloo_straggler"):
         return []
@@ -52,39 +52,39 @@ def straggler(f: Facts):
             "data_loading_stall": ["put a timeout on data reads (a read with no timeout blocks the rank forever)",
                                    f"inspect rank {r0}'s data shard / loader worker at the time of its last line",
                                    "a py-spy dump of the stuck rank shows the exact frame next time"]}[cat]
-    return [cand("collective.straggler", cat, why, s, ev, f, status="hung", ranks=culprits,
+    return [candidate("collective.straggler", cat, why, s, ev, f, status="hung", ranks=culprits,
                  nodes=[rep.ranks[r].node for r in culprits if rep.ranks[r].node], restart="restart as is",
                  recommendations=recs, facts={"nccl_verdict": rep.verdict})]
 
 
-def mismatch(f: Facts):
+def mismatch(f: RuleInputs):
     evs = f.hits("pytorch.collective_mismatch", "gloo.size_mismatch")
     if not evs:
         return []
     # TORCH_DISTRIBUTED_DEBUG=DETAIL: each rank names itself and the rank it disagrees with; the rank that most
     # others name, and that names others, is the odd one out
-    named = Counter(f.fx(e, "pytorch.collective_mismatch").get("other_rank") for e in evs)
+    named = Counter(f.fields_of(e, "pytorch.collective_mismatch").get("other_rank") for e in evs)
     named.pop(None, None)
     odd = [r for r, n in named.items() if n == max(named.values()) and n >= 2] if named else []
-    return [cand("collective.mismatch", "software", "ranks issued different collectives (a rank-dependent or "
+    return [candidate("collective.mismatch", "software", "ranks issued different collectives (a rank-dependent or "
                  "time-dependent code path around a collective)" + (f"; rank {odd[0]} is the odd one out" if len(odd) == 1
                                                                     else ""), 0.8, evs[:2], f, ranks=odd[:1],
                  recommendations=["make every rank take the same branch around collectives (e.g. broadcast the "
                                   "decision from rank 0 instead of computing it per rank)"])]
 
 
-def desync(f: Facts):
+def desync(f: RuleInputs):
     evs = f.hits("pytorch.desync_lagging")
     if not evs:
         return []
-    lag = f.fx(evs[0], "pytorch.desync_lagging").get("lagging", "")
+    lag = f.fields_of(evs[0], "pytorch.desync_lagging").get("lagging", "")
     ranks = [int(x) for x in re.findall(r"\d+", lag)]
-    return [cand("collective.desync", "data_loading_stall", f"desync debug names lagging rank(s) {lag}", 0.7, evs[:1],
+    return [candidate("collective.desync", "data_loading_stall", f"desync debug names lagging rank(s) {lag}", 0.7, evs[:1],
                  f, status="hung", ranks=ranks, nodes=[],
                  recommendations=[f"inspect what rank(s) {lag} were doing before the timeout"])]
 
 
-def missing_logs(f: Facts):
+def missing_logs(f: RuleInputs):
     """Every rank with a log was waiting, and some ranks have no log: those are the only ones not seen waiting.
     Not proof (hence below the decisive threshold): the diagnosis stays inconclusive and asks for their logs."""
     rep = f.nccl
@@ -93,14 +93,14 @@ def missing_logs(f: Facts):
     evs = f.hits("pytorch.watchdog_timeout", "pytorch.watchdog_pg_status", "gloo.timeout")[:2]
     if not evs:
         return []
-    return [cand("collective.missing_logs", "data_loading_stall",
+    return [candidate("collective.missing_logs", "data_loading_stall",
                  f"every rank with a log was waiting in the collective; rank(s) {ranks_str(rep.suspects)} have no log "
                  f"and are the only ones not seen waiting", 0.4, evs, f, status="hung", ranks=list(rep.suspects),
                  nodes=[], recommendations=[f"collect the logs of rank(s) {ranks_str(rep.suspects)}: one of them "
                                             f"most likely never entered the collective"])]
 
 
-def flight_recorder(f: Facts):
+def flight_recorder(f: RuleInputs):
     """Flight-recorder dumps name the ranks that never joined the stuck collective, or that issued a different
     one, per process group (tools/sources/flight_recorder/analyze.py): the same roles as the text logs, from the dumps' own records."""
     if f.fr is None:
@@ -110,12 +110,12 @@ def flight_recorder(f: Facts):
         if fd.role.value != "root_candidate":
             continue
         if fd.id == "fr.missing_ranks":
-            out.append(cand("collective.fr_never_joined", "data_loading_stall", fd.summary, 0.8, fd.evidence, f,
+            out.append(candidate("collective.fr_never_joined", "data_loading_stall", fd.summary, 0.8, fd.evidence, f,
                             status="hung", ranks=fd.ranks, nodes=fd.nodes,
                             recommendations=["look at what those ranks were doing when the others entered the "
                                              "collective (their last log lines, a py-spy dump)"]))
         elif fd.id == "fr.mismatch":
-            out.append(cand("collective.fr_mismatch", "software", fd.summary, 0.8, fd.evidence, f, status="hung",
+            out.append(candidate("collective.fr_mismatch", "software", fd.summary, 0.8, fd.evidence, f, status="hung",
                             ranks=fd.ranks, nodes=fd.nodes,
                             recommendations=["make every rank issue the same collectives with the same sizes and "
                                              "dtypes in the same order"]))

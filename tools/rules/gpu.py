@@ -6,19 +6,19 @@ point at the GPU or its links; 13/31/43/45 are usually the program's own bad acc
 
 from __future__ import annotations
 
-from trainlog_debugger.tools.rules.base import Facts, cand
+from trainlog_debugger.tools.rules.base import RuleInputs, candidate
 from trainlog_debugger.tools.sources.kernel import XID_MEANING
 
 HW_XIDS = {48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 154}
 
 
-def xid(f: Facts):
+def xid(f: RuleInputs):
     out = []
-    for ev in f.hits("kernel.xid")[:1] + [e for e in f.hits("kernel.xid")[1:] if f.fx(e, "kernel.xid").get("xid") in HW_XIDS][:1]:
-        n = f.fx(ev, "kernel.xid").get("xid")
+    for ev in f.hits("kernel.xid")[:1] + [e for e in f.hits("kernel.xid")[1:] if f.fields_of(e, "kernel.xid").get("xid") in HW_XIDS][:1]:
+        n = f.fields_of(ev, "kernel.xid").get("xid")
         hw = n in HW_XIDS
         node = ev.node or "the node"
-        out.append(cand("gpu.xid", "gpu_cuda", f"Xid {n} ({XID_MEANING.get(n, 'driver-reported GPU error')}) on {node}",
+        out.append(candidate("gpu.xid", "gpu_cuda", f"Xid {n} ({XID_MEANING.get(n, 'driver-reported GPU error')}) on {node}",
                         0.9 if hw else 0.5, [ev], f, status="crashed",
                         restart=f"restart without node {node}" if hw else "fix first",
                         recommendations=[f"drain {node} and reset or replace the GPU (Xid {n} is a hardware/link fault)"]
@@ -27,55 +27,55 @@ def xid(f: Facts):
     return out
 
 
-def ecc(f: Facts):
+def ecc(f: RuleInputs):
     evs = f.hits("cuda.ecc")
     if not evs:
         return []
     node = f.nodes_of(evs[:1])
     where = node[0] if node else "the node that ran the failing rank"
-    return [cand("gpu.ecc", "gpu_cuda", f"uncorrectable ECC error on {where}", 0.9, evs[:3], f,
+    return [candidate("gpu.ecc", "gpu_cuda", f"uncorrectable ECC error on {where}", 0.9, evs[:3], f,
                  restart=f"restart without node {where}",
                  recommendations=[f"drain {where}; check `nvidia-smi -q -d ECC,ROW_REMAPPER` and reset or RMA the GPU",
                                   "if several jobs failed on the same node, that node is the common factor"])]
 
 
-def cuda_error(f: Facts):
+def cuda_error(f: RuleInputs):
     evs = [e for e in f.hits("cuda.error", "cuda.accelerator_abort") if "out of memory" not in e.text
            and "ECC" not in e.text]
     if not evs:
         return []
-    err = f.fx(evs[0], "cuda.error").get("cuda_error") or "CUDA error"
-    return [cand("gpu.cuda_error", "gpu_cuda", f"CUDA error on rank {evs[0].rank}: {err}", 0.7, evs[:3], f,
+    err = f.fields_of(evs[0], "cuda.error").get("cuda_error") or "CUDA error"
+    return [candidate("gpu.cuda_error", "gpu_cuda", f"CUDA error on rank {evs[0].rank}: {err}", 0.7, evs[:3], f,
                  recommendations=["rerun with CUDA_LAUNCH_BLOCKING=1 to get the failing kernel",
                                   "if it recurs on the same node only, suspect the GPU (check dmesg for Xid)"])]
 
 
-def device_assert(f: Facts):
+def device_assert(f: RuleInputs):
     evs = f.hits("cuda.device_assert")
     if not evs:
         return []
-    return [cand("gpu.device_assert", "software", "device-side assert in a CUDA kernel (an index or label out of range)",
+    return [candidate("gpu.device_assert", "software", "device-side assert in a CUDA kernel (an index or label out of range)",
                  0.75, evs[:3], f, recommendations=["check the labels/indices fed to the failing op (e.g. class ids "
                                                     "≥ num_classes); rerun on CPU or with CUDA_LAUNCH_BLOCKING=1"])]
 
 
-def cuda_library(f: Facts):
+def cuda_library(f: RuleInputs):
     evs = f.hits("cuda.library_error")
-    return [cand("gpu.library", "gpu_cuda", "cuBLAS/cuDNN call failed", 0.6, evs[:3], f,
+    return [candidate("gpu.library", "gpu_cuda", "cuBLAS/cuDNN call failed", 0.6, evs[:3], f,
                  recommendations=["check the CUDA/cuDNN versions; if one node only, suspect the GPU"])] if evs else []
 
 
-def nccl_cuda_failure(f: Facts):
+def nccl_cuda_failure(f: RuleInputs):
     evs = f.hits("nccl.cuda_failure")
     if not evs:
         return []
-    where = f.fx(evs[0], "nccl.cuda_failure").get("file", "")
+    where = f.fields_of(evs[0], "nccl.cuda_failure").get("file", "")
     if "nvls" in where:
-        return [cand("gpu.nvls", "infrastructure", "NCCL's NVLink SHARP (NVLS) setup failed with a CUDA error: NVSwitch "
+        return [candidate("gpu.nvls", "infrastructure", "NCCL's NVLink SHARP (NVLS) setup failed with a CUDA error: NVSwitch "
                      "multicast state unusable", 0.75, evs[:3], f, restart="fix first",
                      recommendations=["after a fabric manager restart the GPUs must be reset: reset the GPUs or reboot "
                                       "the node", "workaround: NCCL_NVLS_ENABLE=0"])]
-    return [cand("gpu.nccl_cuda", "gpu_cuda", "a CUDA call failed inside NCCL", 0.6, evs[:3], f)]
+    return [candidate("gpu.nccl_cuda", "gpu_cuda", "a CUDA call failed inside NCCL", 0.6, evs[:3], f)]
 
 
 RULES = [xid, ecc, cuda_error, device_assert, cuda_library, nccl_cuda_failure]

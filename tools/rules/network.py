@@ -8,30 +8,30 @@ exhausted (link, cable, switch or peer unreachable); 5 = flush after the queue p
 
 from __future__ import annotations
 
-from trainlog_debugger.tools.rules.base import Facts, cand
+from trainlog_debugger.tools.rules.base import RuleInputs, candidate
 
 
-def _status(f: Facts) -> str:
+def _status(f: RuleInputs) -> str:
     """A network fault shows as a hang when collectives then time out, as a crash when NCCL errors out first."""
     return "hung" if f.hits("pytorch.watchdog_timeout", "gloo.timeout") else "crashed"
 
 
-def ib_completion(f: Facts):
+def ib_completion(f: RuleInputs):
     evs = f.hits("nccl.ib_completion_error")
     if not evs:
         return []
-    statuses = [f.fx(e, "nccl.ib_completion_error").get("status") for e in evs]
+    statuses = [f.fields_of(e, "nccl.ib_completion_error").get("status") for e in evs]
     primary = next((s for s in statuses if s != 5), statuses[0])
     ev0 = evs[statuses.index(primary)]
     nodes = f.nodes_of(evs)
     spread = f" on {len(nodes)} nodes at once" if len(nodes) > 1 else ""
     if primary == 4:
-        return [cand("network.ib_local_protection", "infrastructure",
+        return [candidate("network.ib_local_protection", "infrastructure",
                      f"IB local protection errors (status 4){spread}: GPUDirect RDMA is being blocked, typically by PCIe "
                      f"ACS on the hosts", 0.8, [ev0] + [e for e in evs if e is not ev0][:2], f, nodes=nodes,
                      recommendations=["confirm with NCCL_NET_GDR_LEVEL=0 (works but slower if ACS is the cause)",
                                       "disable PCIe ACS on the hosts' PCIe switches/bridges (BIOS or setpci)"])]
-    return [cand("network.ib_completion", "network",
+    return [candidate("network.ib_completion", "network",
                  f"IB completion errors (status {primary}){spread}: " +
                  ("retries exhausted, link or peer unreachable" if primary in (12, 13) else "transport failure"),
                  0.85 if primary in (12, 13) else 0.7, [ev0] + [e for e in evs if e is not ev0][:2], f, nodes=nodes,
@@ -41,69 +41,69 @@ def ib_completion(f: Facts):
                                   "NCCL_IB_TIMEOUT / NCCL_IB_RETRY_CNT only mask a flaky link"])]
 
 
-def ib_async(f: Facts):
+def ib_async(f: RuleInputs):
     evs = f.hits("nccl.ib_async_event")
-    return [cand("network.ib_async", "network", "InfiniBand port event (link down / port error)", 0.8, evs[:3], f,
+    return [candidate("network.ib_async", "network", "InfiniBand port event (link down / port error)", 0.8, evs[:3], f,
                  status=_status(f),
                  recommendations=["check the HCA port state and the switch"])] if evs else []
 
 
-def socket(f: Facts):
+def socket(f: RuleInputs):
     evs = f.hits("nccl.socket_error")
-    return [cand("network.socket", "network", "NCCL socket connection failures", 0.65, evs[:3], f, status=_status(f),
+    return [candidate("network.socket", "network", "NCCL socket connection failures", 0.65, evs[:3], f, status=_status(f),
                  recommendations=["check NCCL_SOCKET_IFNAME points at a routable interface on every node, and "
                                   "firewalls between nodes"])] if evs else []
 
 
-def nccl_error(f: Facts):
+def nccl_error(f: RuleInputs):
     out = []
     evs = f.hits("pytorch.nccl_error_kind", "pytorch.nccl_error")
-    kinds = [f.fx(e, "pytorch.nccl_error_kind").get("nccl_error") or f.fx(e, "pytorch.nccl_error").get("nccl_error", "")
+    kinds = [f.fields_of(e, "pytorch.nccl_error_kind").get("nccl_error") or f.fields_of(e, "pytorch.nccl_error").get("nccl_error", "")
              for e in evs]
     for kind, ev in zip(kinds, evs):
         if "SystemError" in kind or "system error" in kind:
-            out.append(cand("network.nccl_system_error", "network", "NCCL system error (socket or system call failed)",
+            out.append(candidate("network.nccl_system_error", "network", "NCCL system error (socket or system call failed)",
                             0.6, [ev], f, recommendations=["run with NCCL_DEBUG=INFO; check NCCL_SOCKET_IFNAME and "
                                                            "the interfaces NCCL picked"]))
             break
         if "UnhandledCudaError" in kind or "unhandled cuda error" in kind:
-            out.append(cand("gpu.nccl_unhandled_cuda", "gpu_cuda", "NCCL hit a CUDA error", 0.6, [ev], f))
+            out.append(candidate("gpu.nccl_unhandled_cuda", "gpu_cuda", "NCCL hit a CUDA error", 0.6, [ev], f))
             break
         if "RemoteError" in kind or "remote process exited" in kind:
-            out.append(cand("network.nccl_remote", "network", "NCCL: a peer exited or the network failed", 0.45, [ev], f,
+            out.append(candidate("network.nccl_remote", "network", "NCCL: a peer exited or the network failed", 0.45, [ev], f,
                             recommendations=["look for the rank that exited first: a remote error is often a "
                                              "consequence of a crash elsewhere"]))
             break
-    rc2 = [e for e in f.hits("nccl.error_return") if f.fx(e, "nccl.error_return").get("rc") == 2
-           and any(k in f.fx(e, "nccl.error_return").get("where", "") for k in ("net", "socket"))]
+    rc2 = [e for e in f.hits("nccl.error_return") if f.fields_of(e, "nccl.error_return").get("rc") == 2
+           and any(k in f.fields_of(e, "nccl.error_return").get("where", "") for k in ("net", "socket"))]
     if rc2 and not out:
-        out.append(cand("network.nccl_system_error", "network", "NCCL's network transport returned a system error "
+        out.append(candidate("network.nccl_system_error", "network", "NCCL's network transport returned a system error "
                         "(ncclSystemError) while connecting", 0.55, rc2[:2], f,
                         recommendations=["set NCCL_SOCKET_IFNAME to the routable interface (NCCL may be using docker or "
                                          "virtual bridges)", "run with NCCL_DEBUG=INFO to see the interfaces it chose"]))
     return out
 
 
-def fabric(f: Facts):
+def fabric(f: RuleInputs):
     if f.nccl is None or f.nccl.verdict != "fabric":
         return []
     evs = f.hits("pytorch.watchdog_timeout", "pytorch.watchdog_pg_status")[:3]
     if not evs:
         return []
-    return [cand("network.fabric", "network", f"all {f.nccl.with_state} ranks entered the collective and every watchdog "
+    return [candidate("network.fabric", "network", f"all {f.nccl.with_state} ranks entered the collective and every watchdog "
                  f"fired: no straggler, the collective itself did not progress", 0.75, evs, f, status="hung",
                  ranks=[], nodes=[], recommendations=["check the network between the nodes (IB/RoCE links, switch, NIC "
                                                       "errors); run nccl-tests across the job's nodes"])]
 
 
-def nccl_only(f: Facts):
+def nccl_only(f: RuleInputs):
     """NCCL (or gloo) failed and nothing else explains it: a weak network hypothesis, never a confident one."""
     evs = f.hits("pytorch.watchdog_timeout", "pytorch.nccl_ops_failed", "pytorch.process_down",
                  "pytorch.watchdog_thread_exception", "pytorch.comm_aborted", "gloo.timeout", "gloo.read_error",
                  "gloo.peer_closed")
     if not evs:
         return []
-    return [cand("network.nccl_failure", "network", "NCCL collectives failed or timed out with no other trigger in the "
+    return [candidate("network.nccl_failure", "network", "NCCL collectives failed or timed out with no other trigger in the "
                  "logs", 0.3, evs[:2], f, status="hung", ranks=[], nodes=[], facts={"fallback": True},
                  recommendations=["collect every rank's log (a straggler or crash on one rank is the usual cause)",
                                   "if it fails at the first collective on multiple nodes: check the inter-node transport "

@@ -7,26 +7,26 @@ timers give one (communication-bound → network, data-bound → data_loading_st
 
 from __future__ import annotations
 
-from trainlog_debugger.tools.rules.base import Facts, cand
+from trainlog_debugger.tools.rules.base import RuleInputs, candidate
 
 BY_BOUND = {"communication": "network", "data": "data_loading_stall"}
 
 
-def slowdown(f: Facts):
+def slowdown(f: RuleInputs):
     rep = f.steps
     if rep is None:
         return []
     out = []
     for fd in rep.findings():
         if fd.id == "steps.straggler":
-            out.append(cand("perf.straggler", "infrastructure", fd.summary, 0.55, fd.evidence, f, status="slow",
+            out.append(candidate("perf.straggler", "infrastructure", fd.summary, 0.55, fd.evidence, f, status="slow",
                             ranks=fd.ranks, nodes=fd.nodes, restart="restart without node %s" % fd.nodes[0]
                             if fd.nodes else "restart as is",
                             recommendations=["check that rank's GPU (clocks, temperature, ECC, PCIe width) and node "
                                              "(other jobs, CPU/memory pressure)"]))
         elif fd.id == "steps.regression":
             kind = rep.bound.kind if rep.bound else "unknown"
-            out.append(cand("perf.regression", BY_BOUND.get(kind, "infrastructure"), fd.summary, 0.5, fd.evidence, f,
+            out.append(candidate("perf.regression", BY_BOUND.get(kind, "infrastructure"), fd.summary, 0.5, fd.evidence, f,
                             status="slow", ranks=fd.ranks, nodes=fd.nodes, restart="restart as is",
                             recommendations=[f"the step time is {kind}-bound: look at what changed at that time "
                                              "(node, network, input pipeline, checkpointing)"]))

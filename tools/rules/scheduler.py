@@ -3,10 +3,10 @@ earlier was already wrong (the diagnosis orders candidates by time)."""
 
 from __future__ import annotations
 
-from trainlog_debugger.tools.rules.base import Facts, cand
+from trainlog_debugger.tools.rules.base import RuleInputs, candidate
 
 
-def slurm_cancel(f: Facts):
+def slurm_cancel(f: RuleInputs):
     out = []
     for pid, what, strength, restart in (
             ("slurm.cancelled_time_limit", "SLURM cancelled the job at its time limit", 0.9, "restart as is"),
@@ -15,20 +15,20 @@ def slurm_cancel(f: Facts):
             ("slurm.node_failure", "srun lost a node", 0.85, None)):
         evs = f.hits(pid)
         if evs:
-            node = (f.fx(evs[0], pid).get("node") or "")
+            node = (f.fields_of(evs[0], pid).get("node") or "")
             recs = {"slurm.cancelled_time_limit": ["resume from the last checkpoint; raise --time or checkpoint more "
                                                    "often"],
                     "slurm.cancelled_preemption": ["resume from the last checkpoint (requeue)"]}.get(
                 pid, [f"check node {node} in slurmctld's log; resume without it"])
-            out.append(cand(f"scheduler.{pid.split('.')[1]}", "infrastructure", what, strength, evs[:2], f,
+            out.append(candidate(f"scheduler.{pid.split('.')[1]}", "infrastructure", what, strength, evs[:2], f,
                             status="cancelled", ranks=[], nodes=[node] if node and restart is None else [],
                             restart=restart or f"restart without node {node}", recommendations=recs))
     return out
 
 
-def death_signal(f: Facts):
+def death_signal(f: RuleInputs):
     evs = f.hits("torchrun.death_signal")
-    return [cand("scheduler.launcher_signalled", "infrastructure", "the launcher itself received a termination signal "
+    return [candidate("scheduler.launcher_signalled", "infrastructure", "the launcher itself received a termination signal "
                  "(scheduler cancel or preemption)", 0.45, evs[:2], f, status="cancelled", ranks=[],
                  restart="restart as is")] if evs else []
 

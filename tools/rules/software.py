@@ -4,41 +4,41 @@ from __future__ import annotations
 
 from trainlog_debugger.tools.sources import is_cascade
 from trainlog_debugger.tools.model import Evidence
-from trainlog_debugger.tools.rules.base import Facts, cand
+from trainlog_debugger.tools.rules.base import RuleInputs, candidate
 
 
 
-def exception(f: Facts):
+def exception(f: RuleInputs):
     for ev in f.hits("python.traceback"):
-        fx = f.fx(ev, "python.traceback")
+        fx = f.fields_of(ev, "python.traceback")
         text = fx.get("exception_text")
         if not text or is_cascade(text):
             continue
         exc = Evidence(file=ev.file, line=fx["exception_line"], text=text, time=ev.time, rank=ev.rank, node=ev.node,
                        kind=ev.kind)
-        return [cand("software.exception", "software", f"{fx['exception']}: {fx.get('message', '')[:160]}", 0.45,
+        return [candidate("software.exception", "software", f"{fx['exception']}: {fx.get('message', '')[:160]}", 0.45,
                      [exc, ev], f, recommendations=["fix the error in the traceback (its last frames are in the file)"])]
     evs = [e for e in f.hits("python.exception") if not is_cascade(e.text)]
     if evs:
-        return [cand("software.exception", "software", evs[0].text.strip()[:160], 0.35, evs[:1], f)]
+        return [candidate("software.exception", "software", evs[0].text.strip()[:160], 0.35, evs[:1], f)]
     return []
 
 
-def native_crash(f: Facts):
+def native_crash(f: RuleInputs):
     evs = f.hits("process.segfault", "python.fatal_error")
-    return [cand("software.native_crash", "software", "a process crashed in native code (segfault / fatal error)", 0.5,
+    return [candidate("software.native_crash", "software", "a process crashed in native code (segfault / fatal error)", 0.5,
                  evs[:2], f, recommendations=["get a core dump or py-spy --native stack; check extension/CUDA versions"])] \
         if evs else []
 
 
-def workers_failed(f: Facts):
+def workers_failed(f: RuleInputs):
     """The launcher says workers failed and nothing more specific fires: the job did NOT end normally. Weak on
     purpose, so the answer is `inconclusive` and says what is missing, never `completed`."""
     evs = [e for e in f.hits("torchrun.exitcode", "torchrun.worker_failed", "torchrun.child_failed", "slurm.task_exit",
-                             "slurm.failed") if f.fx(e, "torchrun.exitcode").get("exitcode", 1) != 0]
+                             "slurm.failed") if f.fields_of(e, "torchrun.exitcode").get("exitcode", 1) != 0]
     if not evs:
         return []
-    return [cand("software.workers_failed", "software", "workers exited with errors, and no line in the bundle says "
+    return [candidate("software.workers_failed", "software", "workers exited with errors, and no line in the bundle says "
                  "why", 0.2, evs[:2], f, ranks=[], nodes=[], facts={"fallback": True},
                  recommendations=["collect each failed rank's own stderr (torchrun --log-dir, or SLURM per-task "
                                   "output)"])]

@@ -4,53 +4,53 @@ ran out. Connection resets that recover at the first retry are noise and never a
 from __future__ import annotations
 
 from trainlog_debugger.tools.ranks import ranks_str
-from trainlog_debugger.tools.rules.base import Facts, cand
+from trainlog_debugger.tools.rules.base import RuleInputs, candidate
 
 
-def batch_loader(f: Facts):
+def batch_loader(f: RuleInputs):
     evs = f.hits("loader.batch_loader_error")
-    return [cand("storage.batch_loader", "storage_io", "the storage batch loader got fewer objects than requested",
+    return [candidate("storage.batch_loader", "storage_io", "the storage batch loader got fewer objects than requested",
                  0.75, evs[:3], f, recommendations=["check the AIStore targets for the failure window (resource "
                                                     "pressure, shared-dm stream errors)"])] if evs else []
 
 
-def ais_signatures(f: Facts):
+def ais_signatures(f: RuleInputs):
     pids = ("ais.resource_pressure", "ais.out_of_bounds", "ais.shared_dm_error", "ais.out_of_space",
             "ais.memory_pressure")
     evs = f.hits(*pids)
     if not evs:
         return []
     nodes = f.nodes_of(evs)
-    return [cand("storage.ais", "storage_io", f"AIStore target(s) {', '.join(nodes[:4]) or '?'} under pressure / "
+    return [candidate("storage.ais", "storage_io", f"AIStore target(s) {', '.join(nodes[:4]) or '?'} under pressure / "
                  f"failing streams", 0.7, evs[:3], f, ranks=[], nodes=nodes,
                  recommendations=["relieve the target(s): disk/memory pressure, rebalance; then restart the job"])]
 
 
-def disk_full(f: Facts):
+def disk_full(f: RuleInputs):
     evs = [e for e in f.hits("io.no_space") if "/dev/shm" not in e.text and "shm" not in e.text.lower()
-           and not f.fx(e, "nccl.shm_no_space") and "posix_fallocate" not in e.text]
-    return [cand("storage.disk_full", "storage_io", "a disk filled up (No space left on device)", 0.85, evs[:3], f,
+           and not f.fields_of(e, "nccl.shm_no_space") and "posix_fallocate" not in e.text]
+    return [candidate("storage.disk_full", "storage_io", "a disk filled up (No space left on device)", 0.85, evs[:3], f,
                  recommendations=["free space or point checkpoints/logs at a larger volume"])] if evs else []
 
 
-def retries_exhausted(f: Facts):
+def retries_exhausted(f: RuleInputs):
     ranks = [r for r, rs in f.scan.ranks.items() if rs.retry and rs.retry["state"] == "exhausted"]
     if not ranks:
         return []
     evs = [e for e in f.hits("io.retrying") if e.rank in ranks]
-    evs = sorted(evs, key=lambda e: -(f.fx(e, "io.retrying").get("attempt") or 0))[:2]
-    return [cand("storage.retries_exhausted", "storage_io", f"retries ran out (M/M) on rank(s) "
+    evs = sorted(evs, key=lambda e: -(f.fields_of(e, "io.retrying").get("attempt") or 0))[:2]
+    return [candidate("storage.retries_exhausted", "storage_io", f"retries ran out (M/M) on rank(s) "
                  f"{', '.join(map(str, ranks[:8]))}", 0.55, evs, f, ranks=ranks,
                  recommendations=["check the storage endpoint those ranks read from"])] if evs else []
 
 
-def io_errors(f: Facts):
+def io_errors(f: RuleInputs):
     evs = f.hits("io.broken_pipe", "io.connection_refused", "io.timed_out")
-    return [cand("storage.io_errors", "storage_io", "I/O errors (timeouts, refused connections, broken pipes)", 0.3,
+    return [candidate("storage.io_errors", "storage_io", "I/O errors (timeouts, refused connections, broken pipes)", 0.3,
                  evs[:3], f)] if evs else []
 
 
-def ais_chain(f: Facts):
+def ais_chain(f: RuleInputs):
     """The storage chain across sources (tools/sources/ais/analyze.py): daemon pressure → stream breaks → out-of-bounds → aborted
     batch → short read on the client → loader error on a worker rank. It explains a straggler, so it is marked
     cross-source: the diagnosis prefers it to the worker-side view of the same story."""
@@ -61,13 +61,13 @@ def ais_chain(f: Facts):
     ranks = sorted({r for x in steps for r in x.ranks})
     evs = [x.evidence[0] for x in steps if x.evidence]
     hung = any(x.id == "ais.chain.nccl_cascade" for x in rep.chain)
-    return [cand("storage.ais_chain", "storage_io", f"storage chain from AIStore target(s) {', '.join(rep.pressured) or '?'}"
+    return [candidate("storage.ais_chain", "storage_io", f"storage chain from AIStore target(s) {', '.join(rep.pressured) or '?'}"
                  f" to rank(s) {ranks_str(ranks)}: " + steps[0].summary, 0.95, evs, f, status="hung" if hung else "crashed",
                  ranks=ranks, nodes=list(rep.pressured), restart="restart as is",
                  recommendations=[f"relieve the pressure on {', '.join(rep.pressured) or 'the target'} (disk/memory), "
                                   "then restart", "make the loader tolerate short batch reads (retry the missing objects "
                                   "with a timeout) instead of failing the rank"],
-                 facts={"cross_source": True, "chain": steps, "clock": rep.clock.summary if rep.clock else None})]
+                 facts={"cross_source": True, "clock": rep.clock.summary if rep.clock else None}, story=steps)]
 
 
 RULES = [batch_loader, ais_signatures, disk_full, retries_exhausted, io_errors, ais_chain]
