@@ -145,8 +145,8 @@ def _pg_key(f: dict) -> str | None:
 def collect(res: ScanResult) -> dict[int, RankState]:
     """Per rank, per process group: everything the watchdog lines state, each with its line."""
     ranks: dict[int, RankState] = {}
-    crash_cats = {}
-    pending_timeouts: list[tuple[int, dict, Evidence]] = []
+    first_crash: dict[int, tuple[tuple, Evidence]] = {}
+    timeouts: list[tuple[int, dict, Evidence]] = []
     for f in res.files:
         for h in f.hits:
             if h.rank is None:
@@ -154,57 +154,91 @@ def collect(res: ScanResult) -> dict[int, RankState]:
             rs = ranks.setdefault(h.rank, RankState(rank=h.rank))
             rs.node = rs.node or h.node
             ev = to_evidence(h, f.rel, f.kind)
-            fx = h.fields
             if h.pattern in STATE_PATTERNS or h.pattern in GLOO_PATTERNS:
                 rs.evidence.append(ev)
             if h.pattern == "pytorch.watchdog_timeout":
-                pending_timeouts.append((h.rank, dict(fx, _time=h.time), ev))
-            elif h.pattern == "pytorch.watchdog_pg_status":
-                pg = _pg(rs, fx)
-                pg.seq, pg.enqueued, pg.completed = fx.get("seq"), fx.get("enqueued"), fx.get("completed")
-                pg.self_detected = True
-                pg.evidence.append(ev)
-            elif h.pattern == "pytorch.dump_first_signal":
-                pg = _pg(rs, fx)
-                pg.first_to_dump = pg.self_detected = True
-                pg.evidence.append(ev)
-            elif h.pattern == "pytorch.dump_observed":
-                pg = _pg(rs, fx)
-                pg.notified = True
-                pg.evidence.append(ev)
-            elif h.pattern == "pytorch.dump_signal_received":
-                pg = _pg(rs, fx)
-                if fx.get("from_rank") is not None and fx["from_rank"] != h.rank:
-                    pg.notified, pg.notified_by = True, fx["from_rank"]
-                if fx.get("enqueued") is not None and pg.enqueued is None:
-                    pg.enqueued, pg.completed = fx["enqueued"], fx.get("completed")
-                pg.evidence.append(ev)
-            elif h.pattern == "pytorch.watchdog_thread_exception" and _pg_key(fx) is not None:
-                m = _SEQ.search(fx.get("what", ""))
-                if m:  # the thread-exit line names the PG that the legacy `[Rank r] Watchdog caught` line omits
-                    pg = _pg(rs, fx)
-                    pg.seq = pg.seq if pg.seq is not None else int(m.group(1))
-                    pg.evidence.append(ev)
-            elif h.pattern == "pytorch.heartbeat_stuck":
-                rs.flags.append("heartbeat_stuck")
-            elif h.pattern == "pytorch.process_down":
-                rs.flags.append("process_down")
-            elif h.pattern == "pytorch.comm_aborted":
-                rs.flags.append("comm_aborted")
-            elif h.pattern == "gloo.timeout":
-                rs.flags.append("gloo_timeout")
+                timeouts.append((h.rank, dict(h.fields, _time=h.time), ev))
+            elif h.pattern in _STATE_LINES:
+                _STATE_LINES[h.pattern](rs, h.fields, ev)
+            elif h.pattern in _FLAGS:
+                rs.flags.append(_FLAGS[h.pattern])
             elif _is_crash(h.pattern, res):
-                if h.pattern == "python.traceback" and is_cascade(fx.get("exception_text") or h.text):
-                    continue  # a traceback that ends in a collective timeout is the wait, not a crash (the text
-                    # itself when the traceback is embedded in one line, e.g. torchrun's error.json)
-                if h.pattern == "python.traceback" and fx.get("exception_line"):
-                    # cite what the traceback ended in, not its header line
-                    ev = Evidence(file=f.rel, line=fx["exception_line"], text=fx["exception_text"], rank=h.rank,
-                                  node=h.node, kind=f.kind)
-                key = order_then_place(h.time, f.rel, ev.line)
-                if h.rank not in crash_cats or key < crash_cats[h.rank][0]:
-                    crash_cats[h.rank] = (key, ev)
-    for r, fx, ev in pending_timeouts:  # attach each timeout to the PG whose status names the same SeqNum
+                _keep_first_crash(first_crash, f, h)
+    _attach_timeouts(ranks, timeouts)
+    for r, (_, ev) in first_crash.items():
+        ranks[r].crash = ev
+    for r, rs in res.ranks.items():
+        st = ranks.setdefault(r, RankState(rank=r))
+        st.last_line = rs.last_line
+        st.node = st.node or (rs.nodes[0] if rs.nodes else None)
+    return ranks
+
+
+def _pg_status(rs: RankState, fx: dict, ev: Evidence) -> None:
+    pg = _pg(rs, fx)
+    pg.seq, pg.enqueued, pg.completed = fx.get("seq"), fx.get("enqueued"), fx.get("completed")
+    pg.self_detected = True
+    pg.evidence.append(ev)
+
+
+def _first_to_dump(rs: RankState, fx: dict, ev: Evidence) -> None:
+    pg = _pg(rs, fx)
+    pg.first_to_dump = pg.self_detected = True  # "first to signal dumping": its own watchdog fired
+    pg.evidence.append(ev)
+
+
+def _dump_observed(rs: RankState, fx: dict, ev: Evidence) -> None:
+    pg = _pg(rs, fx)
+    pg.notified = True  # "observed the dump signal from another rank": notified, not self-detected
+    pg.evidence.append(ev)
+
+
+def _dump_received(rs: RankState, fx: dict, ev: Evidence) -> None:
+    pg = _pg(rs, fx)
+    if fx.get("from_rank") is not None and fx["from_rank"] != rs.rank:
+        pg.notified, pg.notified_by = True, fx["from_rank"]
+    if fx.get("enqueued") is not None and pg.enqueued is None:
+        pg.enqueued, pg.completed = fx["enqueued"], fx.get("completed")
+    pg.evidence.append(ev)
+
+
+def _thread_exception(rs: RankState, fx: dict, ev: Evidence) -> None:
+    m = _SEQ.search(fx.get("what", ""))
+    if m and _pg_key(fx) is not None:  # the thread-exit line names the PG the legacy `Watchdog caught` line omits
+        pg = _pg(rs, fx)
+        pg.seq = pg.seq if pg.seq is not None else int(m.group(1))
+        pg.evidence.append(ev)
+
+
+_STATE_LINES = {  # pattern → what its line says about the rank's process group
+    "pytorch.watchdog_pg_status": _pg_status,
+    "pytorch.dump_first_signal": _first_to_dump,
+    "pytorch.dump_observed": _dump_observed,
+    "pytorch.dump_signal_received": _dump_received,
+    "pytorch.watchdog_thread_exception": _thread_exception,
+}
+_FLAGS = {"pytorch.heartbeat_stuck": "heartbeat_stuck", "pytorch.process_down": "process_down",
+          "pytorch.comm_aborted": "comm_aborted", "gloo.timeout": "gloo_timeout"}
+
+
+def _keep_first_crash(first: dict[int, tuple[tuple, Evidence]], f, h) -> None:
+    """The rank's earliest crash line, citing what a traceback ended in rather than its header. A traceback that
+    ends in a collective timeout is the wait, not a crash (its text too, when torchrun's error.json holds it)."""
+    fx = h.fields
+    if h.pattern == "python.traceback" and is_cascade(fx.get("exception_text") or h.text):
+        return
+    ev = to_evidence(h, f.rel, f.kind)
+    if h.pattern == "python.traceback" and fx.get("exception_line"):
+        ev = Evidence(file=f.rel, line=fx["exception_line"], text=fx["exception_text"], rank=h.rank, node=h.node,
+                      kind=f.kind)
+    key = order_then_place(h.time, f.rel, ev.line)
+    if h.rank not in first or key < first[h.rank][0]:
+        first[h.rank] = (key, ev)
+
+
+def _attach_timeouts(ranks: dict[int, RankState], timeouts: list[tuple[int, dict, Evidence]]) -> None:
+    """Each watchdog timeout goes to the PG whose status line names the same SeqNum (else to PG '?')."""
+    for r, fx, ev in timeouts:
         rs = ranks[r]
         pg = next((p for p in rs.pgs.values() if p.seq == fx.get("seq")), None)
         if pg is None:
@@ -214,13 +248,6 @@ def collect(res: ScanResult) -> dict[int, RankState]:
         pg.timeout_ms, pg.elapsed_ms, pg.timeout_time = fx.get("timeout_ms"), fx.get("elapsed_ms"), fx.get("_time")
         pg.self_detected = True
         pg.evidence.insert(0, ev)
-    for r, (_, ev) in crash_cats.items():
-        ranks[r].crash = ev
-    for r, rs in res.ranks.items():
-        st = ranks.setdefault(r, RankState(rank=r))
-        st.last_line = rs.last_line
-        st.node = st.node or (rs.nodes[0] if rs.nodes else None)
-    return ranks
 
 
 def _pg(rs: RankState, fx: dict) -> PGState:
@@ -244,38 +271,59 @@ def _is_crash(pid: str, res: ScanResult) -> bool:
 
 def classify(ranks: dict[int, RankState], expected: int | None, missing: list[int],
              collectives_per_step: int | None = None, stated_world: bool = True) -> NcclReport:
+    """Every rank's role (RankState.role/reason, set here) and the verdict over all of them."""
     with_state = {r: rs for r, rs in ranks.items() if rs.pgs}
-    notes: list[str] = []
-    groups: list[GroupSummary] = []
     pg_keys = sorted({k for rs in with_state.values() for k in rs.pgs}, key=lambda k: (k == "?", k))
-    for key in pg_keys:
-        members = {r: rs.pgs[key] for r, rs in with_state.items() if key in rs.pgs}
-        seqs = Counter(p.seq for p in members.values() if p.seq is not None and p.self_detected)
-        stuck = min(seqs, key=lambda s: (-seqs[s], s)) if seqs else None
-        enqs = Counter(p.enqueued for p in members.values() if p.enqueued is not None and p.seq == stuck)
-        base_enq = enqs.most_common(1)[0][0] if enqs else None
-        roles: dict[str, list[int]] = {}
-        gaps: dict[int, int] = {}
-        for r, p in members.items():
-            role = _pg_role(p, stuck)
-            roles.setdefault(role, []).append(r)
-            gap = _gap(p, stuck, base_enq)
-            if gap:
-                gaps[r] = gap
-        sample = next((p for p in members.values() if p.seq == stuck and p.timeout_ms), None)
-        start = _start(sample) if sample else None
-        groups.append(GroupSummary(pg=key, desc=next((p.desc for p in members.values() if p.desc), None),
-                                   ranks=len(members), stuck_seq=stuck, op=sample.op if sample else None,
-                                   timeout_ms=sample.timeout_ms if sample else None,
-                                   start_time=_to_second(start), start=start,
-                                   roles={k: sorted(v) for k, v in roles.items()}, seq_gap=gaps))
-        for r, p in members.items():
-            rs = ranks[r]
-            role = _pg_role(p, stuck)
-            if ROLE_ORDER.index(role) < ROLE_ORDER.index(rs.role) or rs.role == "no_state":
-                rs.role, rs.reason = role, _reason(role, p, gaps.get(r), key, collectives_per_step)
+    groups = [_group(key, ranks, with_state, collectives_per_step) for key in pg_keys]
     any_state = bool(with_state)
-    for r, rs in ranks.items():
+    _roles_without_state(ranks, any_state)
+    for r in missing:
+        ranks.setdefault(r, RankState(rank=r, role="missing", reason="no log lines for this rank in the bundle"))
+        ranks[r].role, ranks[r].reason = "missing", "no log lines for this rank in the bundle"
+    verdict, summary, culprits, notes = _verdict(ranks, missing, any_state)
+    if missing:
+        notes.append(f"{len(missing)} rank(s) have no log in the bundle: {ranks_str(missing)}; one of them may be the culprit")
+    # ranks without logs are suspects only against a stated world size (a "max rank seen" bound proves nothing)
+    suspects = list(missing) if verdict == "inconclusive" and not culprits and stated_world else []
+    return NcclReport(verdict=verdict, summary=summary, culprits=culprits, suspects=suspects,
+                      ranks=dict(sorted(ranks.items())),
+                      groups=groups, wavefront=_wavefront(groups), expected_ranks=expected,
+                      found_ranks=len(ranks) - len(missing), with_state=len(with_state), missing_ranks=list(missing),
+                      rows=_rows(ranks), notes=notes)
+
+
+def _group(key: str, ranks: dict[int, RankState], with_state: dict[int, RankState],
+           collectives_per_step: int | None) -> GroupSummary:
+    """One process group: the stuck SeqNum (the one most members' own watchdogs name), each member's role in it and
+    its gap in enqueued work; a rank's overall role is the most telling of its groups' (ROLE_ORDER)."""
+    members = {r: rs.pgs[key] for r, rs in with_state.items() if key in rs.pgs}
+    seqs = Counter(p.seq for p in members.values() if p.seq is not None and p.self_detected)
+    stuck = min(seqs, key=lambda s: (-seqs[s], s)) if seqs else None
+    enqs = Counter(p.enqueued for p in members.values() if p.enqueued is not None and p.seq == stuck)
+    base_enq = enqs.most_common(1)[0][0] if enqs else None
+    roles: dict[str, list[int]] = {}
+    gaps: dict[int, int] = {}
+    for r, p in members.items():
+        roles.setdefault(_pg_role(p, stuck), []).append(r)
+        gap = _gap(p, stuck, base_enq)
+        if gap:
+            gaps[r] = gap
+    for r, p in members.items():
+        rs, role = ranks[r], _pg_role(p, stuck)
+        if ROLE_ORDER.index(role) < ROLE_ORDER.index(rs.role) or rs.role == "no_state":
+            rs.role, rs.reason = role, _reason(role, p, gaps.get(r), key, collectives_per_step)
+    sample = next((p for p in members.values() if p.seq == stuck and p.timeout_ms), None)
+    start = _start(sample) if sample else None
+    return GroupSummary(pg=key, desc=next((p.desc for p in members.values() if p.desc), None), ranks=len(members),
+                        stuck_seq=stuck, op=sample.op if sample else None,
+                        timeout_ms=sample.timeout_ms if sample else None, start_time=_to_second(start), start=start,
+                        roles={k: sorted(v) for k, v in roles.items()}, seq_gap=gaps)
+
+
+def _roles_without_state(ranks: dict[int, RankState], any_state: bool) -> None:
+    """A crash line outranks a collective role; a rank with no state while others have it never entered."""
+    gloo_anywhere = any("gloo_timeout" in x.flags for x in ranks.values())
+    for rs in ranks.values():
         if rs.pgs:
             if rs.crash is not None and rs.role in ("never_entered", "behind"):
                 rs.role, rs.reason = "crashed", f"logged a crash before the collective ({rs.crash.cite()})"
@@ -284,39 +332,30 @@ def classify(ranks: dict[int, RankState], expected: int | None, missing: list[in
             rs.role, rs.reason = "crashed", f"no NCCL state; crashed first ({rs.crash.cite()})"
         elif "gloo_timeout" in rs.flags:
             rs.role, rs.reason = "waiting", "gloo: timed out waiting for a peer"
-        elif any_state or any("gloo_timeout" in x.flags for x in ranks.values()):
+        elif any_state or gloo_anywhere:
             rs.role, rs.reason = "never_entered", "no collective state at all while others have it (stuck outside " \
                                                   "the collective, or its log stops)"
-    for r in missing:
-        ranks.setdefault(r, RankState(rank=r, role="missing", reason="no log lines for this rank in the bundle"))
-        ranks[r].role, ranks[r].reason = "missing", "no log lines for this rank in the bundle"
 
+
+def _verdict(ranks: dict[int, RankState], missing: list[int], any_state: bool) -> tuple[str, str, list[int], list[str]]:
+    """(verdict, summary, culprits, notes) once every rank has its role."""
     culprits = sorted(r for r, rs in ranks.items() if rs.role in ("crashed", "never_entered", "behind"))
     gloo = any("gloo_timeout" in rs.flags for rs in ranks.values()) and not any_state
     if not any_state and not gloo:
-        verdict, summary, culprits = "no_collective_state", "no rank logged a collective timeout or watchdog state", []
-    elif culprits:
+        return "no_collective_state", "no rank logged a collective timeout or watchdog state", [], []
+    if culprits:
         kinds = Counter(ranks[r].role for r in culprits)
         verdict = "crash" if kinds.get("crashed") else ("gloo_straggler" if gloo else "straggler")
         summary = f"{len(culprits)} of {len(ranks)} ranks differ: " + ", ".join(
             f"{k} {ranks_str([r for r in culprits if ranks[r].role == k])}" for k in kinds)
         if len(culprits) * 2 > len(ranks) and len(ranks) > 2:
-            verdict, notes = "inconclusive", notes + ["most ranks lack state: the logs may be partial"]
-    elif all(rs.role in ("waiting", "ahead") for rs in ranks.values() if rs.role != "missing") and not missing:
-        verdict, summary = "fabric", ("every rank entered the collective and fired its own watchdog; no straggler: "
-                                      "suspect the network (NIC, link, switch)")
-    else:
-        verdict, summary = "inconclusive", (f"no rank with a log differs; rank(s) {ranks_str(missing)} have no log in "
-                                            f"the bundle: the culprit may be among them")
-    if missing:
-        notes.append(f"{len(missing)} rank(s) have no log in the bundle: {ranks_str(missing)}; one of them may be the culprit")
-    wave = _wavefront(groups)
-    # ranks without logs are suspects only against a stated world size (a "max rank seen" bound proves nothing)
-    suspects = list(missing) if verdict == "inconclusive" and not culprits and stated_world else []
-    return NcclReport(verdict=verdict, summary=summary, culprits=culprits, suspects=suspects,
-                      ranks=dict(sorted(ranks.items())),
-                      groups=groups, wavefront=wave, expected_ranks=expected, found_ranks=len(ranks) - len(missing),
-                      with_state=len(with_state), missing_ranks=list(missing), rows=_rows(ranks), notes=notes)
+            return "inconclusive", summary, culprits, ["most ranks lack state: the logs may be partial"]
+        return verdict, summary, culprits, []
+    if all(rs.role in ("waiting", "ahead") for rs in ranks.values() if rs.role != "missing") and not missing:
+        return "fabric", ("every rank entered the collective and fired its own watchdog; no straggler: suspect the "
+                          "network (NIC, link, switch)"), culprits, []
+    return "inconclusive", (f"no rank with a log differs; rank(s) {ranks_str(missing)} have no log in the bundle: the "
+                            f"culprit may be among them"), culprits, []
 
 
 def _pg_role(p: PGState, stuck: int | None) -> str:
