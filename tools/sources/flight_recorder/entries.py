@@ -88,7 +88,7 @@ class Canon:
 
 
 @dataclass(slots=True)
-class Ev:
+class FREntry:
     rank: int
     idx: int                # 1-based index in dump["entries"]: the citation "line"
     pg: str
@@ -109,7 +109,7 @@ class Ev:
     done: bool = False
 
 
-def _norm(rank: int, idx: int, e: dict, canon: Canon) -> Ev:
+def _norm(rank: int, idx: int, e: dict, canon: Canon) -> FREntry:
     op = canon(as_str(e.get("profiling_name"), "?"))
     pgt = e.get("process_group")
     pg_id = e.get("pg_id")
@@ -124,7 +124,7 @@ def _norm(rank: int, idx: int, e: dict, canon: Canon) -> Ev:
     else:  # 2.3: one counter, `seq_id`
         p2p, seq = typ in _P2P, as_int(e.get("seq_id"))
     frames = e.get("frames")
-    return Ev(rank, idx, canon(pg), canon(desc), None if pg_id is None else canon(as_str(pg_id)), p2p, seq, op,
+    return FREntry(rank, idx, canon(pg), canon(desc), None if pg_id is None else canon(as_str(pg_id)), p2p, seq, op,
                canon(as_str(e.get("state"), "?")), e.get("retired") is True, canon(e.get("input_sizes")),
                canon(e.get("output_sizes")), canon(e.get("input_dtypes")), canon(e.get("output_dtypes")),
                frames if type(frames) is list else None, as_int(e.get("time_created_ns")), as_int(e.get("record_id")))
@@ -175,13 +175,13 @@ class RankData:
     """What the analysis keeps of one dump (the dump itself is dropped: 10,000 ranks × 2000 entries must fit)."""
 
     rank: int
-    evs: list[Ev]
+    evs: list[FREntry]
     wrapped: bool                                   # ring buffer lost entries (first record_id > 0, or unknown)
     stateless: bool                                 # no entry ever left 'scheduled' (gloo): `retired` = finished
     cfg: dict[str, tuple[str, list[int] | None]]
     status_by_pg: dict[str, dict[str, int] | None]  # pg name → its pg_status counters (None: unknown, or p2p in it)
     version: str
-    newest: Ev | None
+    newest: FREntry | None
 
 
 def summarize(rank: int, dump: dict, canon: Canon) -> RankData:
@@ -191,7 +191,7 @@ def summarize(rank: int, dump: dict, canon: Canon) -> RankData:
     wrapped = bool(rids) and (None in rids or min(rids) > 0)
     stateless = bool(evs) and all(e.state == "scheduled" for e in evs) and any(e.retired for e in evs)
     status = _pg_status(dump)
-    by_pg: dict[str, list[Ev]] = defaultdict(list)
+    by_pg: dict[str, list[FREntry]] = defaultdict(list)
     for e in evs:
         by_pg[e.pg].append(e)
     status_by_pg: dict[str, dict[str, int] | None] = {}
@@ -201,7 +201,7 @@ def summarize(rank: int, dump: dict, canon: Canon) -> RankData:
         status_by_pg[pg] = None if has_p2p or len(ids) != 1 else status.get(next(iter(ids)))  # p2p moves them too
         # done: completed; a later seq of this PG completed here (one stream, in order); pg_status; or retired in
         # a state-less dump
-        by_seq: dict[int, list[Ev]] = defaultdict(list)
+        by_seq: dict[int, list[FREntry]] = defaultdict(list)
         for e in lst:
             if e.p2p:
                 e.done = e.state == "completed" or (stateless and e.retired)

@@ -27,8 +27,8 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 
-from trainlog_debugger.tools.sources.flight_recorder.entries import P2P_META, STATES, Ev, RankData, compact, optype
-from trainlog_debugger.tools.sources.flight_recorder.report import ALL, FRGroup, FRReport, Mismatch, findings_of, rw
+from trainlog_debugger.tools.sources.flight_recorder.entries import P2P_META, STATES, FREntry, RankData, compact, optype
+from trainlog_debugger.tools.sources.flight_recorder.report import ALL, FRGroup, FRReport, Mismatch, findings_of, ranks_phrase
 from trainlog_debugger.tools.ranks import ranks_str
 
 MAX_MISMATCHES = 10             # per PG, earliest first (FR's own --mismatch_cap default)
@@ -66,14 +66,14 @@ def analyze_ranks(data: dict[int, RankData], names: dict[int, str] | None, fetch
     for r, d in data.items():
         versions[d.version].append(r)
     if len(versions) > 1:
-        notes.append("dumps disagree on the FR version: " + "; ".join(f"{v} on {rw(rs)}" for v, rs in versions.items()))
+        notes.append("dumps disagree on the FR version: " + "; ".join(f"{v} on {ranks_phrase(rs)}" for v, rs in versions.items()))
 
     # PG identity: pg_name, split further when pg_config gives one name several rank sets (split_group).
     names_seen: dict[str, None] = {}
     for d in data.values():
         for e in d.evs:
             names_seen.setdefault(e.pg, None)
-    keyed: dict[tuple[str, tuple[int, ...] | None], dict[int, list[Ev]]] = {}
+    keyed: dict[tuple[str, tuple[int, ...] | None], dict[int, list[FREntry]]] = {}
     descs: dict[tuple, Counter] = defaultdict(Counter)
     by_rank_pg = {r: _by_pg(d.evs) for r, d in data.items()}
     for pg in sorted(names_seen, key=_natural):
@@ -106,7 +106,7 @@ def analyze_ranks(data: dict[int, RankData], names: dict[int, str] | None, fetch
             g.notes.append("pg_config lists no ranks for this PG: members are the ranks with entries for it, so a "
                            "member that never used it cannot be seen missing")
         elif set(with_entries) - set(members_cfg):
-            g.notes.append(f"{rw(sorted(set(with_entries) - set(members_cfg)))}: entries for this PG but not in its "
+            g.notes.append(f"{ranks_phrase(sorted(set(with_entries) - set(members_cfg)))}: entries for this PG but not in its "
                            "pg_config ranks")
         groups.append(g)
 
@@ -123,19 +123,19 @@ def analyze_ranks(data: dict[int, RankData], names: dict[int, str] | None, fetch
     return rep
 
 
-def _by_pg(evs: list[Ev]) -> dict[str, list[Ev]]:
-    out: dict[str, list[Ev]] = defaultdict(list)
+def _by_pg(evs: list[FREntry]) -> dict[str, list[FREntry]]:
+    out: dict[str, list[FREntry]] = defaultdict(list)
     for e in evs:
         out[e.pg].append(e)
     return out
 
 
-def _analyze_group(label: str, pg: str, desc: str, members: list[int], per_rank: dict[int, list[Ev]],
+def _analyze_group(label: str, pg: str, desc: str, members: list[int], per_rank: dict[int, list[FREntry]],
                    data: dict[int, RankData]) -> FRGroup:
-    coll: dict[int, dict[int, list[Ev]]] = {}
-    p2p: dict[int, list[Ev]] = {}
+    coll: dict[int, dict[int, list[FREntry]]] = {}
+    p2p: dict[int, list[FREntry]] = {}
     for r, lst in per_rank.items():
-        c: dict[int, list[Ev]] = defaultdict(list)
+        c: dict[int, list[FREntry]] = defaultdict(list)
         for e in lst:
             if e.p2p:
                 p2p.setdefault(r, []).append(e)
@@ -189,7 +189,7 @@ def _analyze_group(label: str, pg: str, desc: str, members: list[int], per_rank:
     return g
 
 
-def _compare(s: int, at: dict[int, list[Ev]]) -> list[Mismatch]:
+def _compare(s: int, at: dict[int, list[FREntry]]) -> list[Mismatch]:
     # fast path: values are canonical objects (Canon), so equal values are the same object
     sigs = {tuple((e.op, id(e.isz), id(e.osz), id(e.idt), id(e.odt)) for e in l) for l in at.values()}
     if len(sigs) == 1:
@@ -216,12 +216,12 @@ def _compare(s: int, at: dict[int, list[Ev]]) -> list[Mismatch]:
     return out
 
 
-def _sig(evs: list[Ev], attr: str) -> str:
+def _sig(evs: list[FREntry], attr: str) -> str:
     vals = [getattr(e, attr) for e in evs]
     return compact(vals[0] if len(vals) == 1 else vals)
 
 
-def _stuck_collective(g: FRGroup, s: int, coll: dict[int, dict[int, list[Ev]]],
+def _stuck_collective(g: FRGroup, s: int, coll: dict[int, dict[int, list[FREntry]]],
                       status: dict[int, dict[str, int] | None], data: dict[int, RankData],
                       p2p_ranks: set[int]) -> None:
     g.stuck_seq = s
@@ -231,6 +231,16 @@ def _stuck_collective(g: FRGroup, s: int, coll: dict[int, dict[int, list[Ev]]],
     g.entries = {r: l[0].idx for r, l in at.items()}
     below = [x for x in sorted({x for c in coll.values() for x in c}) if x < s]
     g.last_done_seq = below[-1] if below else None
+    _states_at(g, s, coll, status, data, p2p_ranks)
+    _blame_absent(g, s, at)
+    _state_mismatch(g, s, at)
+    _variants_at(g, at)
+
+
+def _states_at(g: FRGroup, s: int, coll: dict[int, dict[int, list[FREntry]]],
+               status: dict[int, dict[str, int] | None], data: dict[int, RankData], p2p_ranks: set[int]) -> None:
+    """Each member's state at the stuck seq: its entry's state, `missing` (never recorded it though its buffer
+    covers it), `not_recorded` (the ring buffer wrapped past it, or pg_status says it was enqueued), `no_dump`."""
     for r in g.members:
         if r in g.no_dump_ranks:
             g.state_by_rank[r] = "no_dump"
@@ -266,8 +276,12 @@ def _stuck_collective(g: FRGroup, s: int, coll: dict[int, dict[int, list[Ev]]],
     g.missing_ranks = sorted(r for r, v in g.state_by_rank.items() if v == "missing")
     g.not_recorded_ranks = sorted(r for r, v in g.state_by_rank.items() if v == "not_recorded")
     if g.not_recorded_ranks:
-        g.notes.append(f"{rw(g.not_recorded_ranks)}: the ring buffer no longer holds #{s} (oldest entry for "
+        g.notes.append(f"{ranks_phrase(g.not_recorded_ranks)}: the ring buffer no longer holds #{s} (oldest entry for "
                        "this PG is newer): not counted as missing")
+
+
+def _blame_absent(g: FRGroup, s: int, at: dict[int, list[FREntry]]) -> None:
+    """Ranks that never joined are the culprits, unless they are the majority: then the few that joined alone are."""
     joined = sorted(at)
     if g.missing_ranks:
         if len(g.missing_ranks) > len(joined):
@@ -277,16 +291,22 @@ def _stuck_collective(g: FRGroup, s: int, coll: dict[int, dict[int, list[Ev]]],
             for r in g.missing_ranks:
                 g.culprit_reasons.setdefault(r, []).append("never_joined")
     elif g.no_dump_ranks:
-        g.notes.append(f"every rank with a dump reached #{s}; {rw(g.no_dump_ranks)}: no dump (a rank that crashed or "
-                       "was killed writes none): look there")
-    # state at the stuck seq: blame only ranks behind the majority
+        g.notes.append(f"every rank with a dump reached #{s}; {ranks_phrase(g.no_dump_ranks)}: no dump (a rank that "
+                       "crashed or was killed writes none): look there")
+
+
+def _state_mismatch(g: FRGroup, s: int, at: dict[int, list[FREntry]]) -> None:
+    """States at the stuck seq that differ: blame only the ranks behind the majority."""
     states = {r: v for r, v in g.state_by_rank.items() if v in STATES}
     maj, found, minority = _minority(states)
     if len(found) > 1:
         behind = [r for r in minority if maj is not None and _RANK[states[r]] < _RANK[maj]]
         g.mismatches.append(Mismatch(s, "collective", "COLLECTIVE_STATE_MISMATCH", "state", maj, dict(found), behind,
                                      {r: at[r][0].idx for r in at}))
-    # what each rank recorded at the stuck seq, identical ones grouped; stack frames likewise
+
+
+def _variants_at(g: FRGroup, at: dict[int, list[FREntry]]) -> None:
+    """What each rank recorded at the stuck seq, identical records grouped; their stack frames likewise."""
     variants: dict[tuple, list[int]] = defaultdict(list)
     vals: dict[tuple, dict] = {}
     stacks: dict[str, list[int]] = defaultdict(list)
@@ -306,11 +326,11 @@ def _stuck_collective(g: FRGroup, s: int, coll: dict[int, dict[int, list[Ev]]],
     g.frames = [{"ranks": rs, "frames": frames_of[k]} for k, rs in sorted(stacks.items(), key=lambda kv: -len(kv[1]))]
 
 
-def _p2p_pending(members: list[int], p2p: dict[int, list[Ev]], data: dict[int, RankData], g: FRGroup) -> list[dict]:
+def _p2p_pending(members: list[int], p2p: dict[int, list[FREntry]], data: dict[int, RankData], g: FRGroup) -> list[dict]:
     """Pending send/recv ops, each paired FIFO with the peer's pending counterpart. A peer with a dump and no pending
     counterpart never posted it (unless its ring buffer wrapped and holds no p2p op of this PG)."""
     order = sorted(members)
-    pend: dict[tuple[int, int, str], list[Ev]] = defaultdict(list)   # (src, dst, 'send'|'recv') → pending ops
+    pend: dict[tuple[int, int, str], list[FREntry]] = defaultdict(list)   # (src, dst, 'send'|'recv') → pending ops
     for l in p2p.values():
         for e in l:
             m = P2P_META.search(e.op)

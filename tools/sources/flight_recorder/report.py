@@ -80,7 +80,7 @@ class FRReport:
         return to_jsonable(self)
 
 
-def rw(ranks: list[int]) -> str:
+def ranks_phrase(ranks: list[int]) -> str:
     """'rank 3' / 'ranks 0-2,5'."""
     return f"rank{'s' if len(set(ranks)) != 1 else ''} {ranks_str(ranks, ALL)}"
 
@@ -99,11 +99,11 @@ def _plan(rep: FRReport) -> list[tuple[dict, list[tuple[int, int]]]]:
             joined = sorted(r for r, s in g.state_by_rank.items() if s in STATES)
             alone = [r for r in g.culprits if "joined_alone" in g.culprit_reasons.get(r, [])]
             if alone:
-                summary = (f"{name}: only {rw(alone)} entered {g.op} #{g.stuck_seq}; "
+                summary = (f"{name}: only {ranks_phrase(alone)} entered {g.op} #{g.stuck_seq}; "
                            f"{len(g.missing_ranks)} members never called it")
                 ranks = alone
             else:
-                summary = (f"{name}: {rw(g.missing_ranks)} never joined {g.op} #{g.stuck_seq} "
+                summary = (f"{name}: {ranks_phrase(g.missing_ranks)} never joined {g.op} #{g.stuck_seq} "
                            f"({len(joined)} ranks wait in it)")
                 ranks = g.missing_ranks
             plan.append(({"id": "fr.missing_ranks", "summary": summary, "role": Role.root_candidate,
@@ -117,7 +117,7 @@ def _plan(rep: FRReport) -> list[tuple[dict, list[tuple[int, int]]]]:
             pairs += [(r, m.entries[r]) for r in majority if r in m.entries][:1 if pairs else MAX_CITED]
             if not pairs:
                 pairs = [(r, i) for r, i in sorted(m.entries.items())][:MAX_CITED]
-            who = rw(m.culprit_ranks) if m.culprit_ranks else "no majority, no culprit"
+            who = ranks_phrase(m.culprit_ranks) if m.culprit_ranks else "no majority, no culprit"
             vals = "; ".join(f"{v} on {ranks_str(rs, ALL)}" for v, rs in m.found.items())
             plan.append(({"id": "fr.mismatch", "role": Role.root_candidate if m.type_of_mismatch !=
                           "COLLECTIVE_STATE_MISMATCH" else Role.cascade, "category": "collective_desync",
@@ -130,7 +130,7 @@ def _plan(rep: FRReport) -> list[tuple[dict, list[tuple[int, int]]]]:
             summary = (f"{name}: {g.seq_kind} {g.op} #{g.stuck_seq} never finished "
                        f"({', '.join(f'{n} {s}' for s, n in states.most_common())})")
             if g.no_dump_ranks:
-                summary += f"; {rw(g.no_dump_ranks)} {'has' if len(g.no_dump_ranks) == 1 else 'have'} no dump"
+                summary += f"; {ranks_phrase(g.no_dump_ranks)} {'has' if len(g.no_dump_ranks) == 1 else 'have'} no dump"
             plan.append(({"id": "fr.stuck_collective", "summary": summary, "role": Role.cascade,
                           "category": "collective_hang", "ranks": sorted(g.culprits or g.no_dump_ranks),
                           "facts": {**base, "states": dict(states), "p2p_pending": g.p2p_pending[:MAX_CITED]}},
