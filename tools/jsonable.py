@@ -18,7 +18,9 @@ def to_jsonable(obj: Any) -> Any:
     if isinstance(obj, BaseModel):
         return obj.model_dump(mode="json", exclude_none=True)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        if callable(getattr(obj, "to_json", None)):  # a Report (tools.model.Report): its own JSON, wherever it sits
+            return to_jsonable(obj.to_json())
+        return fields_jsonable(obj)
     if isinstance(obj, dict):
         return {(k if isinstance(k, str) else _key(k)): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (set, frozenset)):
@@ -28,6 +30,11 @@ def to_jsonable(obj: Any) -> Any:
     if isinstance(obj, Enum):
         return obj.value
     return obj
+
+
+def fields_jsonable(obj: Any) -> dict:
+    """A dataclass's fields as plain JSON: what a Report's to_json() starts from."""
+    return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
 
 
 def _key(k: Any) -> str:

@@ -12,7 +12,7 @@ written ``logs.tar.gz!path/in/archive``; `line` is 1-based; `text` is the raw li
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, WithJsonSchema, field_validator
 
@@ -180,3 +180,25 @@ class Diagnosis(BaseModel):
         out = [e for f in self.chain for e in f.evidence] + [t.evidence for t in self.timeline]
         out += [e for a in self.alternatives for e in a.evidence] + self.job.evidence
         return out
+
+
+@runtime_checkable
+class Report(Protocol):
+    """What every analysis report offers (scan, collectives, flight recorder, AIStore, steps, rank diff), so the CLI
+    prints any of them one way, the agent's tools hand any of them to the model one way, and the diagnosis reads
+    their claims one way.
+
+    findings(): the report's claims, each cited (never a dict the reader must interpret);
+    to_json(): the plain JSON `debugger <command> --json` prints (a public contract: add keys, never rename);
+    notes: what the analysis could not do or cut, in words;
+    coverage: which ranks it expected and saw, where the report knows (None where it does not).
+    """
+
+    notes: list[str]
+
+    @property
+    def coverage(self) -> Coverage | None: ...
+
+    def findings(self) -> list[Finding]: ...
+
+    def to_json(self) -> dict: ...

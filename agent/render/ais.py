@@ -203,7 +203,7 @@ def _timeline(rep: AisReport, console: Console) -> None:
 
 
 def _other(rep: AisReport, console: Console) -> None:
-    for f in rep.findings:
+    for f in rep.observations:
         if f.id.startswith("clock.zone") or f.id.startswith("clock.skew") or f.id.startswith("clock.explicit"):
             continue
         style = {"noise": "dim", "root_candidate": "bold"}.get(f.role.value)

@@ -15,7 +15,7 @@ from array import array
 from dataclasses import dataclass, field
 
 from trainlog_debugger.tools.jsonable import to_jsonable
-from trainlog_debugger.tools.model import Evidence, Finding, Role
+from trainlog_debugger.tools.model import Coverage, Evidence, Finding, Role
 from trainlog_debugger.tools.ranks import ranks_str
 
 MAX_FINDINGS = 20               # straggler findings; the rest are counted in a note
@@ -166,6 +166,15 @@ class StepReport:
                        "data_ms": b.data_ms, "timers": b.timers, "comm_timers": b.comm_timers},
                 evidence=b.evidence))
         return out
+
+    @property
+    def coverage(self) -> Coverage | None:
+        ranks = sorted({s.rank for s in self.series if s.rank is not None})
+        if not ranks:
+            return None
+        return Coverage(expected_ranks=self.world_size, expected_from="world size in logs" if self.world_size else None,
+                        seen_ranks=ranks, missing_ranks=sorted(set(range(self.world_size)) - set(ranks))
+                        if self.world_size and self.world_size <= 100_000 else [])
 
     def to_json(self) -> dict:
         """Plain JSON: series summarised (not their points), every claim with its evidence."""

@@ -264,7 +264,7 @@ def _lines_of(paths) -> dict[str, list[str]]:
 def test_every_cited_line_is_verbatim(case):
     root, truth, rep = case
     lines = _lines_of([root / "ais_logs"]) | _lines_of([root / "workers"])
-    evs = [e for f in rep.chain + rep.findings for e in f.evidence]
+    evs = [e for f in rep.findings() for e in f.evidence]
     evs += [e for a in rep.clock.used for e in a.worker_ev + a.daemon_ev]
     assert len(evs) > 30
     for e in evs:
@@ -283,7 +283,7 @@ def test_names_the_target_under_pressure_and_the_interval_where_errors_jump(case
 
 def test_restart_inside_the_window_and_midnight_files(case):
     _, truth, rep = case
-    (r,) = [f for f in rep.findings if f.id == "ais.restart"]
+    (r,) = [f for f in rep.observations if f.id == "ais.restart"]
     assert r.nodes == [truth["restart"]["daemon"]] and r.facts["at"] == truth["restart"]["at"]
     spans = {sp.file.rsplit("!", 1)[-1]: sp for d in rep.daemons for sp in d.files}
     sp = spans[truth["restart"]["file"]]
@@ -298,7 +298,7 @@ def test_zone_offset_with_its_anchors(case):
     assert c.kind == "zone" and c.offset_s == truth["offset_s"] and c.worker_zone == "UTC-07:00"
     assert {a.name for a in c.used} == {"job_death", "first_loader_error"} and c.confidence == "high"
     assert [a.name for a, _ in c.rejected] == ["hang_start"]  # the other pairing of the GET stop is 30 min off
-    assert rep.findings[0].id == "clock.zone"
+    assert rep.observations[0].id == "clock.zone"
 
 
 def test_the_chain_end_to_end(case):
@@ -322,7 +322,7 @@ def test_the_chain_end_to_end(case):
 
 def test_retry_noise_is_noise_not_cause(case):
     _, truth, rep = case
-    (n,) = [f for f in rep.findings if f.id == "ais.noise.retry"]
+    (n,) = [f for f in rep.observations if f.id == "ais.noise.retry"]
     assert n.role.value == "noise" and n.ranks == truth["noise_ranks"]
     assert all("retrying 1/5: Connection reset by peer" in e.text for e in n.evidence)
     assert not any(set(f.ranks) & set(truth["noise_ranks"]) for f in rep.chain[:6])
@@ -343,7 +343,7 @@ def test_per_interval_counts_of_signatures_and_errors(case):
 
 def test_malformed_stats_line_is_a_finding(case):
     _, _, rep = case
-    (m,) = [f for f in rep.findings if f.id == "ais.stats_malformed"]
+    (m,) = [f for f in rep.observations if f.id == "ais.stats_malformed"]
     assert m.evidence[0].text.endswith("{err.get.n:1,get.n:12")
 
 
@@ -366,7 +366,7 @@ def test_extracted_folders_and_one_mixed_bundle_give_the_same_answer(tmp_path, c
     rep2 = analyze_paths([str(tmp_path)])  # daemons and workers in one folder, no --workers
     assert rep2.pressured == rep.pressured and rep2.clock.offset_s == truth["offset_s"]
     assert [f.facts["name"] for f in rep2.chain] == [f.facts["name"] for f in rep.chain]
-    assert any(f.id == "ais.restart" for f in rep2.findings)
+    assert any(f.id == "ais.restart" for f in rep2.observations)
 
 
 def test_without_workers_the_daemon_side_stands_alone(case):

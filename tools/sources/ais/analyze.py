@@ -35,6 +35,7 @@ from trainlog_debugger.tools.sources.ais.report import DaemonSummary, FileSpan, 
 from trainlog_debugger.tools.sources.ais.stats import Interval, Jump, Sample, error_jumps, intervals, traffic_stop
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, BundleError, open_bundle, read_error_reason
 from trainlog_debugger.tools.clocks import Anchor, ClockEstimate, WorkerFacts, estimate, iso, node_skew, worker_facts
+from trainlog_debugger.tools.jsonable import fields_jsonable
 from trainlog_debugger.tools.model import Finding, Role
 from trainlog_debugger.tools.sources.detect import AIS_PROXY, AIS_TARGET, WORKER_KINDS
 
@@ -57,12 +58,21 @@ class AisReport:
     pressured: list[str]
     chain: list[Finding]
     gaps: list[str]
-    findings: list[Finding]
+    observations: list[Finding]  # beside the chain: restarts, clock zones, retry noise, malformed stats lines
     clock: ClockEstimate | None
     timeline: list[dict]
     worker_ranks: int = 0
     notes: list[str] = field(default_factory=list)
     skipped: list[dict] = field(default_factory=list)
+
+    coverage = None  # daemons, not ranks: the worker side's coverage is the scan's
+
+    def findings(self) -> list[Finding]:
+        return list(self.chain) + list(self.observations)
+
+    def to_json(self) -> dict:
+        """`debugger ais --json`: every field, the observations under their public name `findings`."""
+        return {("findings" if k == "observations" else k): v for k, v in fields_jsonable(self).items()}
 
 
 @dataclass

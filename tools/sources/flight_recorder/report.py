@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from trainlog_debugger.tools.sources.flight_recorder.entries import STATES, entry_text
 from trainlog_debugger.tools.sources.flight_recorder.unpickle import DumpRefused
-from trainlog_debugger.tools.model import Evidence, Finding, Role
+from trainlog_debugger.tools.model import Coverage, Evidence, Finding, Role
 from trainlog_debugger.tools.ranks import ranks_str
 
 MAX_CITED = 5                   # evidence lines per finding per role (culprit / majority)
@@ -75,9 +75,16 @@ class FRReport:
         text = entry_text(entry)). Built while the dumps could still be read (analyze / analyze_bundle)."""
         return list(getattr(self, "_findings", []))
 
+    @property
+    def coverage(self) -> Coverage:
+        have = sorted(self.dumps)
+        return Coverage(expected_ranks=len(self.expected_ranks) or None, expected_from="flight-recorder PG members",
+                        seen_ranks=have, missing_ranks=list(self.no_dump_ranks), skipped=list(self.skipped))
+
     def to_json(self) -> dict:
-        from trainlog_debugger.tools.jsonable import to_jsonable
-        return to_jsonable(self)
+        """The report and its cited findings."""
+        from trainlog_debugger.tools.jsonable import fields_jsonable, to_jsonable
+        return {**fields_jsonable(self), "findings": to_jsonable(self.findings())}
 
 
 def ranks_phrase(ranks: list[int]) -> str:

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 
 from trainlog_debugger.tools.sources import is_cascade
 from trainlog_debugger.tools.lines.timestamps import Stamp, order_then_place
-from trainlog_debugger.tools.model import Evidence, Finding, Role
+from trainlog_debugger.tools.jsonable import fields_jsonable
+from trainlog_debugger.tools.model import Coverage, Evidence, Finding, Role
 from trainlog_debugger.tools.ranks import ranks_str
 from trainlog_debugger.tools.scan.summary import ScanResult, to_evidence
 
@@ -120,6 +121,15 @@ class NcclReport:
     missing_ranks: list[int]
     rows: list[dict]  # identical rank rows collapsed: {"ranks": [...], "role": ..., ...}
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def coverage(self) -> Coverage:
+        seen = sorted(r for r, rs in self.ranks.items() if rs.role != "missing")
+        return Coverage(expected_ranks=self.expected_ranks, seen_ranks=seen, missing_ranks=list(self.missing_ranks),
+                        notes=list(self.notes))
+
+    def to_json(self) -> dict:
+        return fields_jsonable(self)
 
     def findings(self) -> list[Finding]:
         out = []
