@@ -18,17 +18,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from trainlog_debugger.tools.model import CATEGORIES as ALL_CATEGORIES
+from trainlog_debugger.tools.model import Role
+
 TIERS = {
     0: "job facts",
     1: "process killers",
     2: "training-loop crashes",
     3: "data loading and I/O",
 }
-ROLES = ("root_candidate", "cascade", "noise", "context")
-CATEGORIES = (
-    "storage_io", "network", "gpu_cuda", "data", "software", "infrastructure",
-    "data_loading_stall", "oom", "numerical", "config",
-)
+ROLES = tuple(r.value for r in Role)  # a pattern's role hint is a Finding's role
+CATEGORIES = tuple(c for c in ALL_CATEGORIES if c != "none")  # a line hints at a fault, never at "none"
 
 
 @dataclass(frozen=True)
