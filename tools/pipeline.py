@@ -1,23 +1,52 @@
 """`debugger ask` without an LLM: the named stages, in order. Open → scan → collectives → extras → rules →
-diagnosis → verification. The agent (later) starts from exactly this Diagnosis."""
+diagnosis → verification.
+
+`run` returns every stage's report, not only the answer, because three callers need more than the Diagnosis: the
+eval's regex baseline reads the same scan (no second pass over the bytes), the agent's evidence node hands the
+reports to its tools, and `ask` prints the diagnosis. They all start from this one function, so they can never
+disagree about what the logs showed.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from trainlog_debugger.tools.diagnose import diagnose
-from trainlog_debugger.tools.sources.ais.analyze import correlate, is_ais, read_sources
-from trainlog_debugger.tools.sources.flight_recorder.analyze import analyze_bundle
 from trainlog_debugger.tools.model import Diagnosis, Status
-from trainlog_debugger.tools.steps.analyze import scan_steps
-from trainlog_debugger.tools.sources.pytorch.collectives import analyze
 from trainlog_debugger.tools.rules import RuleInputs
-from trainlog_debugger.tools.scan.summary import scan_bundle
+from trainlog_debugger.tools.scan.summary import ScanResult, scan_bundle
+from trainlog_debugger.tools.sources.ais.analyze import AisReport, correlate, is_ais, read_sources
+from trainlog_debugger.tools.sources.flight_recorder.analyze import analyze_bundle
+from trainlog_debugger.tools.sources.flight_recorder.report import FRReport
+from trainlog_debugger.tools.sources.pytorch.collectives import NcclReport, analyze
+from trainlog_debugger.tools.steps.analyze import scan_steps
+from trainlog_debugger.tools.steps.report import StepReport
 from trainlog_debugger.tools.verify import verified
 
 
-def investigate(bundle, *, progress: Callable[[int, int], None] | None = None, workers: int | None = None) -> Diagnosis:
-    scan = scan_bundle(bundle, workers=workers, progress=progress)
+@dataclass
+class Investigation:
+    """Every report the deterministic pipeline made for one bundle, and the verified diagnosis drawn from them.
+
+    scan: the one pass over every line of every rank (always); nccl: the per-rank collective state (always);
+    fr: flight-recorder dumps (only when the bundle holds some); ais: the storage side (only with AIStore daemon
+    logs); steps: step times (only when nothing failed, to tell `slow` from `completed`: a second pass over the
+    bytes, paid only then); diagnosis: what `debugger ask` prints, every citation re-read from disk.
+    """
+
+    scan: ScanResult
+    nccl: NcclReport
+    diagnosis: Diagnosis
+    fr: FRReport | None = None
+    ais: AisReport | None = None
+    steps: StepReport | None = None
+
+
+def run(bundle, *, progress: Callable[[int, int], None] | None = None, workers: int | None = None,
+        scan: ScanResult | None = None) -> Investigation:
+    """All stages over an open bundle. `scan`: a ScanResult of this bundle already made (it is not made again)."""
+    scan = scan if scan is not None else scan_bundle(bundle, workers=workers, progress=progress)
     fr = analyze_bundle(bundle) if any(s.kind == "fr_dump" for s in bundle.sources) else None
     nccl = analyze(scan)
     ais = None
@@ -25,11 +54,16 @@ def investigate(bundle, *, progress: Callable[[int, int], None] | None = None, w
     if ais_src:  # the storage side, read once and correlated with the worker scan we already have
         files, _skipped = read_sources(ais_src)
         ais = correlate(files, scan, nccl) if files else None
-    facts = RuleInputs(scan, nccl, fr=fr, ais=ais)
-    diag = diagnose(facts)
+    inputs = RuleInputs(scan, nccl, fr=fr, ais=ais)
+    diag = diagnose(inputs)
     if diag.status == Status.completed:
         # nothing failed: was it slow? Step times need their own pass over the bytes, paid only here
-        facts.steps = scan_steps(bundle, workers=workers)
-        if facts.steps.outliers or facts.steps.regressions:
-            diag = diagnose(facts)
-    return verified(diag, bundle)
+        inputs.steps = scan_steps(bundle, workers=workers)
+        if inputs.steps.outliers or inputs.steps.regressions:
+            diag = diagnose(inputs)
+    return Investigation(scan=scan, nccl=nccl, diagnosis=verified(diag, bundle), fr=fr, ais=ais, steps=inputs.steps)
+
+
+def investigate(bundle, *, progress: Callable[[int, int], None] | None = None, workers: int | None = None) -> Diagnosis:
+    """The verified Diagnosis alone (what `debugger ask` prints)."""
+    return run(bundle, progress=progress, workers=workers).diagnosis
