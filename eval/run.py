@@ -5,8 +5,11 @@ For each case (eval.cases): copy its bundle to a neutral temp path, diagnose it 
 the same copy and its totals are shown beside the real diagnosis's: the diagnosis must beat it on every dimension.
 `--baseline FILE` compares with a stored `--json` report and lists every case that got worse (exit code 1).
 
-Exit codes: 0 fine, 1 a regression against --baseline, 2 bad input (no case, bad truth.yaml, unreadable baseline
-report, a mode that is not available).
+Exit codes: 0 fine, 1 a regression against --baseline or a case whose diagnosis (or baseline) raised, 2 bad input
+(no case, bad truth.yaml, unreadable baseline report, a mode that is not available). A case whose bundle is unusable
+(BundleError: nothing to read) is scored as failed and does not change the exit code; any other exception in a case
+(a bug, a module that fails to import) is listed on stderr and makes the exit code 1, so that a run in which the
+diagnosis never ran cannot pass.
 
 Cases run in up to 2 forked processes (the project VM has 2 cores); each diagnosis itself runs single-process.
 """
@@ -38,6 +41,21 @@ class EvalError(Exception):
 
 def _one_line(e: BaseException) -> str:
     return " ".join(f"{type(e).__name__}: {e}".split())[:300]
+
+
+UNUSABLE_BUNDLE = "BundleError: "  # how _one_line starts for tools.bundle.open.BundleError: the case's data, not a bug
+
+
+def crashes(rep: dict) -> list[str]:
+    """'case-id: error' (', baseline' after the id for the regex baseline's row) for every row of the report whose
+    diagnosis raised anything but a BundleError: exit code 1 when not empty."""
+    out = []
+    for c in rep.get("cases", []):
+        for who, row in (("", c), (", baseline", c.get("baseline"))):
+            e = (row or {}).get("error")
+            if e and not e.startswith(UNUSABLE_BUNDLE):
+                out.append(f"{c.get('id')}{who}: {e}")
+    return out
 
 
 def git_commit(root: Path = ROOT) -> tuple[str | None, bool | None]:
@@ -201,7 +219,8 @@ def write_report(rep: dict, path: str | Path) -> None:
 def main(paths: Sequence[str | Path], *, json_: bool = False, mode: str = "offline",
          baseline: str | Path | None = None, tags: Sequence[str] | None = None,
          write_baseline: str | Path | None = None, jobs: int | None = None, console=None) -> int:
-    """The `debugger eval` command: returns the exit code (errors are one line on stderr, code 2)."""
+    """The `debugger eval` command: returns the exit code: 2 bad input (one line on stderr), 1 a regression
+    against `baseline` or a case whose diagnosis raised (listed on stderr, see `crashes`), else 0."""
     try:
         stored = load_report(baseline) if baseline else None
         if stored is not None and stored.get("mode", mode) != mode:
@@ -225,10 +244,15 @@ def main(paths: Sequence[str | Path], *, json_: bool = False, mode: str = "offli
         if console is None:
             from rich.console import Console
             console = Console(highlight=False, soft_wrap=False)
-            if not console.is_terminal:  # pipes and files get wide lines, as in agent/cli/app.py
+            if not console.is_terminal:  # pipes and files get wide lines, as in agent/cli/options.py
                 console = Console(highlight=False, soft_wrap=False, width=200)
         render_eval(rep, console)
-    return 1 if regs else 0
+    crashed = crashes(rep)
+    if crashed:
+        more = f"\n  ... and {len(crashed) - 10} more" if len(crashed) > 10 else ""
+        sys.stderr.write(f"error: {len(crashed)} case run(s) raised, not scorable (exit code 1):\n  "
+                         + "\n  ".join(crashed[:10]) + more + "\n")
+    return 1 if regs or crashed else 0
 
 
 def _cli(argv: list[str]) -> int:  # `python -m trainlog_debugger.eval.run`: the same command without the `debugger` CLI

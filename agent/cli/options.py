@@ -1,0 +1,97 @@
+"""What every `debugger` command shares: the PATH argument and --json option, the two consoles, `fail`, the error
+guard `guarded()`, `opened()` (a bundle inside the guard) and the progress bar on stderr.
+
+Bad input never produces a traceback: a BundleError (nothing usable) is one line on stderr and exit code 2; any
+other unexpected error, an ImportError of a broken install included, is one line and exit code 1 (set
+DEBUGGER_TRACEBACK=1 to see the stack when debugging). So that an import error is caught too, this module imports
+nothing from trainlog_debugger.tools / .eval / the renderers: the commands import those INSIDE `guarded()`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+out = Console(highlight=False, soft_wrap=False)
+if not out.is_terminal:  # pipes and files get wide lines: rows of file:line are meant to be grepped
+    out = Console(highlight=False, soft_wrap=False, width=200)
+err = Console(stderr=True, highlight=False)
+
+PathsArg = typer.Argument(..., help="Log bundle(s): directory, .tar/.tar.gz/.tgz/.zip, or files (.gz ok).")
+JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON.")
+
+
+def print_json(text: str) -> None:
+    """Plain JSON on stdout: rich's print_json re-parses and highlights, far too slow for big reports."""
+    sys.stdout.write(text + "\n")
+
+
+def fail(msg: str, code: int = 2):
+    msg = " ".join(str(msg).split())  # exactly one line, whatever the exception text held
+    typer.echo(f"error: {msg}", err=True)
+    raise typer.Exit(code)
+
+
+def _is_bundle_error(e: BaseException) -> bool:
+    try:  # imported here, not above: a broken install must still end in one line, not a traceback
+        from trainlog_debugger.tools.bundle.open import BundleError
+    except Exception:
+        return False
+    return isinstance(e, BundleError)
+
+
+@contextmanager
+def guarded():
+    """The body's errors as one line on stderr: BundleError → exit 2, anything else (imports too) → exit 1."""
+    try:
+        yield
+    except typer.Exit:
+        raise
+    except KeyboardInterrupt:
+        fail("interrupted", 130)
+    except Exception as e:  # never a traceback for the user
+        if _is_bundle_error(e):
+            fail(str(e), 2)
+        if os.environ.get("DEBUGGER_TRACEBACK"):
+            raise
+        fail(f"{type(e).__name__}: {e}", 1)
+
+
+@contextmanager
+def opened(paths: list[Path]):
+    """The bundle of `paths` (use inside `guarded()`: its errors are the user's one line)."""
+    from trainlog_debugger.tools.bundle.open import open_bundle
+    with open_bundle([str(p) for p in paths]) as b:
+        yield b
+
+
+@contextmanager
+def progress():
+    """A progress bar on stderr, only on a terminal and only once a run has lasted a few seconds: yields the
+    callback `cb(done, total)` to hand to the tool (None when there is no terminal); the bar is gone afterwards."""
+    if not err.is_terminal:
+        yield None
+        return
+    import time
+    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+    bar = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                   console=err, transient=True)
+    state = {"task": None, "t0": time.monotonic()}
+
+    def cb(done: int, total: int):
+        if state["task"] is None:
+            if time.monotonic() - state["t0"] < 2.0:
+                return
+            bar.start()
+            state["task"] = bar.add_task("scanning", total=total)
+        bar.update(state["task"], completed=done)
+
+    try:
+        yield cb
+    finally:
+        bar.stop()

@@ -1,0 +1,165 @@
+"""The tool commands: scan, grep, diff, nccl, fr, steps, ais (one analysis each: open the bundle → run the tool →
+render), and catalog, schema (the pattern table and the Diagnosis schema). Every analysis and renderer is imported
+inside `guarded()`, so a broken install is one line on stderr, never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from trainlog_debugger.agent.cli.options import JsonOpt, PathsArg, fail, guarded, opened, out, print_json, progress
+
+
+def schema():
+    """The JSON schema of `debugger ask --json` (the Diagnosis): a public contract."""
+    with guarded():
+        import json
+
+        from trainlog_debugger.tools.model import Diagnosis
+        print_json(json.dumps(Diagnosis.model_json_schema(), indent=2))
+
+
+def scan(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
+         engine: str = typer.Option(None, help="Force the scan engine: hyperscan or re."),
+         workers: int = typer.Option(None, help="Worker processes (default: up to 2).")):
+    """One pass over every line of every rank: fatal patterns by tier, outlier ranks, silent ranks, coverage."""
+    with guarded():
+        from trainlog_debugger.agent.render import text as render
+        from trainlog_debugger.tools.jsonable import dumps
+        from trainlog_debugger.tools.scan.summary import scan_bundle
+        with opened(paths) as b:
+            with progress() as cb:
+                res = scan_bundle(b, workers=workers, engine=engine, progress=cb)
+            if json_:
+                print_json(dumps(scan_json(res)))
+            else:
+                render.render_scan(res, out)
+
+
+def scan_json(res) -> dict:
+    files = [{"file": f.rel, "kind": f.kind, "bytes": f.bytes_read, "lines": f.lines, "ranks": sorted(f.ranks),
+              "nodes": sorted(f.nodes), "counts": _file_counts(f), "last_lines": f.last_lines,
+              "first_time": f.first_time, "error": f.error, "notes": f.notes} for f in res.files]
+    return {"root": res.root, "engine": res.engine, "seconds": round(res.seconds, 3), "bytes": res.bytes,
+            "lines": res.lines, "coverage": res.coverage, "patterns": res.patterns, "ranks": res.ranks,
+            "rank_nodes": res.rank_nodes, "silent_first": res.silent_first, "files": files, "notes": res.notes}
+
+
+def _file_counts(f) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for (pid, _rank), n in f.counts.items():
+        counts[pid] = counts.get(pid, 0) + n
+    return dict(sorted(counts.items()))
+
+
+def grep(pattern: str = typer.Argument(..., help="Python regular expression."), paths: list[Path] = PathsArg,
+         json_: bool = JsonOpt, ignore_case: bool = typer.Option(False, "-i", "--ignore-case"),
+         max_lines: int = typer.Option(3, help="Matching lines shown per rank (first and last).")):
+    """Regex over all ranks, grouped by rank, with counts and first/last time; ranks with NO match listed."""
+    with guarded():
+        from trainlog_debugger.agent.render import text as render
+        from trainlog_debugger.tools.jsonable import dumps
+        from trainlog_debugger.tools.scan.grep import grep_bundle
+        with opened(paths) as b:
+            try:
+                res = grep_bundle(b, pattern, ignore_case=ignore_case)
+            except ValueError as e:
+                fail(str(e), 2)
+            if json_:
+                print_json(dumps(res))
+            else:
+                render.render_grep(res, out, max_lines=max_lines)
+
+
+def nccl(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
+         per_step: int = typer.Option(None, "--collectives-per-step",
+                                      help="Collectives issued per training step, to say 'one step ahead'.")):
+    """NCCL/gloo state of EVERY rank: who never entered the stuck collective, who waited, who was ahead."""
+    with guarded():
+        from trainlog_debugger.agent.render import text as render
+        from trainlog_debugger.tools.jsonable import dumps
+        from trainlog_debugger.tools.scan.summary import scan_bundle
+        from trainlog_debugger.tools.sources.pytorch.collectives import analyze
+        with opened(paths) as b:
+            rep = analyze(scan_bundle(b), collectives_per_step=per_step)
+            if json_:
+                print_json(dumps(rep))
+            else:
+                render.render_nccl(rep, out)
+
+
+def diff(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
+         max_report: int = typer.Option(50, help="Templates shown per kind (the cut is said).")):
+    """Templates printed by only a few ranks, or missing from a few ranks: every line, numbers/paths/hex masked."""
+    with guarded():
+        from trainlog_debugger.agent.render.diff import render_diff
+        from trainlog_debugger.tools.jsonable import dumps
+        from trainlog_debugger.tools.rankdiff.analyze import diff_bundle
+        with opened(paths) as b:
+            with progress() as cb:
+                res = diff_bundle(b, max_report=max_report, progress=cb)
+            if json_:
+                print_json(dumps(res))
+            else:
+                render_diff(res, out)
+
+
+def fr(paths: list[Path] = PathsArg, json_: bool = JsonOpt):
+    """Flight-recorder dumps: per process group the stuck collective, ranks that never joined it, mismatches."""
+    with guarded():
+        from trainlog_debugger.agent.render.fr import render_fr
+        from trainlog_debugger.tools.jsonable import dumps
+        from trainlog_debugger.tools.sources.flight_recorder.analyze import analyze_bundle
+        with opened(paths) as b:
+            rep = analyze_bundle(b)
+            if rep is None:
+                fail(f"no flight-recorder dumps in {b.root} (nccl_trace_rank_<N>, comm_lib_trace_rank_<N>)", 2)
+            if json_:
+                print_json(dumps({**rep.to_json(), "findings": rep.findings()}))
+            else:
+                render_fr(rep, out)
+
+
+def ais(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
+        workers: list[Path] = typer.Option(None, "--workers", help="Worker logs (SLURM/torchrun) to align clocks with "
+                                           "and follow the chain to the failing rank.")):
+    """AIStore daemon logs: files per daemon, stats deltas and error jumps, restarts, clocks, the storage chain."""
+    with guarded():
+        from trainlog_debugger.agent.render.ais import render_ais
+        from trainlog_debugger.tools.jsonable import dumps
+        from trainlog_debugger.tools.sources.ais.analyze import analyze_paths
+        rep = analyze_paths([str(p) for p in paths], [str(p) for p in workers or []] or None)
+        if json_:
+            print_json(dumps(rep))
+        else:
+            render_ais(rep, out)
+
+
+def steps(paths: list[Path] = PathsArg, json_: bool = JsonOpt):
+    """Step times per rank: stragglers (robust z within parallel groups), when a slowdown began, compute- vs comm-bound."""
+    with guarded():
+        from trainlog_debugger.agent.render.steps import render_steps
+        from trainlog_debugger.tools.jsonable import dumps
+        from trainlog_debugger.tools.steps.analyze import scan_steps
+        with opened(paths) as b:
+            with progress() as cb:
+                rep = scan_steps(b, progress=cb)
+            if json_:
+                print_json(dumps(rep.to_json()))
+            else:
+                render_steps(rep, out)
+
+
+def catalog(json_: bool = JsonOpt):
+    """The fatal-pattern catalog: id, tier, category and role hints, and an example line for each."""
+    with guarded():
+        from trainlog_debugger.agent.render import text as render
+        from trainlog_debugger.tools.jsonable import dumps
+        from trainlog_debugger.tools.sources import patterns
+        rows = [{"id": p.id, "tier": p.tier, "category": p.category, "role": p.role, "summary": p.summary,
+                 "trigger": p.trigger, "example": p.example, "fallback": p.fallback} for p in patterns()]
+        if json_:
+            print_json(dumps(rows))
+        else:
+            render.render_catalog(rows, out)
