@@ -18,7 +18,6 @@ def ask(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
         err.print("no ANTHROPIC_API_KEY: running the deterministic analysis only", style="dim")
     with guarded():
         from trainlog_debugger.agent.render.report import render_report, to_markdown
-        from trainlog_debugger.tools.jsonable import dumps
         from trainlog_debugger.tools.pipeline import investigate
         with opened(paths) as b:
             with progress() as cb:
@@ -26,6 +25,6 @@ def ask(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
             if markdown:
                 markdown.write_text(to_markdown(diag), encoding="utf-8")
             if json_:
-                print_json(dumps(diag))
+                print_json(diag)
             else:
                 render_report(diag, out)

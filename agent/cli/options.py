@@ -26,9 +26,11 @@ PathsArg = typer.Argument(..., help="Log bundle(s): directory, .tar/.tar.gz/.tgz
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON.")
 
 
-def print_json(text: str) -> None:
-    """Plain JSON on stdout: rich's print_json re-parses and highlights, far too slow for big reports."""
-    sys.stdout.write(text + "\n")
+def print_json(obj) -> None:
+    """THE JSON path of every command: a Report (its to_json()), a pydantic model or plain data, written as plain
+    JSON on stdout (rich's print_json re-parses and highlights, far too slow for big reports)."""
+    from trainlog_debugger.tools.jsonable import dumps
+    sys.stdout.write(dumps(obj) + "\n")
 
 
 def fail(msg: str, code: int = 2):

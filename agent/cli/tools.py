@@ -14,10 +14,8 @@ from trainlog_debugger.agent.cli.options import JsonOpt, PathsArg, fail, guarded
 def schema():
     """The JSON schema of `debugger ask --json` (the Diagnosis): a public contract."""
     with guarded():
-        import json
-
         from trainlog_debugger.tools.model import Diagnosis
-        print_json(json.dumps(Diagnosis.model_json_schema(), indent=2))
+        print_json(Diagnosis.model_json_schema())
 
 
 def scan(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
@@ -26,13 +24,12 @@ def scan(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
     """One pass over every line of every rank: fatal patterns by tier, outlier ranks, silent ranks, coverage."""
     with guarded():
         from trainlog_debugger.agent.render import text as render
-        from trainlog_debugger.tools.jsonable import dumps
         from trainlog_debugger.tools.scan.summary import scan_bundle
         with opened(paths) as b:
             with progress() as cb:
                 res = scan_bundle(b, workers=workers, engine=engine, progress=cb)
             if json_:
-                print_json(dumps(scan_json(res)))
+                print_json(scan_json(res))
             else:
                 render.render_scan(res, out)
 
@@ -59,7 +56,6 @@ def grep(pattern: str = typer.Argument(..., help="Python regular expression."), 
     """Regex over all ranks, grouped by rank, with counts and first/last time; ranks with NO match listed."""
     with guarded():
         from trainlog_debugger.agent.render import text as render
-        from trainlog_debugger.tools.jsonable import dumps
         from trainlog_debugger.tools.scan.grep import grep_bundle
         with opened(paths) as b:
             try:
@@ -67,7 +63,7 @@ def grep(pattern: str = typer.Argument(..., help="Python regular expression."), 
             except ValueError as e:
                 fail(str(e), 2)
             if json_:
-                print_json(dumps(res))
+                print_json(res)
             else:
                 render.render_grep(res, out, max_lines=max_lines)
 
@@ -78,13 +74,12 @@ def nccl(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
     """NCCL/gloo state of EVERY rank: who never entered the stuck collective, who waited, who was ahead."""
     with guarded():
         from trainlog_debugger.agent.render import text as render
-        from trainlog_debugger.tools.jsonable import dumps
         from trainlog_debugger.tools.scan.summary import scan_bundle
         from trainlog_debugger.tools.sources.pytorch.collectives import analyze
         with opened(paths) as b:
             rep = analyze(scan_bundle(b), collectives_per_step=per_step)
             if json_:
-                print_json(dumps(rep))
+                print_json(rep)
             else:
                 render.render_nccl(rep, out)
 
@@ -94,13 +89,12 @@ def diff(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
     """Templates printed by only a few ranks, or missing from a few ranks: every line, numbers/paths/hex masked."""
     with guarded():
         from trainlog_debugger.agent.render.diff import render_diff
-        from trainlog_debugger.tools.jsonable import dumps
         from trainlog_debugger.tools.rankdiff.analyze import diff_bundle
         with opened(paths) as b:
             with progress() as cb:
                 res = diff_bundle(b, max_report=max_report, progress=cb)
             if json_:
-                print_json(dumps(res))
+                print_json(res)
             else:
                 render_diff(res, out)
 
@@ -109,14 +103,13 @@ def fr(paths: list[Path] = PathsArg, json_: bool = JsonOpt):
     """Flight-recorder dumps: per process group the stuck collective, ranks that never joined it, mismatches."""
     with guarded():
         from trainlog_debugger.agent.render.fr import render_fr
-        from trainlog_debugger.tools.jsonable import dumps
         from trainlog_debugger.tools.sources.flight_recorder.analyze import analyze_bundle
         with opened(paths) as b:
             rep = analyze_bundle(b)
             if rep is None:
                 fail(f"no flight-recorder dumps in {b.root} (nccl_trace_rank_<N>, comm_lib_trace_rank_<N>)", 2)
             if json_:
-                print_json(dumps({**rep.to_json(), "findings": rep.findings()}))
+                print_json(rep)
             else:
                 render_fr(rep, out)
 
@@ -127,11 +120,10 @@ def ais(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
     """AIStore daemon logs: files per daemon, stats deltas and error jumps, restarts, clocks, the storage chain."""
     with guarded():
         from trainlog_debugger.agent.render.ais import render_ais
-        from trainlog_debugger.tools.jsonable import dumps
         from trainlog_debugger.tools.sources.ais.analyze import analyze_paths
         rep = analyze_paths([str(p) for p in paths], [str(p) for p in workers or []] or None)
         if json_:
-            print_json(dumps(rep))
+            print_json(rep)
         else:
             render_ais(rep, out)
 
@@ -140,13 +132,12 @@ def steps(paths: list[Path] = PathsArg, json_: bool = JsonOpt):
     """Step times per rank: stragglers (robust z within parallel groups), when a slowdown began, compute- vs comm-bound."""
     with guarded():
         from trainlog_debugger.agent.render.steps import render_steps
-        from trainlog_debugger.tools.jsonable import dumps
         from trainlog_debugger.tools.steps.analyze import scan_steps
         with opened(paths) as b:
             with progress() as cb:
                 rep = scan_steps(b, progress=cb)
             if json_:
-                print_json(dumps(rep.to_json()))
+                print_json(rep)
             else:
                 render_steps(rep, out)
 
@@ -155,11 +146,10 @@ def catalog(json_: bool = JsonOpt):
     """The fatal-pattern catalog: id, tier, category and role hints, and an example line for each."""
     with guarded():
         from trainlog_debugger.agent.render import text as render
-        from trainlog_debugger.tools.jsonable import dumps
         from trainlog_debugger.tools.sources import patterns
         rows = [{"id": p.id, "tier": p.tier, "category": p.category, "role": p.role, "summary": p.summary,
                  "trigger": p.trigger, "example": p.example, "fallback": p.fallback} for p in patterns()]
         if json_:
-            print_json(dumps(rows))
+            print_json(rows)
         else:
             render.render_catalog(rows, out)
