@@ -72,22 +72,12 @@ def git_commit(root: Path = ROOT) -> tuple[str | None, bool | None]:
 
 
 def _investigate(bundle, scans: list):
-    """tools.pipeline.investigate, keeping the catalog scan it made (in `scans`) so that the baseline, which
-    needs exactly that scan (same bundle, same catalog), does not read every file a second time. Only ever
-    called in this process or a forked eval worker; the module attribute is restored at once."""
-    import trainlog_debugger.tools.pipeline as inv
-    real = inv.scan_bundle
-
-    def keep(*a, **k):
-        res = real(*a, **k)
-        scans.append(res)
-        return res
-
-    inv.scan_bundle = keep
-    try:
-        return inv.investigate(bundle, workers=1)
-    finally:
-        inv.scan_bundle = real
+    """tools.pipeline.run, keeping the catalog scan it made (in `scans`) so that the regex baseline, which needs
+    exactly that scan (same bundle, same catalog), does not read every file a second time."""
+    from trainlog_debugger.tools.pipeline import run
+    inv = run(bundle, workers=1)
+    scans.append(inv.scan)
+    return inv.diagnosis
 
 
 def _diagnose(mode: str, bundle, scans: list):

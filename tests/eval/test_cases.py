@@ -87,7 +87,7 @@ def test_links_out_of_the_case_are_left_out(case_dir, tmp_path):
 def test_the_diagnosis_sees_only_the_neutral_copy(case_dir, monkeypatch):
     import trainlog_debugger.tools.pipeline as inv
     seen = {}
-    real = inv.investigate
+    real = inv.run
 
     def spy(bundle, **kw):
         seen["root"] = bundle.root
@@ -95,7 +95,7 @@ def test_the_diagnosis_sees_only_the_neutral_copy(case_dir, monkeypatch):
         seen["skipped"] = [s.rel for s in bundle.skipped]
         return real(bundle, **kw)
 
-    monkeypatch.setattr(inv, "investigate", spy)
+    monkeypatch.setattr(inv, "run", spy)
     row = evaluate_case(discover([case_dir])[0], "offline")
     assert row["error"] is None and row["scores"]["category"] is True
     assert SLUG not in seen["root"] and "suite" not in seen["root"]

@@ -39,17 +39,17 @@ def test_a_module_that_fails_to_import_fails_the_run(suite, monkeypatch, capsys)
 
 def test_one_raising_diagnosis_fails_the_run(suite, monkeypatch, capsys):
     import trainlog_debugger.tools.pipeline as pipeline
-    real = pipeline.investigate
+    real = pipeline.run
 
     calls = []
 
-    def investigate(bundle, **kw):  # the first case (suite/a-oom, cases run in order with jobs=1) hits a bug
+    def run(bundle, **kw):  # the first case (suite/a-oom, cases run in order with jobs=1) hits a bug
         calls.append(1)
         if len(calls) == 1:
             raise RuntimeError("boom in a rule")
         return real(bundle, **kw)
 
-    monkeypatch.setattr(pipeline, "investigate", investigate)
+    monkeypatch.setattr(pipeline, "run", run)
     code = main([suite], json_=True, jobs=1)
     cap = capsys.readouterr()
     rep = json.loads(cap.out)
