@@ -19,7 +19,6 @@ import re
 from collections.abc import Iterable
 from statistics import fmean
 
-from trainlog_debugger.tools.bundle.open import READ_ERRORS
 from trainlog_debugger.tools.model import Diagnosis, Evidence
 
 TIME_TOLERANCE_S = 60.0
@@ -129,45 +128,18 @@ def cited(diag: Diagnosis) -> list[Evidence]:
 
 
 def grounding(diag: Diagnosis, bundle) -> tuple[float, int, list[str]]:
-    """(fraction of cited lines found verbatim in the bundle, number cited, problems). Every line is re-read from
-    the bundle's files (tools.verify.read_lines; flight-recorder entries via tools.sources.flight_recorder.analyze.verify_entry). A
-    diagnosis that cites nothing grounds trivially (1.0 of 0)."""
-    from trainlog_debugger.tools.sources.flight_recorder.analyze import verify_entry
-    from trainlog_debugger.tools.verify import read_lines
+    """(fraction of cited lines found verbatim in the bundle, number cited, problems), re-read by the one re-reader
+    (tools.bundle.reread, as `ask` does before it shows anything). A diagnosis that cites nothing grounds
+    trivially (1.0 of 0)."""
+    from trainlog_debugger.tools.bundle.reread import check_citations
     evs = cited(diag)
     if not evs:
         return 1.0, 0, []
-    by_rel = {s.rel: s for s in bundle.sources}
-    wanted: dict[str, set[int]] = {}
-    for e in evs:
-        wanted.setdefault(e.file, set()).add(e.line)
-    actual: dict[tuple[str, int], str] = {}
-    problems: list[str] = []
-    for rel, lines in wanted.items():
-        src = by_rel.get(rel)
-        if src is None or src.kind == "fr_dump":
-            continue
-        try:
-            actual.update({(rel, n): t for n, t in read_lines(src, lines).items()})
-        except READ_ERRORS as e:
-            problems.append(f"{rel}: cannot re-read ({type(e).__name__})")
-    ok = 0
-    for e in evs:
-        src = by_rel.get(e.file)
-        if src is None:
-            problems.append(f"{e.cite()}: no such file in the bundle")
-        elif src.kind == "fr_dump":
-            if verify_entry(src, e.line, e.text):
-                ok += 1
-            else:
-                problems.append(f"{e.cite()}: entry differs from the dump")
-        elif (e.file, e.line) not in actual:
-            problems.append(f"{e.cite()}: no such line")
-        elif actual[(e.file, e.line)] != e.text:
-            problems.append(f"{e.cite()}: text differs from the file")
-        else:
-            ok += 1
-    return ok / len(evs), len(evs), problems
+    problems = check_citations(evs, {s.rel: s for s in bundle.sources})
+    bad_files = {p.file for p in problems if p.line is None}
+    bad = {(p.file, p.line, p.cited) for p in problems}
+    ok = sum(1 for e in evs if e.file not in bad_files and (e.file, e.line, e.text) not in bad)
+    return ok / len(evs), len(evs), sorted(dict.fromkeys(str(p) for p in problems))
 
 
 # -- one case -----------------------------------------------------------------------------------------------
