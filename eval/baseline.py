@@ -16,7 +16,8 @@ from __future__ import annotations
 from trainlog_debugger.tools.bundle.open import natural_key
 from trainlog_debugger.tools.model import Diagnosis, Finding, Role, Status
 from trainlog_debugger.tools.lines.timestamps import order_then_place
-from trainlog_debugger.tools.scan.summary import ScanResult, scan_bundle
+from trainlog_debugger.tools.scan.driver import scan_bundle
+from trainlog_debugger.tools.scan.result import ScanResult
 
 NO_HINT_CATEGORY = "software"
 

@@ -23,7 +23,7 @@ from trainlog_debugger.tools.clocks import (
     zone_name,
 )
 from trainlog_debugger.tools.model import Evidence
-from trainlog_debugger.tools.scan.summary import scan_bundle
+from trainlog_debugger.tools.scan.driver import scan_bundle
 from trainlog_debugger.tools.lines.timestamps import parse_stamp
 
 H = 3600

@@ -26,11 +26,7 @@ PACKAGES = ("tools", "agent", "eval", "prompts")
 
 # Known violations, as (rule, file, imported module): to be removed by the layout refactor. A fixed entry fails
 # test_allowlist_is_current, so this list can only shrink.
-ALLOWLIST = {
-    # rules/base.py takes ScanResult and to_evidence from the scan driver (which opens bundles): the target
-    # layout moves them to tools/scan/result.py ("types at the bottom").
-    ("c_rules_pure", "tools/rules/base.py", "trainlog_debugger.tools.scan.summary"),
-}
+ALLOWLIST: set[tuple[str, str, str]] = set()  # (rule, file, imported module): known violations, to be removed
 
 
 def module_name(rel: Path) -> str:

@@ -14,7 +14,7 @@ FR = Path(__file__).resolve().parent / "sources" / "flight_recorder" / "fixtures
 
 
 def _reports():
-    from trainlog_debugger.tools.scan.summary import scan_bundle
+    from trainlog_debugger.tools.scan.driver import scan_bundle
     from trainlog_debugger.tools.sources.ais.analyze import analyze_paths
     from trainlog_debugger.tools.sources.flight_recorder.analyze import analyze_bundle
     from trainlog_debugger.tools.sources.pytorch.collectives import analyze

@@ -14,7 +14,7 @@ def __getattr__(name):  # lazy: `import tools` stays cheap for the CLI's --help
         from trainlog_debugger.tools.bundle import open as bundle
         return getattr(bundle, name)
     if name == "scan_bundle":
-        from trainlog_debugger.tools.scan.summary import scan_bundle
+        from trainlog_debugger.tools.scan.driver import scan_bundle
         return scan_bundle
     if name == "grep_bundle":
         from trainlog_debugger.tools.scan.grep import grep_bundle

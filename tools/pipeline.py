@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from trainlog_debugger.tools.diagnose import diagnose
 from trainlog_debugger.tools.model import Diagnosis, Status
 from trainlog_debugger.tools.rules import RuleInputs
-from trainlog_debugger.tools.scan.summary import ScanResult, scan_bundle
+from trainlog_debugger.tools.scan.driver import scan_bundle
+from trainlog_debugger.tools.scan.result import ScanResult
 from trainlog_debugger.tools.sources.ais.analyze import AisReport, correlate, is_ais, read_sources
 from trainlog_debugger.tools.sources.flight_recorder.analyze import analyze_bundle
 from trainlog_debugger.tools.sources.flight_recorder.report import FRReport

@@ -24,30 +24,14 @@ def scan(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
     """One pass over every line of every rank: fatal patterns by tier, outlier ranks, silent ranks, coverage."""
     with guarded():
         from trainlog_debugger.agent.render import text as render
-        from trainlog_debugger.tools.scan.summary import scan_bundle
+        from trainlog_debugger.tools.scan.driver import scan_bundle
         with opened(paths) as b:
             with progress() as cb:
                 res = scan_bundle(b, workers=workers, engine=engine, progress=cb)
             if json_:
-                print_json(scan_json(res))
+                print_json(res)
             else:
                 render.render_scan(res, out)
-
-
-def scan_json(res) -> dict:
-    files = [{"file": f.rel, "kind": f.kind, "bytes": f.bytes_read, "lines": f.lines, "ranks": sorted(f.ranks),
-              "nodes": sorted(f.nodes), "counts": _file_counts(f), "last_lines": f.last_lines,
-              "first_time": f.first_time, "error": f.error, "notes": f.notes} for f in res.files]
-    return {"root": res.root, "engine": res.engine, "seconds": round(res.seconds, 3), "bytes": res.bytes,
-            "lines": res.lines, "coverage": res.coverage, "patterns": res.patterns, "ranks": res.ranks,
-            "rank_nodes": res.rank_nodes, "silent_first": res.silent_first, "files": files, "notes": res.notes}
-
-
-def _file_counts(f) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for (pid, _rank), n in f.counts.items():
-        counts[pid] = counts.get(pid, 0) + n
-    return dict(sorted(counts.items()))
 
 
 def grep(pattern: str = typer.Argument(..., help="Python regular expression."), paths: list[Path] = PathsArg,
@@ -74,7 +58,7 @@ def nccl(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
     """NCCL/gloo state of EVERY rank: who never entered the stuck collective, who waited, who was ahead."""
     with guarded():
         from trainlog_debugger.agent.render import text as render
-        from trainlog_debugger.tools.scan.summary import scan_bundle
+        from trainlog_debugger.tools.scan.driver import scan_bundle
         from trainlog_debugger.tools.sources.pytorch.collectives import analyze
         with opened(paths) as b:
             rep = analyze(scan_bundle(b), collectives_per_step=per_step)

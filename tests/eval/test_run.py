@@ -13,7 +13,7 @@ from trainlog_debugger.eval.synth import generate as g
 from trainlog_debugger.eval.baseline import baseline_diagnosis, first_tier1
 from trainlog_debugger.eval.run import LLM_NOT_BUILT, evaluate, main
 from trainlog_debugger.tools.bundle.open import open_bundle
-from trainlog_debugger.tools.scan.summary import scan_bundle
+from trainlog_debugger.tools.scan.driver import scan_bundle
 from trainlog_debugger.tools.lines.timestamps import order_key
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ import pytest
 from trainlog_debugger.tools.bundle.open import open_bundle
 from trainlog_debugger.tools.sources.pytorch.collectives import analyze
 from trainlog_debugger.tools.rules import RuleInputs
-from trainlog_debugger.tools.scan.summary import scan_bundle
+from trainlog_debugger.tools.scan.driver import scan_bundle
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from trainlog_debugger.eval.synth.generate import data_loading_straggler, write_
 from trainlog_debugger.tools.scan import filepass as filescan
 from trainlog_debugger.tools.bundle.open import open_bundle
 from trainlog_debugger.tools.scan.engine import available_engines
-from trainlog_debugger.tools.scan.summary import scan_bundle
+from trainlog_debugger.tools.scan.driver import scan_bundle
 
 
 def _scan(path, **kw):

@@ -10,7 +10,7 @@ templates are in its docstring); this module reads each file and attributes its 
 tools/rankdiff/report.py merges the per-file counts and picks the minority and missing templates.
 
 Rank of a line: its own c10 `[rankN]:` label (or srun `N: ` task id in srun-labelled files, read with
-tools.lines.attribution; a file is srun-labelled by tools.scan.filepass's `srun_labelled`, the scan's own test); a torchrun
+tools.lines.attribution; a file is srun-labelled by tools.scan.labels' `srun_labelled`, the scan's own test); a torchrun
 `[default1]:`-only line takes the global rank the same file states for local rank 1 (`[default1]:[rank5]:`, as
 tools.scan.filepass does); lines with no label take the file's rank (`attribute_path`, else the file's single labelled
 rank); lines with none of these are left out, and said so (`unattributed_files`, `notes`).
@@ -40,7 +40,7 @@ from collections.abc import Callable
 from trainlog_debugger.tools.lines.attribution import attribute_line, attribute_path
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, read_error_reason
 from trainlog_debugger.tools.bundle.chunks import chunks
-from trainlog_debugger.tools.scan.filepass import srun_labelled
+from trainlog_debugger.tools.scan.labels import srun_labelled
 from trainlog_debugger.tools.bundle.parallel import map_sources
 from trainlog_debugger.tools.rankdiff.mask import MAX_TEMPLATE_BYTES, RANK_LABEL0, ZERO, template_of, template_of_key
 from trainlog_debugger.tools.rankdiff.report import Batch, DiffResult, FileOut, TemplateDiff, merge_batch, merge_file, report

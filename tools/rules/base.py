@@ -12,7 +12,7 @@ from typing import Any
 
 from trainlog_debugger.tools.lines.timestamps import order_key, order_then_place
 from trainlog_debugger.tools.model import Evidence, Finding, Role
-from trainlog_debugger.tools.scan.summary import ScanResult, to_evidence
+from trainlog_debugger.tools.scan.result import ScanResult, to_evidence
 
 
 @dataclass

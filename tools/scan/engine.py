@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -128,40 +127,6 @@ class HyperscanEngine:
                 last_to = to
             out.add((last_start, idx))
         return out
-
-
-_RANK_LABEL = re.compile(rb"\[rank(\d+)\]")
-LABEL_RANKS = 10000  # one literal per rank below this; bigger or zero-padded labels fall back to findall
-_label_db = None
-
-
-def rank_labels(buf: bytes, known: set[int] | None = None) -> set[int]:
-    """The ranks of every `[rankN]` label in `buf`, exactly, in ONE pass whatever the number of ranks.
-
-    Why not count each known label: that is one pass per rank (a per-node file of 8 ranks = 9 passes, a 240-rank
-    srun output = 241). With Hyperscan: one literal per rank, each reported at most once (SINGLEMATCH), so a
-    per-rank file costs one callback. Without it: count `[rank` and the known labels (exact for per-rank files)
-    and `findall` only when they do not add up."""
-    global _label_db
-    if _hs is None:
-        total = buf.count(b"[rank")
-        if not total:
-            return set()
-        known = known or {int(x) for x in set(_RANK_LABEL.findall(buf[: 64 << 10]))}
-        if sum(buf.count(b"[rank%d]" % r) for r in known) == total:
-            return set(known)
-        return {int(x) for x in set(_RANK_LABEL.findall(buf))}
-    if _label_db is None:
-        exprs = [b"\\[rank%d\\]" % r for r in range(LABEL_RANKS)]
-        exprs.append(rb"\[rank(?:0[0-9]+|[1-9][0-9]{4,})\]")
-        _label_db = _cached_db(exprs, [_hs.HS_FLAG_SINGLEMATCH] * len(exprs))
-    seen: set[int] = set()
-    for base in range(0, len(buf), HyperscanEngine.MAX_BLOCK):
-        _label_db.scan(buf[base: base + HyperscanEngine.MAX_BLOCK], match_event_handler=lambda i, *_: seen.add(i))
-    if LABEL_RANKS in seen:
-        seen.discard(LABEL_RANKS)
-        seen |= {int(x) for x in set(_RANK_LABEL.findall(buf))}
-    return seen
 
 
 def make_engine(patterns: Sequence[Pattern], name: str | None = None):

@@ -14,14 +14,15 @@ from __future__ import annotations
 import json
 import re
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
 from trainlog_debugger.tools.lines.attribution import attribute_line, attribute_path, strip_prefixes
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, read_error_reason
 from trainlog_debugger.tools.bundle.chunks import chunks
-from trainlog_debugger.tools.scan.engine import rank_labels
-from trainlog_debugger.tools.lines.timestamps import Stamp, parse_stamp
+from trainlog_debugger.tools.scan.labels import SRUN_LABEL, rank_labels, srun_labelled
+from trainlog_debugger.tools.lines.timestamps import parse_stamp
+from trainlog_debugger.tools.scan.result import FileScan, Hit, LastLine
 
 CHUNK = 64 << 20
 HEAD = 64 << 10
@@ -33,71 +34,13 @@ LOOKAHEAD_LINES = 200  # how far a traceback's final exception line is searched 
 LOOKBACK_LINES = 40  # how far back a time is looked for, for a fatal line that has none
 MAX_LOOKBACKS = 2000  # per buffer: bounded work even when thousands of untimed lines match
 
-_SRUN_LABEL = re.compile(rb"(?m)^ *(\d+): ")
 _ROLE_RANK = re.compile(rb"\[[A-Za-z_]+(\d+)\]:\[rank(\d+)\]:")
 _EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|StopIteration|Warning)|StopIteration|KeyboardInterrupt)\b:? ?(.*)")
 _TB_SKIP = ("Traceback", "During handling", "The above exception", "File ", "^", "~")
 
 
-@dataclass
-class Hit:
-    pattern: str
-    line: int
-    offset: int
-    text: str
-    rank: int | None = None
-    local_rank: int | None = None
-    node: str | None = None
-    time: Stamp | None = None
-    fields: dict = field(default_factory=dict)
-
-
-@dataclass
-class LastLine:
-    line: int
-    text: str
-    time: Stamp | None = None
-    time_line: int | None = None
-
-
-@dataclass
-class FileScan:
-    rel: str
-    kind: str
-    size: int
-    bytes_read: int = 0
-    lines: int = 0
-    error: str | None = None
-    notes: list[str] = field(default_factory=list)
-    hint: dict = field(default_factory=dict)
-    ranks: set[int] = field(default_factory=set)
-    nodes: set[str] = field(default_factory=set)
-    hits: list[Hit] = field(default_factory=list)
-    counts: dict[tuple[str, int | None], int] = field(default_factory=dict)
-    dropped_hits: int = 0
-    first_time: Stamp | None = None
-    first_time_line: int | None = None
-    last_lines: dict[int | None, LastLine] = field(default_factory=dict)
-    retries: dict[int | None, list[int]] = field(default_factory=dict)  # rank → [max attempt, M, n at 1/M, n at M/M]
-    local_to_rank: dict[int, int] = field(default_factory=dict)  # stated by lines like `[default1]:[rank5]:`
-    last_local: dict[int, LastLine] = field(default_factory=dict)  # last lines of local ranks with no known rank
-
-
 def _decode(b: bytes) -> str:
     return b.decode("utf-8", "replace").rstrip("\r")
-
-
-def srun_labelled(head_lines: list[bytes]) -> bool:
-    """Whether a file's lines carry srun `--label` task ids (' 3: '): at least 3, and at least half, of the first 50
-    non-blank lines start with a label that tools.lines.attribution reads as srun's. One test for every reader of a file
-    (tools.scan.summary, tools.rankdiff.analyze), so they agree on which files are srun-labelled. `head_lines`: the file's first
-    lines, split on b'\\n'."""
-    sample = head_lines[:50]
-    candidates = [raw for raw in sample if _SRUN_LABEL.match(raw)]  # cheap bytes test first
-    if len(candidates) < 3:
-        return False
-    labelled = sum(1 for raw in candidates if "srun_label" in attribute_line(_decode(raw)).styles)
-    return labelled >= max(3, len([x for x in sample if x.strip()]) // 2)
 
 
 class _HitKeeper:
@@ -196,7 +139,7 @@ class FileScanner:
         found = rank_labels(buf[:HEAD] if named else buf, fs.ranks)
         fs.ranks.update(found)
         if srun:
-            fs.ranks.update(int(x) for x in set(_SRUN_LABEL.findall(buf)))
+            fs.ranks.update(int(x) for x in set(SRUN_LABEL.findall(buf)))
         head = buf[:HEAD]
         if found and b"]:[rank" in head:  # `[default1]:[rank5]:` states local 1 = rank 5
             for lr, r in set(_ROLE_RANK.findall(head)):

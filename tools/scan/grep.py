@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.sources.pattern import Pattern
-from trainlog_debugger.tools.scan.summary import scan_bundle, to_evidence
+from trainlog_debugger.tools.scan.driver import scan_bundle
+from trainlog_debugger.tools.scan.result import to_evidence
 
 
 class RegexEngine:

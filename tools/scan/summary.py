@@ -1,235 +1,179 @@
-"""The one-pass cross-rank scan: every byte of every file, once, then per-pattern and per-rank summaries.
+"""The merge after the one pass: per-file scans → per-pattern and per-rank summaries, coverage, who went silent.
 
-Why it is shaped like this: a 256-GPU job leaves hundreds of files and many GB; the user needs "which pattern,
-on which ranks, first where and when", plus what is NOT there (ranks with no lines, ranks missing a line every
-other rank has, ranks that went silent first). Files are scanned (tools.scan.filepass) in forked workers, batched to
-tens of MB per task as PERF.md measured (tools.bundle.parallel); the parent only merges small per-file summaries.
+Why it is shaped like this: a 256-GPU job leaves hundreds of files; the user needs "which pattern, on which ranks,
+first where and when", plus what is NOT there (ranks with no lines, ranks missing a line every other rank has,
+ranks that went silent first). The per-file scans arrive from forked workers (tools.scan.driver); everything
+here is small merged state, linear in hits kept and ranks, never in bytes.
 """
 
 from __future__ import annotations
 
 import statistics
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
-from trainlog_debugger.tools.bundle.open import READ_ERRORS, natural_key, read_error_reason
-from trainlog_debugger.tools.sources import by_id, patterns
-from trainlog_debugger.tools.scan.engine import make_engine, rank_labels
-from trainlog_debugger.tools.scan.filepass import FileScan, FileScanner, Hit
-from trainlog_debugger.tools.sources.torchrun.rankmap import resolve as resolve_local_ranks
+from trainlog_debugger.tools.bundle.open import natural_key
 from trainlog_debugger.tools.lines.timestamps import order_then_place
 from trainlog_debugger.tools.model import Coverage, Evidence
-from trainlog_debugger.tools.bundle.parallel import map_sources
 from trainlog_debugger.tools.ranks import parse_ranges
+from trainlog_debugger.tools.scan.result import FileScan, PatternSummary, RankSummary, ScanResult, to_evidence
+from trainlog_debugger.tools.sources import by_id
+from trainlog_debugger.tools.sources.torchrun.rankmap import resolve as resolve_local_ranks
 
-TEXT_SKIP_KINDS = {"fr_dump"}
 LIST_CAP = 32  # ranks listed inline per pattern; the rest are counted and the cut is said
 
 
-@dataclass
-class PatternSummary:
-    id: str
-    tier: int
-    category: str | None
-    role: str
-    summary: str
-    count: int
-    files: int
-    rank_counts: dict[int, int]
-    unranked: int
-    first: Evidence | None
-    last: Evidence | None
-    only_ranks: list[int] = field(default_factory=list)  # present in a minority of ranks
-    missing_ranks: list[int] = field(default_factory=list)  # present in most ranks, absent from these
-
-
-@dataclass
-class RankSummary:
-    rank: int
-    files: list[str]
-    nodes: list[str]
-    counts: dict[str, int]
-    first_match: Evidence | None
-    last_match: Evidence | None
-    last_line: Evidence | None
-    retry: dict | None = None
-
-
-@dataclass
-class ScanResult:
-    root: str
-    engine: str
-    seconds: float
-    bytes: int
-    lines: int
-    files: list[FileScan]
-    patterns: list[PatternSummary]
-    ranks: dict[int, RankSummary]
-    coverage: Coverage
-    rank_nodes: dict[int, Evidence]
-    silent_first: list[dict]
-    notes: list[str]
-
-
-def to_evidence(h: Hit, rel: str, kind: str | None = None) -> Evidence:
-    return Evidence(file=rel, line=h.line, text=h.text, offset=h.offset, time=h.time, rank=h.rank,
-                    node=h.node, kind=kind)
-
-
-# -- workers ----------------------------------------------------------------------------------------------
-_ENGINE = None
-
-
-def _scan_sources(batch) -> list[FileScan]:
-    scanner = FileScanner(_ENGINE)
-    out = []
-    for src in batch:
-        try:
-            with src.open() as stream:
-                out.append(scanner.scan(src.rel, src.kind, src.size, stream, sized=not src.gzip))
-        except READ_ERRORS as e:  # the scanner handles mid-stream errors; this is open() itself failing
-            out.append(FileScan(rel=src.rel, kind=src.kind, size=src.size, error=read_error_reason(e)))
-    return out
-
-
-def scan_bundle(bundle, *, workers: int | None = None, engine=None, pats=None,
-                progress: Callable[[int, int], None] | None = None) -> ScanResult:
-    """`engine` is an engine name (None = fastest available) or a ready engine object over `pats`
-    (grep passes its own one-pattern engine); `pats` defaults to the whole catalog."""
-    global _ENGINE
-    t0 = time.perf_counter()
-    pats = list(pats) if pats is not None else list(patterns())
-    _ENGINE = engine if hasattr(engine, "candidates") else make_engine(pats, engine)
-    rank_labels(b"")  # load the label database once, before the workers fork, not once per worker
-    sources = [s for s in bundle.sources if s.kind not in TEXT_SKIP_KINDS]
-    results: list[FileScan] = []
-    for batch in map_sources(_scan_sources, sources, workers=workers, progress=progress, per_worker=16):
-        results.extend(batch)
-    results.sort(key=lambda f: natural_key(f.rel))
-    res = summarize(bundle.root, _ENGINE.name, results, list(getattr(bundle, "notes", [])),
-                    [{"file": s.rel, "reason": s.reason} for s in getattr(bundle, "skipped", [])],
-                    {p.id: p for p in pats})
-    res.seconds = time.perf_counter() - t0
-    return res
-
-
-# -- merge ------------------------------------------------------------------------------------------------
 def summarize(root: str, engine: str, files: list[FileScan], notes: list[str], skipped: list[dict],
               cat: dict | None = None) -> ScanResult:
+    """Merge the per-file scans (in bundle order) into one ScanResult."""
     cat = cat if cat is not None else by_id()
     notes.extend(resolve_local_ranks(files, _world_size(files)))
-    kind_of = {f.rel: f.kind for f in files}
-    pat_counts: dict[str, dict] = {}
-    rank_files: dict[int, set[str]] = {}
-    rank_nodes: dict[int, Evidence] = {}
-    per_rank_counts: dict[int, dict[str, int]] = {}
-    first_hit: dict[str, tuple] = {}
-    last_hit: dict[str, tuple] = {}
-    rank_first: dict[int, tuple] = {}
-    rank_last: dict[int, tuple] = {}
-    retries: dict[int, list[int]] = {}
-    dropped = 0
+    m = _Merge(cat)
     for f in files:
+        m.add(f, notes)
+    if m.dropped:
+        notes.append(f"{m.dropped} repeated hits kept as counts only (first and last 5 per pattern and rank kept in full)")
+    coverage = _coverage(files, m.rank_files, skipped, notes)
+    m.deduce_last_rank(files, coverage, notes)
+    ranks = m.rank_summaries(files, coverage.seen_ranks)
+    return ScanResult(root=root, engine=engine, seconds=0.0, bytes=sum(f.bytes_read for f in files),
+                      lines=sum(f.lines for f in files), files=files,
+                      patterns=m.pattern_summaries(files, coverage.seen_ranks), ranks=ranks, coverage=coverage,
+                      rank_nodes=m.rank_nodes, silent_first=_silent_first(ranks), notes=notes)
+
+
+class _Merge:
+    """Running totals over the files: counts per pattern and rank, first/last hit per pattern and per rank (by
+    Stamp.order_key, then file and line), the stated rank→node lines, retry escalation per rank."""
+
+    def __init__(self, cat: dict):
+        self.cat = cat
+        self.pat_counts: dict[str, dict] = {}
+        self.rank_files: dict[int, set[str]] = {}
+        self.rank_nodes: dict[int, Evidence] = {}
+        self.per_rank: dict[int, dict[str, int]] = {}
+        self.first_hit: dict[str, tuple] = {}
+        self.last_hit: dict[str, tuple] = {}
+        self.rank_first: dict[int, tuple] = {}
+        self.rank_last: dict[int, tuple] = {}
+        self.retries: dict[int, list[int]] = {}
+        self.dropped = 0
+
+    def add(self, f: FileScan, notes: list[str]) -> None:
         if f.error:
             notes.append(f"{f.rel}: {f.error}")
         notes.extend(f"{f.rel}: {n}" for n in f.notes if n != f"read stopped at byte {f.bytes_read}: {f.error}")
-        dropped += f.dropped_hits
+        self.dropped += f.dropped_hits
         for r in f.ranks:
-            rank_files.setdefault(r, set()).add(f.rel)
-        for (pid, rank), n in f.counts.items():
-            pc = pat_counts.setdefault(pid, {"count": 0, "files": set(), "ranks": {}, "unranked": 0})
-            pc["count"] += n
-            pc["files"].add(f.rel)
-            if rank is None:
-                pc["unranked"] += n
-            else:
-                pc["ranks"][rank] = pc["ranks"].get(rank, 0) + n
-                per_rank_counts.setdefault(rank, {})[pid] = per_rank_counts.get(rank, {}).get(pid, 0) + n
-                rank_files.setdefault(rank, set()).add(f.rel)
-        for h in f.hits:
-            key = order_then_place(h.time, f.rel, h.line)
-            if h.pattern not in first_hit or key < first_hit[h.pattern][0]:
-                first_hit[h.pattern] = (key, h, f.rel)
-            if h.pattern not in last_hit or key > last_hit[h.pattern][0]:
-                last_hit[h.pattern] = (key, h, f.rel)
-            p = cat.get(h.pattern)
-            if h.rank is not None and p is not None and p.tier > 0:
-                if h.rank not in rank_first or key < rank_first[h.rank][0]:
-                    rank_first[h.rank] = (key, h, f.rel)
-                if h.rank not in rank_last or key > rank_last[h.rank][0]:
-                    rank_last[h.rank] = (key, h, f.rel)
-            if h.rank is not None and h.node and h.rank not in rank_nodes:
-                rank_nodes[h.rank] = to_evidence(h, f.rel, f.kind)
-        _pair_failure_blocks(f, rank_nodes)
+            self.rank_files.setdefault(r, set()).add(f.rel)
+        self._counts(f)
+        self._hits(f)
+        _pair_failure_blocks(f, self.rank_nodes)
         for r, v in f.retries.items():
             if r is None:
                 continue
-            cur = retries.setdefault(r, [0, 0, 0, 0])
+            cur = self.retries.setdefault(r, [0, 0, 0, 0])
             cur[0], cur[1] = max(cur[0], v[0]), max(cur[1], v[1])
             cur[2] += v[2]
             cur[3] += v[3]
-    if dropped:
-        notes.append(f"{dropped} repeated hits kept as counts only (first and last 5 per pattern and rank kept in full)")
 
-    coverage = _coverage(files, rank_files, skipped, notes)
-    deduced = _deduce_last_rank(files, coverage)
-    if deduced is not None:
-        (f, lr, r) = deduced
+    def _count(self, pid: str, rank: int | None, n: int) -> None:
+        pc = self.pat_counts[pid]
+        if rank is None:
+            pc["unranked"] += n
+        else:
+            pc["ranks"][rank] = pc["ranks"].get(rank, 0) + n
+            self.per_rank.setdefault(rank, {})[pid] = self.per_rank.get(rank, {}).get(pid, 0) + n
+
+    def _counts(self, f: FileScan) -> None:
+        for (pid, rank), n in f.counts.items():
+            pc = self.pat_counts.setdefault(pid, {"count": 0, "files": set(), "ranks": {}, "unranked": 0})
+            pc["count"] += n
+            pc["files"].add(f.rel)
+            self._count(pid, rank, n)
+            if rank is not None:
+                self.rank_files.setdefault(rank, set()).add(f.rel)
+
+    def _hits(self, f: FileScan) -> None:
+        for h in f.hits:
+            key = order_then_place(h.time, f.rel, h.line)
+            _keep(self.first_hit, h.pattern, key, h, f.rel, earlier=True)
+            _keep(self.last_hit, h.pattern, key, h, f.rel, earlier=False)
+            p = self.cat.get(h.pattern)
+            if h.rank is not None and p is not None and p.tier > 0:
+                _keep(self.rank_first, h.rank, key, h, f.rel, earlier=True)
+                _keep(self.rank_last, h.rank, key, h, f.rel, earlier=False)
+            if h.rank is not None and h.node and h.rank not in self.rank_nodes:
+                self.rank_nodes[h.rank] = to_evidence(h, f.rel, f.kind)
+
+    def deduce_last_rank(self, files: list[FileScan], coverage: Coverage, notes: list[str]) -> None:
+        """The one unseen rank is the one unmapped local rank (see _deduce_last_rank): its hits move to it."""
+        deduced = _deduce_last_rank(files, coverage)
+        if deduced is None:
+            return
+        f, lr, r = deduced
         notes.append(f"{f.rel}: local rank {lr} is deduced to be rank {r}: it is the only local rank in the bundle with "
                      f"no stated global rank, and rank {r} the only rank of the job with no line of its own")
         coverage.seen_ranks = sorted(set(coverage.seen_ranks) | {r})
         coverage.missing_ranks = [x for x in coverage.missing_ranks if x != r]
-        rank_files.setdefault(r, set()).add(f.rel)
+        self.rank_files.setdefault(r, set()).add(f.rel)
         for h in f.hits:
             if h.rank is None and h.local_rank == lr:
                 h.rank = r
-                for pc in (pat_counts.get(h.pattern),):
-                    if pc is not None:
-                        pc["unranked"] -= 1
-                        pc["ranks"][r] = pc["ranks"].get(r, 0) + 1
-                per_rank_counts.setdefault(r, {})[h.pattern] = per_rank_counts.get(r, {}).get(h.pattern, 0) + 1
+                if h.pattern in self.pat_counts:
+                    self.pat_counts[h.pattern]["unranked"] -= 1
+                    self.pat_counts[h.pattern]["ranks"][r] = self.pat_counts[h.pattern]["ranks"].get(r, 0) + 1
+                self.per_rank.setdefault(r, {})[h.pattern] = self.per_rank.get(r, {}).get(h.pattern, 0) + 1
         f.ranks.add(r)
         if lr in f.last_local:
             f.last_lines[r] = f.last_local.pop(lr)
-    seen = coverage.seen_ranks
-    pats: list[PatternSummary] = []
-    for pid, pc in pat_counts.items():
-        p = cat[pid]
-        ps = PatternSummary(
-            id=pid, tier=p.tier, category=p.category, role=p.role, summary=p.summary, count=pc["count"],
-            files=len(pc["files"]), rank_counts=dict(sorted(pc["ranks"].items())), unranked=pc["unranked"],
-            first=to_evidence(first_hit[pid][1], first_hit[pid][2], kind_of.get(first_hit[pid][2])) if pid in first_hit else None,
-            last=to_evidence(last_hit[pid][1], last_hit[pid][2], kind_of.get(last_hit[pid][2])) if pid in last_hit else None,
-        )
-        with_ = set(pc["ranks"])
-        if len(seen) >= 2 and with_:
-            if len(with_) * 2 < len(seen):
-                ps.only_ranks = sorted(with_)
-            elif len(with_) < len(seen):
-                ps.missing_ranks = sorted(set(seen) - with_)
-        pats.append(ps)
-    pats.sort(key=lambda s: (s.tier if s.tier else 9, -s.count, s.id))
 
-    ranks: dict[int, RankSummary] = {}
-    last_lines = _last_lines(files)
-    for r in sorted(set(seen) | set(per_rank_counts)):
-        rs = RankSummary(
-            rank=r, files=sorted(rank_files.get(r, ()), key=natural_key),
-            nodes=[rank_nodes[r].node] if r in rank_nodes and rank_nodes[r].node else [],
-            counts=dict(sorted(per_rank_counts.get(r, {}).items())),
-            first_match=to_evidence(rank_first[r][1], rank_first[r][2], kind_of.get(rank_first[r][2])) if r in rank_first else None,
-            last_match=to_evidence(rank_last[r][1], rank_last[r][2], kind_of.get(rank_last[r][2])) if r in rank_last else None,
-            last_line=last_lines.get(r),
-        )
-        if r in retries:
-            a, m, at1, atmax = retries[r]
-            rs.retry = {"max_attempt": a, "max_attempts": m, "at_first_attempt": at1, "exhausted": atmax,
-                        "state": "exhausted" if atmax else ("recovering" if a <= 1 else "escalating")}
-        ranks[r] = rs
-    return ScanResult(root=root, engine=engine, seconds=0.0, bytes=sum(f.bytes_read for f in files),
-                      lines=sum(f.lines for f in files), files=files, patterns=pats, ranks=ranks,
-                      coverage=coverage, rank_nodes=rank_nodes, silent_first=_silent_first(ranks), notes=notes)
+    def pattern_summaries(self, files: list[FileScan], seen: list[int]) -> list[PatternSummary]:
+        """Per pattern, with the ranks that alone printed it (a minority) or alone did not (`missing_ranks`)."""
+        kind_of = {f.rel: f.kind for f in files}
+        out: list[PatternSummary] = []
+        for pid, pc in self.pat_counts.items():
+            p = self.cat[pid]
+            ps = PatternSummary(
+                id=pid, tier=p.tier, category=p.category, role=p.role, summary=p.summary, count=pc["count"],
+                files=len(pc["files"]), rank_counts=dict(sorted(pc["ranks"].items())), unranked=pc["unranked"],
+                first=_ev(self.first_hit.get(pid), kind_of), last=_ev(self.last_hit.get(pid), kind_of))
+            with_ = set(pc["ranks"])
+            if len(seen) >= 2 and with_:
+                if len(with_) * 2 < len(seen):
+                    ps.only_ranks = sorted(with_)
+                elif len(with_) < len(seen):
+                    ps.missing_ranks = sorted(set(seen) - with_)
+            out.append(ps)
+        out.sort(key=lambda s: (s.tier if s.tier else 9, -s.count, s.id))
+        return out
+
+    def rank_summaries(self, files: list[FileScan], seen: list[int]) -> dict[int, RankSummary]:
+        kind_of = {f.rel: f.kind for f in files}
+        last_lines = _last_lines(files)
+        ranks: dict[int, RankSummary] = {}
+        for r in sorted(set(seen) | set(self.per_rank)):
+            node = self.rank_nodes[r].node if r in self.rank_nodes else None
+            rs = RankSummary(
+                rank=r, files=sorted(self.rank_files.get(r, ()), key=natural_key), nodes=[node] if node else [],
+                counts=dict(sorted(self.per_rank.get(r, {}).items())),
+                first_match=_ev(self.rank_first.get(r), kind_of), last_match=_ev(self.rank_last.get(r), kind_of),
+                last_line=last_lines.get(r))
+            if r in self.retries:
+                a, m, at1, atmax = self.retries[r]
+                rs.retry = {"max_attempt": a, "max_attempts": m, "at_first_attempt": at1, "exhausted": atmax,
+                            "state": "exhausted" if atmax else ("recovering" if a <= 1 else "escalating")}
+            ranks[r] = rs
+        return ranks
+
+
+def _keep(best: dict, k, key: tuple, h, rel: str, *, earlier: bool) -> None:
+    """best[k] = (key, hit, file) when this hit is earlier (or later) than the one kept."""
+    cur = best.get(k)
+    if cur is None or (key < cur[0] if earlier else key > cur[0]):
+        best[k] = (key, h, rel)
+
+
+def _ev(kept: tuple | None, kind_of: dict[str, str]) -> Evidence | None:
+    return to_evidence(kept[1], kept[2], kind_of.get(kept[2])) if kept else None
 
 
 def _pair_failure_blocks(f: FileScan, rank_nodes: dict[int, Evidence]) -> None:

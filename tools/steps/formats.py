@@ -47,7 +47,6 @@ GENERIC_THROUGHPUT = [
 STAMP = re.compile(rb"(\d{4}-\d\d-\d\d)[ T](\d\d):(\d\d):(\d\d(?:[.,]\d+)?)")
 RANK_LABEL = re.compile(rb"\[rank(\d+)\]")
 SRUN_LABEL = re.compile(rb" {0,6}(\d{1,7}): (?!\[[A-Za-z_]\w*?\d+\]:)")
-SRUN_HEAD = re.compile(rb"(?m)^ {0,6}\d{1,7}: ")
 WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 # Megatron timer blocks. Each block line may carry the wrappers launchers add (c10 [rankN]:, srun label,
@@ -83,11 +82,3 @@ def epoch(m: re.Match) -> float:
     if d < 0:
         return NAN
     return d + int(m.group(2)) * 3600 + int(m.group(3)) * 60 + float(m.group(4).replace(b",", b"."))
-
-
-def srun_labelled(head: bytes) -> bool:
-    """Lines carry srun --label task ids: ≥ 3 and half of the first 50 non-empty lines start with one (the count
-    rule of tools.scan.filepass's head check, on bytes only: the reader needs no attribution of each line)."""
-    lines = [x for x in head.split(b"\n")[:50] if x.strip()]
-    labelled = sum(1 for x in lines if SRUN_HEAD.match(x))
-    return labelled >= max(3, len(lines) // 2)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from trainlog_debugger.tools.lines.attribution import attribute_path
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, read_error_reason
 from trainlog_debugger.tools.bundle.chunks import chunks
+from trainlog_debugger.tools.scan.labels import srun_labelled
 from trainlog_debugger.tools.steps.formats import (
     GENERIC_STEP,
     GENERIC_THROUGHPUT,
@@ -36,7 +37,6 @@ from trainlog_debugger.tools.steps.formats import (
     WORD_BYTES,
     WORLD,
     epoch,
-    srun_labelled,
 )
 from trainlog_debugger.tools.steps.report import StepSeries
 from trainlog_debugger.tools.steps.timers import block_regions, keep_block_whole, parse_all_block, timer_kind
@@ -112,9 +112,8 @@ class FileSteps:
                                           f"read in pieces")
                 if first:
                     first = False
-                    # Not tools.scan.filepass.srun_labelled on purpose: this bytes-only test (steps_formats) accepts the
-                    # labels that SRUN_LABEL, the per-line reader here, reads, with no attribution call per line.
-                    self.srun = srun_labelled(buf[:64 << 10])
+                    # the scan's own test, so the scan and the step reader agree on which files are srun-labelled
+                    self.srun = srun_labelled(buf[:64 << 10].split(b"\n", 50))
                 if base < HEAD:
                     self._facts(buf[:HEAD - base], base)
                 self._chunk(buf, base)

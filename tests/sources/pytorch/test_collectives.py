@@ -9,7 +9,7 @@ import pytest
 from trainlog_debugger.eval.synth import generate as g
 from trainlog_debugger.tools.bundle.open import open_bundle
 from trainlog_debugger.tools.sources.pytorch.collectives import analyze
-from trainlog_debugger.tools.scan.summary import scan_bundle
+from trainlog_debugger.tools.scan.driver import scan_bundle
 
 INCIDENTS = Path(__file__).resolve().parents[4] / "shared" / "incidents"
 

@@ -123,7 +123,7 @@ def analyze_paths(paths, workers=None) -> AisReport:
 
 def analyze(bundle, workers_bundle=None) -> AisReport:
     from trainlog_debugger.tools.sources.pytorch.collectives import analyze as nccl_analyze
-    from trainlog_debugger.tools.scan.summary import scan_bundle
+    from trainlog_debugger.tools.scan.driver import scan_bundle
     t0 = time.perf_counter()
     ais_src = [s for s in bundle.sources if is_ais(s)]
     if not ais_src:

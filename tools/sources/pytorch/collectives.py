@@ -36,7 +36,7 @@ from trainlog_debugger.tools.lines.timestamps import Stamp, order_then_place
 from trainlog_debugger.tools.jsonable import fields_jsonable
 from trainlog_debugger.tools.model import Coverage, Evidence, Finding, Role
 from trainlog_debugger.tools.ranks import ranks_str
-from trainlog_debugger.tools.scan.summary import ScanResult, to_evidence
+from trainlog_debugger.tools.scan.result import ScanResult, to_evidence
 
 _SEQ = re.compile(r"SeqNum=(\d+)")
 STATE_PATTERNS = {

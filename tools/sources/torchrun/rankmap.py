@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from trainlog_debugger.tools.scan.filepass import FileScan
+from trainlog_debugger.tools.scan.result import FileScan
 
 _ATTEMPT = re.compile(r"(?:^|[/!])((?:[^/!]*/)*?([^/!]+))/attempt_(\d+)/(\d+)/[^/]+$")
 _ERR_PATH = re.compile(r"([^/]+)/attempt_(\d+)/(\d+)/error\.json$")

@@ -1,0 +1,57 @@
+"""`scan_bundle`: every text source of a bundle through the file pass, in forked workers, then merged.
+
+Files are batched to tens of MB per task, as PERF.md measured (tools.bundle.parallel); the engine is built once
+before the workers fork so each inherits it; the parent only merges small per-file summaries (tools.scan.summary).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from trainlog_debugger.tools.bundle.open import READ_ERRORS, natural_key, read_error_reason
+from trainlog_debugger.tools.bundle.parallel import map_sources
+from trainlog_debugger.tools.scan.engine import make_engine
+from trainlog_debugger.tools.scan.labels import rank_labels
+from trainlog_debugger.tools.scan.filepass import FileScanner
+from trainlog_debugger.tools.scan.result import FileScan, ScanResult
+from trainlog_debugger.tools.scan.summary import summarize
+from trainlog_debugger.tools.sources import patterns
+
+TEXT_SKIP_KINDS = {"fr_dump"}  # binary dumps have their own reader (tools/sources/flight_recorder)
+
+
+_ENGINE = None
+
+
+def _scan_sources(batch) -> list[FileScan]:
+    scanner = FileScanner(_ENGINE)
+    out = []
+    for src in batch:
+        try:
+            with src.open() as stream:
+                out.append(scanner.scan(src.rel, src.kind, src.size, stream, sized=not src.gzip))
+        except READ_ERRORS as e:  # the scanner handles mid-stream errors; this is open() itself failing
+            out.append(FileScan(rel=src.rel, kind=src.kind, size=src.size, error=read_error_reason(e)))
+    return out
+
+
+def scan_bundle(bundle, *, workers: int | None = None, engine=None, pats=None,
+                progress: Callable[[int, int], None] | None = None) -> ScanResult:
+    """`engine` is an engine name (None = fastest available) or a ready engine object over `pats`
+    (grep passes its own one-pattern engine); `pats` defaults to the whole catalog."""
+    global _ENGINE
+    t0 = time.perf_counter()
+    pats = list(pats) if pats is not None else list(patterns())
+    _ENGINE = engine if hasattr(engine, "candidates") else make_engine(pats, engine)
+    rank_labels(b"")  # load the label database once, before the workers fork, not once per worker
+    sources = [s for s in bundle.sources if s.kind not in TEXT_SKIP_KINDS]
+    results: list[FileScan] = []
+    for batch in map_sources(_scan_sources, sources, workers=workers, progress=progress, per_worker=16):
+        results.extend(batch)
+    results.sort(key=lambda f: natural_key(f.rel))
+    res = summarize(bundle.root, _ENGINE.name, results, list(getattr(bundle, "notes", [])),
+                    [{"file": s.rel, "reason": s.reason} for s in getattr(bundle, "skipped", [])],
+                    {p.id: p for p in pats})
+    res.seconds = time.perf_counter() - t0
+    return res
