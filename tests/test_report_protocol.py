@@ -22,6 +22,7 @@ def _reports():
     out = {}
     with open_bundle(CASES / "gen-slurm-8r-a") as b:
         scan = scan_bundle(b, workers=1)
+        out["scan"] = scan
         out["nccl"] = analyze(scan)
         out["steps"] = scan_steps(b, workers=1)
     with open_bundle(FR) as b:
@@ -46,6 +47,8 @@ def test_report_protocol(name):
 
 
 def test_reports_that_find_something_say_so():
+    scan = REPORTS["scan"]
+    assert {f.id for f in scan.findings()} == {p.id for p in scan.patterns if p.first}
     assert REPORTS["nccl"].findings() and REPORTS["nccl"].coverage.seen_ranks == list(range(8))
     assert REPORTS["ais"].findings() and REPORTS["ais"].to_json()["findings"]  # public key kept
     assert REPORTS["fr"].to_json()["findings"] == to_jsonable(REPORTS["fr"].findings())

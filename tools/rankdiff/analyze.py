@@ -39,7 +39,7 @@ from collections.abc import Callable
 
 from trainlog_debugger.tools.lines.attribution import attribute_line, attribute_path
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, read_error_reason
-from trainlog_debugger.tools.bundle.chunks import chunks
+from trainlog_debugger.tools.bundle.chunks import CHUNK, chunks
 from trainlog_debugger.tools.scan.labels import srun_labelled
 from trainlog_debugger.tools.bundle.parallel import map_sources
 from trainlog_debugger.tools.rankdiff.mask import MAX_TEMPLATE_BYTES, RANK_LABEL0, ZERO, template_of, template_of_key
@@ -47,7 +47,6 @@ from trainlog_debugger.tools.rankdiff.report import Batch, DiffResult, FileOut, 
 
 __all__ = ["TemplateDiff", "DiffResult", "template_of", "diff_bundle"]
 
-CHUNK = 32 << 20
 MAX_FILE_TEMPLATES = 20_000     # distinct templates kept per file; later new ones are counted, not kept
 MAX_KEY_CACHE = 300_000         # zeroed line → template, per worker
 PARALLEL_MIN_FILES = 256        # fork the workers from this many files (or from tools.bundle.parallel.PARALLEL_MIN_BYTES)

@@ -19,12 +19,11 @@ from typing import Any
 
 from trainlog_debugger.tools.lines.attribution import attribute_line, attribute_path, strip_prefixes
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, read_error_reason
-from trainlog_debugger.tools.bundle.chunks import chunks
+from trainlog_debugger.tools.bundle.chunks import CHUNK, chunks
 from trainlog_debugger.tools.scan.labels import SRUN_LABEL, rank_labels, srun_labelled
 from trainlog_debugger.tools.lines.timestamps import parse_stamp
 from trainlog_debugger.tools.scan.result import FileScan, Hit, LastLine
 
-CHUNK = 64 << 20
 HEAD = 64 << 10
 TAIL = 1 << 20
 KEEP = 5  # first KEEP and last KEEP hits per (pattern, rank) are kept in full

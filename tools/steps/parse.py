@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from trainlog_debugger.tools.lines.attribution import attribute_path
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, read_error_reason
-from trainlog_debugger.tools.bundle.chunks import chunks
+from trainlog_debugger.tools.bundle.chunks import CHUNK, chunks
 from trainlog_debugger.tools.scan.labels import srun_labelled
 from trainlog_debugger.tools.steps.formats import (
     GENERIC_STEP,
@@ -41,7 +41,6 @@ from trainlog_debugger.tools.steps.formats import (
 from trainlog_debugger.tools.steps.report import StepSeries
 from trainlog_debugger.tools.steps.timers import block_regions, keep_block_whole, parse_all_block, timer_kind
 
-CHUNK = 32 << 20
 HEAD = 512 << 10                # job facts (world size, pipeline size) are looked for in a file's first 512 KiB
 MAX_POINTS = 1_000_000          # per series; later points are counted, not kept (noted)
 

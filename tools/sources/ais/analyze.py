@@ -20,8 +20,6 @@ Stages, each a plain function (only `analyze_paths` / `read_sources` do I/O):
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
 import re
 import statistics
 import time
@@ -35,13 +33,13 @@ from trainlog_debugger.tools.sources.ais.report import DaemonSummary, FileSpan, 
 from trainlog_debugger.tools.sources.ais.stats import Interval, Jump, Sample, error_jumps, intervals, traffic_stop
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, BundleError, open_bundle, read_error_reason
 from trainlog_debugger.tools.clocks import Anchor, ClockEstimate, WorkerFacts, estimate, iso, node_skew, worker_facts
+from trainlog_debugger.tools.bundle.parallel import map_sources
 from trainlog_debugger.tools.jsonable import fields_jsonable
 from trainlog_debugger.tools.model import Finding, Role
 from trainlog_debugger.tools.sources.detect import AIS_PROXY, AIS_TARGET, WORKER_KINDS
 
 _AIS_NAME = re.compile(r"(?:^|[/!])ais(?:target|proxy|node)\.[^/!]+\.(?:INFO|ERROR|WARNING)\.\d{4}-\d{6}\.\d+$")
 BURST_SIGS = ("out_of_bounds", "stream_break", "xid_not_found")
-PARALLEL_MIN_BYTES = 64 << 20
 _SEV = re.compile(r"\.(INFO|ERROR|WARNING)\.\d{4}-\d{6}\.\d+$")
 
 
@@ -100,15 +98,15 @@ def _read_one(s) -> AisFile | dict:
         return {"file": s.rel, "reason": read_error_reason(exc)}
 
 
+def _read_batch(batch) -> list[tuple[int, AisFile | dict]]:
+    return [(i, _read_one(s)) for i, s in batch]
+
+
 def read_sources(sources, workers: int | None = None) -> tuple[list[AisFile], list[dict]]:
-    """One pass per file; files are read by up to 2 forked processes once there is enough to read (PERF.md)."""
-    workers = workers or min(2, os.cpu_count() or 1)
-    big = sum(s.size for s in sources) >= PARALLEL_MIN_BYTES and len(sources) > 1
-    if workers > 1 and big and "fork" in mp.get_all_start_methods():
-        with mp.get_context("fork").Pool(workers) as pool:
-            got = pool.map(_read_one, sorted(sources, key=lambda s: -s.size), chunksize=1)
-    else:
-        got = [_read_one(s) for s in sources]
+    """One pass per file, over the one worker pool (tools.bundle.parallel decides whether to fork); results in
+    bundle order whatever order the workers finish in."""
+    got = [x for batch in map_sources(_read_batch, list(enumerate(sources)), workers=workers) for x in batch]
+    got = [g for _, g in sorted(got, key=lambda x: x[0])]
     return [g for g in got if isinstance(g, AisFile)], [g for g in got if isinstance(g, dict)]
 
 

@@ -30,13 +30,12 @@ from datetime import datetime, timedelta
 
 from trainlog_debugger.tools.sources.ais.stats import parse_stats
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, read_error_reason
-from trainlog_debugger.tools.bundle.chunks import chunks
+from trainlog_debugger.tools.bundle.chunks import CHUNK, chunks
 from trainlog_debugger.tools.lines.timestamps import Stamp
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.sources.ais import format as ais_catalog
 from trainlog_debugger.tools.lines.timestamps import filename_stamp, parse_stamp
 
-CHUNK = 64 << 20
 TAIL = 64 << 10  # the end of the file kept to find its last timed line
 KEEP = 3  # first and last KEEP lines of every signature per file are kept as evidence
 MAX_TEMPLATES = 200  # distinct other E/W templates per file
