@@ -34,6 +34,18 @@ def _time(ev: Evidence | None) -> str:
 
 
 def render_scan(res, console: Console, max_patterns: int = 60) -> None:
+    """`debugger scan`: what was read, which ranks, the pattern tables by tier, then what stands out."""
+    _scan_header(res, console)
+    for tier in (1, 2, 3, 0):
+        _tier_table(res, tier, console, max_patterns)
+    _first_lines(res, console)
+    _retries(res, console)
+    _silent_first(res, console)
+    _rank_nodes(res, console)
+    _skipped_and_notes(res, console)
+
+
+def _scan_header(res, console: Console) -> None:
     cov = res.coverage
     mbs = res.bytes / max(res.seconds, 1e-9) / 1e6
     console.print(Text.assemble(("scan ", "bold"), f"{res.root}: {len(res.files)} files, {res.lines:,} lines, "
@@ -53,58 +65,74 @@ def render_scan(res, console: Console, max_patterns: int = 60) -> None:
     if cov.files_without_rank:
         console.print(f"  {cov.files_without_rank} file(s) with no rank attribution", style="dim")
 
-    for tier in (1, 2, 3, 0):
-        rows = [p for p in res.patterns if p.tier == tier]
-        if not rows:
-            continue
-        t = Table(title=f"tier {tier}: {TIERS[tier]}", title_justify="left", show_lines=False, expand=False)
-        t.add_column("pattern", style="bold", no_wrap=True)
-        t.add_column("role")
-        t.add_column("hits", justify="right")
-        t.add_column("ranks", justify="right")
-        t.add_column("outliers")
-        t.add_column("first (file:line)")
-        t.add_column("first time")
-        shown = rows[:max_patterns]
-        for p in shown:
-            nr = len(p.rank_counts)
-            if p.only_ranks:
-                out = f"only {ranks_str(p.only_ranks)}"
-            elif p.missing_ranks:
-                out = f"all but {ranks_str(p.missing_ranks)}"
-            else:
-                out = ""
-            row(t, p.id, p.role.replace("_candidate", ""), f"{p.count:,}",
-                      f"{nr}" + (f" +{p.unranked} unranked" if p.unranked else ""), out, cite(p.first), _time(p.first))
-        console.print(t)
-        if len(rows) > len(shown):
-            console.print(f"  showing {len(shown)} of {len(rows)} patterns in tier {tier}", style="dim")
 
+def _outliers(p) -> str:
+    """The ranks that stand out for one pattern: a minority that printed it, or a minority that did not."""
+    if p.only_ranks:
+        return f"only {ranks_str(p.only_ranks)}"
+    if p.missing_ranks:
+        return f"all but {ranks_str(p.missing_ranks)}"
+    return ""
+
+
+def _tier_table(res, tier: int, console: Console, max_patterns: int) -> None:
+    rows = [p for p in res.patterns if p.tier == tier]
+    if not rows:
+        return
+    t = Table(title=f"tier {tier}: {TIERS[tier]}", title_justify="left", show_lines=False, expand=False)
+    t.add_column("pattern", style="bold", no_wrap=True)
+    for name in ("role", "hits", "ranks", "outliers", "first (file:line)", "first time"):
+        t.add_column(name, justify="right" if name in ("hits", "ranks") else "left")
+    shown = rows[:max_patterns]
+    for p in shown:
+        ranks = f"{len(p.rank_counts)}" + (f" +{p.unranked} unranked" if p.unranked else "")
+        row(t, p.id, p.role.replace("_candidate", ""), f"{p.count:,}", ranks, _outliers(p), cite(p.first),
+            _time(p.first))
+    console.print(t)
+    if len(rows) > len(shown):
+        console.print(f"  showing {len(shown)} of {len(rows)} patterns in tier {tier}", style="dim")
+
+
+def _first_lines(res, console: Console) -> None:
     firsts = [p for p in res.patterns if p.tier in (1, 2, 3) and p.first is not None]
     if firsts:
         console.print("[bold]first line of each tier-1/2 pattern[/bold]")
         for p in [p for p in firsts if p.tier in (1, 2)][:15]:
             console.print(f"  {cite(p.first)}  {short(p.first.text)}", markup=False, highlight=False)
 
-    retry = {r: rs.retry for r, rs in res.ranks.items() if rs.retry}
-    if retry:
-        states: dict[str, list[int]] = {}
-        for r, v in retry.items():
-            states.setdefault(v["state"], []).append(r)
+
+def _retries(res, console: Console) -> None:
+    states: dict[str, list[int]] = {}
+    for r, rs in res.ranks.items():
+        if rs.retry:
+            states.setdefault(rs.retry["state"], []).append(r)
+    if states:
         console.print("retries: " + "; ".join(f"{k}: ranks {ranks_str(v)}" for k, v in sorted(states.items())))
-    if res.silent_first:
-        console.print("[bold]silent first[/bold] (last line well before the others)")
-        for s in res.silent_first[:10]:
-            ev = s["last_line"]
-            console.print(f"  rank {s['rank']}: last at {s['last_time']} ({s['seconds_before_median']:.0f}s before the "
-                          f"median)  {cite(ev)}  {short(ev.text, 100)}", markup=False, highlight=False)
-        if len(res.silent_first) > 10:
-            console.print(f"  showing 10 of {len(res.silent_first)} silent ranks", style="dim")
-    if res.rank_nodes:
-        nodes: dict[str, list[int]] = {}
-        for r, ev in res.rank_nodes.items():
-            nodes.setdefault(ev.node or "?", []).append(r)
-        console.print("rank→node (stated in logs): " + "; ".join(f"{n}: {ranks_str(rs)}" for n, rs in sorted(nodes.items())[:20]))
+
+
+def _silent_first(res, console: Console) -> None:
+    if not res.silent_first:
+        return
+    console.print("[bold]silent first[/bold] (last line well before the others)")
+    for s in res.silent_first[:10]:
+        ev = s["last_line"]
+        console.print(f"  rank {s['rank']}: last at {s['last_time']} ({s['seconds_before_median']:.0f}s before the "
+                      f"median)  {cite(ev)}  {short(ev.text, 100)}", markup=False, highlight=False)
+    if len(res.silent_first) > 10:
+        console.print(f"  showing 10 of {len(res.silent_first)} silent ranks", style="dim")
+
+
+def _rank_nodes(res, console: Console) -> None:
+    if not res.rank_nodes:
+        return
+    nodes: dict[str, list[int]] = {}
+    for r, ev in res.rank_nodes.items():
+        nodes.setdefault(ev.node or "?", []).append(r)
+    console.print("rank→node (stated in logs): " + "; ".join(f"{n}: {ranks_str(rs)}" for n, rs in sorted(nodes.items())[:20]))
+
+
+def _skipped_and_notes(res, console: Console) -> None:
+    cov = res.coverage
     if cov.skipped:
         console.print(f"[bold]skipped {len(cov.skipped)} file(s)[/bold]")
         for s in cov.skipped[:20]:
