@@ -266,3 +266,16 @@ def test_attribute_path_empty(path):
 @settings(max_examples=200, deadline=None)
 def test_attribute_path_never_raises(text):
     assert isinstance(attribute_path(text), PathHint)
+
+
+def test_one_local_to_global_mapping_and_conflicts_make_it_ambiguous():
+    """`[default1]:[rank5]:` maps local 1 → rank 5 in that file; a later `[default1]:[rank6]:` in the same file
+    means the mapping cannot be trusted (two agents' output interleaved), so local 1 maps to no rank (-1)."""
+    from trainlog_debugger.tools.lines.attribution import note_local_rank
+    m: dict[int, int] = {}
+    note_local_rank(m, 1, 5)
+    note_local_rank(m, 1, 5)
+    note_local_rank(m, 2, 6)
+    assert m == {1: 5, 2: 6}
+    note_local_rank(m, 1, 9)
+    assert m == {1: -1, 2: 6}

@@ -305,3 +305,12 @@ def attribute_path(relpath: str) -> PathHint:
     if not styles:
         return PathHint()
     return PathHint(style="+".join(styles), **f)  # type: ignore[arg-type]
+
+
+def note_local_rank(local_to_rank: dict[int, int], local: int, rank: int) -> None:
+    """THE local→global rank mapping of one file: a line like `[default1]:[rank5]:` states that local rank 1 is
+    global rank 5 there. A second, different statement for the same local rank makes it ambiguous (-1), and an
+    ambiguous local rank is attributed to no rank at all: a wrong rank is worse than none."""
+    prev = local_to_rank.setdefault(local, rank)
+    if prev != rank:
+        local_to_rank[local] = -1

@@ -37,7 +37,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from trainlog_debugger.tools.lines.attribution import attribute_line, attribute_path
+from trainlog_debugger.tools.lines.attribution import attribute_line, attribute_path, note_local_rank
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, read_error_reason
 from trainlog_debugger.tools.bundle.chunks import CHUNK, chunks
 from trainlog_debugger.tools.scan.labels import srun_labelled
@@ -117,9 +117,7 @@ class _FileDiff:
             if local:
                 self.locals_seen.add(int(local))
             if rank and local:           # '[default1]:[rank5]:' states local 1 = rank 5 for this file
-                prev = self.local_map.setdefault(int(local), int(rank))
-                if prev != int(rank):
-                    self.local_map[int(local)] = -1
+                note_local_rank(self.local_map, int(local), int(rank))
             s = int(rank) if rank else (LOCAL - int(local) if local else DEFAULT)
         elif not label:
             s = DEFAULT

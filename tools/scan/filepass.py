@@ -17,7 +17,7 @@ from collections import deque
 from dataclasses import asdict
 from typing import Any
 
-from trainlog_debugger.tools.lines.attribution import attribute_line, attribute_path, strip_prefixes
+from trainlog_debugger.tools.lines.attribution import attribute_line, attribute_path, note_local_rank, strip_prefixes
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, read_error_reason
 from trainlog_debugger.tools.bundle.chunks import CHUNK, chunks
 from trainlog_debugger.tools.scan.labels import SRUN_LABEL, rank_labels, srun_labelled
@@ -141,8 +141,8 @@ class FileScanner:
             fs.ranks.update(int(x) for x in set(SRUN_LABEL.findall(buf)))
         head = buf[:HEAD]
         if found and b"]:[rank" in head:  # `[default1]:[rank5]:` states local 1 = rank 5
-            for lr, r in set(_ROLE_RANK.findall(head)):
-                fs.local_to_rank.setdefault(int(lr), -1 if fs.local_to_rank.get(int(lr), int(r)) != int(r) else int(r))
+            for lr, r in sorted(set(_ROLE_RANK.findall(head))):
+                note_local_rank(fs.local_to_rank, int(lr), int(r))
 
     def _hits(self, fs: FileScan, keeper: _HitKeeper, buf: bytes, base_line: int, base_off: int) -> tuple[int, int]:
         """Records the buffer's hits; returns (offset, newlines before it) of the last hit line, so the caller
