@@ -16,7 +16,10 @@ def to_jsonable(obj: Any) -> Any:
     if isinstance(obj, Stamp):  # its own JSON (iso, has_*), the same as inside Evidence
         return obj.to_json()
     if isinstance(obj, BaseModel):
-        return obj.model_dump(mode="json", exclude_none=True)
+        try:
+            return obj.model_dump(mode="json", exclude_none=True)
+        except (ValueError, UnicodeDecodeError):  # raw bytes from a hostile dump in some facts: never a traceback
+            return to_jsonable(obj.model_dump(mode="python", exclude_none=True))
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         if callable(getattr(obj, "to_json", None)):  # a Report (tools.model.Report): its own JSON, wherever it sits
             return to_jsonable(obj.to_json())
@@ -29,6 +32,8 @@ def to_jsonable(obj: Any) -> Any:
         return [to_jsonable(v) for v in obj]
     if isinstance(obj, Enum):
         return obj.value
+    if isinstance(obj, (bytes, bytearray)):
+        return str(obj)  # as the flight recorder's entry texts render them (json.dumps default=str)
     return obj
 
 

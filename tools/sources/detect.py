@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from trainlog_debugger.tools.sources.flight_recorder.format import is_fr_dump
+
 SLURM, TORCHRUN, RANK_LOG, NEMO, MEGATRON, DEEPSPEED = (
     "slurm", "torchrun", "rank_log", "nemo", "megatron", "deepspeed")
 AIS_TARGET, AIS_PROXY, CLOUD_LOGGING, KERNEL, NVIDIA_SMI, PYSPY, FR_DUMP, GENERIC = (
@@ -29,9 +31,6 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _M = re.M
 
 # ---- whole-file formats -------------------------------------------------------------------------
-_FR_NAME = re.compile(r"(?:nccl|comm_lib)_trace_rank_?\d+(?:\.(?:pkl|pickle|json|bin))?$", re.I)
-_FR_KEYS = (b"pg_config", b"pg_status", b"profiling_name", b"collective_seq_id", b"record_id",
-            b"comm_lib_version", b"nccl_version", b"time_created_ns")
 _CLOUD_PAYLOAD = re.compile(r'"(?:textPayload|jsonPayload|protoPayload)"\s*:')
 _CLOUD_META = re.compile(r'"(?:resource|logName|timestamp|insertId|receiveTimestamp)"\s*:')
 _PYSPY_THREAD = re.compile(r'^Thread (?:\d+|0X[0-9A-F]+) \((?:idle|active|active\+gil|gil)\)', _M)
@@ -92,22 +91,6 @@ def _has(pattern: re.Pattern, text: str, *tokens: str) -> bool:
     return any(t in text for t in tokens) and pattern.search(text) is not None
 
 
-def looks_pickle(head: bytes) -> bool:
-    """PROTO opcode + a protocol number: how every pickle of protocol >= 2 starts."""
-    return len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5
-
-
-def _fr_dump(name: str, head: bytes, text: str) -> bool:
-    keys = sum(1 for k in _FR_KEYS if k in head)
-    if looks_pickle(head):                      # any pickle is binary; only FR-looking ones are kept
-        return bool(_FR_NAME.search(name)) or (b"entries" in head and keys >= 1)
-    stripped = text.lstrip("\ufeff \t\r\n")
-    if stripped.startswith("{") and '"entries"' in text and keys >= 1:
-        return True
-    # An FR-named file that is not line-oriented text (binary, JSON, empty) is still a dump.
-    return bool(_FR_NAME.search(name)) and (not stripped or stripped[0] in "{[" or b"\x00" in head)
-
-
 def sniff(rel: str, head: bytes) -> str:
     """Return the source kind for display path `rel` (archive members as `a.tgz!x/y.log`) whose
     (decompressed) content starts with `head`. Cheap: regexes over at most HEAD_BYTES bytes."""
@@ -118,7 +101,7 @@ def sniff(rel: str, head: bytes) -> str:
     lines = _lines(text)
 
     # 1. Self-identifying whole-file formats: content wins over any name.
-    if _fr_dump(name, head, text):
+    if is_fr_dump(name, head, text):
         return FR_DUMP
     if text.lstrip("\ufeff \t\r\n")[:1] in ("[", "{"):
         if _CLOUD_PAYLOAD.search(text) and len(set(_CLOUD_META.findall(text))) >= 2:

@@ -26,6 +26,7 @@ from rich.console import Console
 from trainlog_debugger.agent.render.fr import render_fr
 from trainlog_debugger.tools.sources.flight_recorder import analyze as frdump
 from trainlog_debugger.tools.bundle.open import open_bundle
+from trainlog_debugger.tools.sources.flight_recorder.format import rank_from_name
 from trainlog_debugger.tools.sources.flight_recorder.analyze import (
     DumpRefused,
     FRReport,
@@ -33,7 +34,6 @@ from trainlog_debugger.tools.sources.flight_recorder.analyze import (
     analyze_bundle,
     entry_text,
     load_dump,
-    rank_from_name,
     verify_entry,
 )
 

@@ -60,12 +60,12 @@ from __future__ import annotations
 import io
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from trainlog_debugger.tools.sources.flight_recorder.entries import P2P_META, Canon, RankData, as_str, entry_text, pg_config, summarize
 from trainlog_debugger.tools.sources.flight_recorder.match import analyze_ranks
+from trainlog_debugger.tools.sources.flight_recorder.format import rank_from_name
 from trainlog_debugger.tools.sources.flight_recorder.report import KIND, FRReport
 from trainlog_debugger.tools.sources.flight_recorder.unpickle import DumpRefused, PlainUnpickler, check_plain, no_gc, one_line
 
@@ -138,19 +138,6 @@ def verify_entry(path: Any, line: int, text: str) -> bool:
         return entry_text(entries[line - 1]) == text
     except Exception:
         return False
-
-
-_TRAILING = re.compile(r"(\d+)$")
-
-
-def rank_from_name(rel: str) -> int | None:
-    """Global rank from a dump's name: torch writes `{prefix}{rank}`; FR's loader takes the trailing digits.
-    `nccl_trace_rank_3`, `comm_lib_trace_rank_12.json`, `my_prefix7`, `a.tgz!dumps/trace_rank_3.pkl.gz` → 3, 12, 7, 3."""
-    name = re.split(r"[/\\!]", rel)[-1]
-    name = re.sub(r"(?:\.(?:pkl|pickle|json|bin))?(?:\.(?:gz|bz2|xz|zst))?$", "", name, flags=re.I)
-    name = re.sub(r"~\d+$", "", name)  # bundle's suffix for a name seen twice in one tar
-    m = _TRAILING.search(name)
-    return int(m.group(1)) if m else None
 
 
 def analyze(dumps: dict[int, dict], names: dict[int, str] | None = None) -> FRReport:

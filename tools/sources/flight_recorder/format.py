@@ -1,0 +1,46 @@
+"""What a PyTorch flight-recorder dump looks like from outside: its file names and first bytes, and the rank its
+name states. The format floor of the flight_recorder package (detection imports it cheaply); reading and
+matching the dumps is analyze.py's.
+
+torch writes one dump per rank, `{TORCH_NCCL_DEBUG_INFO_TEMP_FILE}{rank}`, by default `nccl_trace_rank_<N>`
+(`comm_lib_trace_rank_<N>` in newer releases), as a pickle (protocol ≥ 2) or, with TORCH_NCCL_TRACE_JSON, as JSON:
+`{"version": "2.x", "pg_config": {...}, "pg_status": {...}, "entries": [{"record_id": 0, "pg_id": 0,
+"collective_seq_id": 1, "profiling_name": "nccl:all_reduce", ...}, ...]}`.
+"""
+
+from __future__ import annotations
+
+import re
+
+_FR_NAME = re.compile(r"(?:nccl|comm_lib)_trace_rank_?\d+(?:\.(?:pkl|pickle|json|bin))?$", re.I)
+_FR_KEYS = (b"pg_config", b"pg_status", b"profiling_name", b"collective_seq_id", b"record_id",
+            b"comm_lib_version", b"nccl_version", b"time_created_ns")
+
+
+def looks_pickle(head: bytes) -> bool:
+    """PROTO opcode + a protocol number: how every pickle of protocol >= 2 starts."""
+    return len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5
+
+
+def is_fr_dump(name: str, head: bytes, text: str) -> bool:
+    keys = sum(1 for k in _FR_KEYS if k in head)
+    if looks_pickle(head):                      # any pickle is binary; only FR-looking ones are kept
+        return bool(_FR_NAME.search(name)) or (b"entries" in head and keys >= 1)
+    stripped = text.lstrip("\ufeff \t\r\n")
+    if stripped.startswith("{") and '"entries"' in text and keys >= 1:
+        return True
+    # An FR-named file that is not line-oriented text (binary, JSON, empty) is still a dump.
+    return bool(_FR_NAME.search(name)) and (not stripped or stripped[0] in "{[" or b"\x00" in head)
+
+
+_TRAILING = re.compile(r"(\d+)$")
+
+
+def rank_from_name(rel: str) -> int | None:
+    """Global rank from a dump's name: torch writes `{prefix}{rank}`; FR's loader takes the trailing digits.
+    `nccl_trace_rank_3`, `comm_lib_trace_rank_12.json`, `my_prefix7`, `a.tgz!dumps/trace_rank_3.pkl.gz` → 3, 12, 7, 3."""
+    name = re.split(r"[/\\!]", rel)[-1]
+    name = re.sub(r"(?:\.(?:pkl|pickle|json|bin))?(?:\.(?:gz|bz2|xz|zst))?$", "", name, flags=re.I)
+    name = re.sub(r"~\d+$", "", name)  # bundle's suffix for a name seen twice in one tar
+    m = _TRAILING.search(name)
+    return int(m.group(1)) if m else None
