@@ -1,6 +1,7 @@
 """Every analysis report speaks tools.model.Report (findings(), to_json(), notes, coverage), and `to_jsonable` of
 a report IS its to_json(): the CLI, the agent's tools and the eval print a report one way."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,7 @@ def test_report_protocol(name):
     assert rep.coverage is None or isinstance(rep.coverage, Coverage)
     js = rep.to_json()
     assert isinstance(js, dict) and to_jsonable(rep) == to_jsonable(js)
+    assert json.loads(json.dumps(js)) == json.loads(json.dumps(to_jsonable(js)))  # plain JSON as it is
 
 
 def test_reports_that_find_something_say_so():

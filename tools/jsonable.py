@@ -22,7 +22,7 @@ def to_jsonable(obj: Any) -> Any:
             return to_jsonable(obj.model_dump(mode="python", exclude_none=True))
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         if callable(getattr(obj, "to_json", None)):  # a Report (tools.model.Report): its own JSON, wherever it sits
-            return to_jsonable(obj.to_json())
+            return obj.to_json()  # already plain (the Report contract): not walked twice
         return fields_jsonable(obj)
     if isinstance(obj, dict):
         return {(k if isinstance(k, str) else _key(k)): to_jsonable(v) for k, v in obj.items()}

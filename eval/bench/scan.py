@@ -40,7 +40,7 @@ import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]  # the repository root (this file is eval/bench/scan.py)
 sys.path.insert(0, str(REPO))
 from trainlog_debugger.eval.bench.logs import generate  # noqa: E402
 
