@@ -19,7 +19,7 @@ from trainlog_debugger.tools.clocks import (
     node_skew,
     round_offset,
     stamp_ts,
-    worker_facts,
+    worker_events,
     zone_name,
 )
 from trainlog_debugger.tools.model import Evidence
@@ -151,7 +151,7 @@ def skewed(tmp_path_factory):
 
 def test_worker_facts_from_real_shapes(skewed):
     truth, scan = skewed
-    wf = worker_facts(scan)
+    wf = worker_events(scan)
     assert wf.year == 2025 and wf.zone_min is None
     assert [e.rank for e in wf.loader_errors] == [truth["culprit_rank"]]
     assert "Batch stream truncated" in wf.loader_errors[0].ev.text
@@ -162,5 +162,5 @@ def test_worker_facts_from_real_shapes(skewed):
 
 def test_generated_node_skew_is_found(skewed):
     truth, scan = skewed
-    (f,) = node_skew(worker_facts(scan).watchdogs)
+    (f,) = node_skew(worker_events(scan).watchdogs)
     assert f.nodes == ["gpu-node-18"] and 230 <= f.facts["skew_s"]["gpu-node-18"] <= 250

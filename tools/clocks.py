@@ -84,7 +84,10 @@ class WorkerEvent:
 
 
 @dataclass
-class WorkerFacts:
+class WorkerEvents:
+    """The worker-side events the clock anchoring and the storage chain pair with daemon events (job death, the
+    scheduler's cancel, loader errors, watchdog timeouts), each with its line and local time."""
+
     year: int | None  # the year worker stamps state (c10 lines have none)
     death: WorkerEvent | None  # the last timestamped worker line, or the SLURM cancel if later
     cancel: WorkerEvent | None
@@ -111,7 +114,7 @@ def stamp_ts(t: Stamp | None, year: int | None) -> tuple[float | None, int | Non
     return (dt - EPOCH).total_seconds(), t.utc_offset_min
 
 
-def worker_facts(scan, year_hint: int | None = None) -> WorkerFacts:
+def worker_events(scan, year_hint: int | None = None) -> WorkerEvents:
     """What the clocks and the chain need from a worker ScanResult (tools.scan.summary): death, loader errors, watchdogs."""
     notes: list[str] = []
     hits = [(h, f) for f in scan.files for h in f.hits]
@@ -171,7 +174,7 @@ def worker_facts(scan, year_hint: int | None = None) -> WorkerFacts:
     hang_start = None
     if hang is not None:
         hang_start = WorkerEvent(hang.facts["start"], hang.ev, hang.rank, hang.node, hang.zone_min, dict(hang.facts))
-    return WorkerFacts(year, death, cancel, sorted(loader.values(), key=lambda e: e.ts),
+    return WorkerEvents(year, death, cancel, sorted(loader.values(), key=lambda e: e.ts),
                        sorted(lines, key=lambda e: e.ts), watchdogs, hang_start,
                        statistics.mode(zones) if zones else None, notes)
 

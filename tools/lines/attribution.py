@@ -44,7 +44,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _WRAP = re.compile(
     r"\[rank(?P<rank>\d+)\]: ?"  # c10 '[rank3]:[E..' / excepthook '[rank3]: ' (one space)
     r"|\[(?P<tmpl>\d+)\]:(?=.*\S)"  # TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE '[12]:' (not a bare '[1]:')
-    r"|\[(?P<role>[A-Za-z_]\w*?)(?P<lrank>\d+)\]:"  # torchrun --tee '[default3]:', '[trainer12]:'
+    r"|\[(?P<tee_name>[A-Za-z_]\w*?)(?P<lrank>\d+)\]:"  # torchrun --tee '[default3]:', '[trainer12]:'
     r"|(?:P(?P<het>\d+) )?(?P<pad> *)(?P<task>\d+): "  # srun --label ' 3: ', '15: ', het 'P1  3: '
     r"|\((?:(?P<cls>[A-Za-z_][\w.]*)(?:\[rank=(?P<rrank>\d+)\])?(?: pid=(?P<pid>\d+))?"
     r"(?:, ip=(?P<ip>[\w.:\-]+))?|pid=(?P<pid2>\d+)(?:, ip=(?P<ip2>[\w.:\-]+))?)\) ?"  # Ray actor

@@ -32,7 +32,7 @@ from trainlog_debugger.tools.sources.ais.files import AisFile, read_ais
 from trainlog_debugger.tools.sources.ais.report import DaemonSummary, FileSpan, compare, jump_dict, jump_finding, restarts, summary, timeline
 from trainlog_debugger.tools.sources.ais.stats import Interval, Jump, Sample, error_jumps, intervals, traffic_stop
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, BundleError, open_bundle, read_error_reason
-from trainlog_debugger.tools.clocks import Anchor, ClockEstimate, WorkerFacts, estimate, iso, node_skew, worker_facts
+from trainlog_debugger.tools.clocks import Anchor, ClockEstimate, WorkerEvents, estimate, iso, node_skew, worker_events
 from trainlog_debugger.tools.bundle.parallel import map_sources
 from trainlog_debugger.tools.jsonable import fields_jsonable
 from trainlog_debugger.tools.model import Finding, Role
@@ -231,7 +231,7 @@ def _occurrences(d: _Daemon) -> list[Occ]:
     return list(merged.values())
 
 
-def _anchors(daemons: list[_Daemon], wf: WorkerFacts) -> list[Anchor]:
+def _anchors(daemons: list[_Daemon], wf: WorkerEvents) -> list[Anchor]:
     out = []
     stops = [s for d in daemons if d.role == "target" and (s := traffic_stop(d.ivs))]
     stop = max(stops, key=lambda s: s.ts, default=None)
@@ -277,7 +277,7 @@ def correlate(files: list[AisFile], scan=None, nccl=None) -> AisReport:
     zones = Counter(z[1] for f in files for z in f.zones[:1] if z[1] is not None)
     dzone = zones.most_common(1)[0][0] if zones else None
     years = [int(iso(f.ts(f.start))[:4]) for f in files if f.start and f.start.basis != "filename"]
-    wf = worker_facts(scan, statistics.mode(years) if years else None) if scan is not None else None
+    wf = worker_events(scan, statistics.mode(years) if years else None) if scan is not None else None
     clock = estimate(_anchors(daemons, wf), dzone, wf.zone_min) if wf else None
     if wf:
         notes += wf.notes

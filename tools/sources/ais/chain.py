@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from trainlog_debugger.tools.sources.ais.stats import Jump
-from trainlog_debugger.tools.clocks import ClockEstimate, WorkerEvent, WorkerFacts, hm, iso
+from trainlog_debugger.tools.clocks import ClockEstimate, WorkerEvent, WorkerEvents, hm, iso
 from trainlog_debugger.tools.model import Evidence, Finding, Role
 from trainlog_debugger.tools.ranks import ranks_str
 
@@ -96,7 +96,7 @@ def _when(e: WorkerEvent, clock: ClockEstimate | None) -> float | None:
     return clock.to_daemon(e.ts) if clock is not None and clock.offset_s is not None else None
 
 
-def build_chain(occ: list[Occ], jumps: list[Jump], workers: WorkerFacts | None, clock: ClockEstimate | None,
+def build_chain(occ: list[Occ], jumps: list[Jump], workers: WorkerEvents | None, clock: ClockEstimate | None,
                 focus: tuple[float, float], daemon_zone: int | None = None,
                 straggler: dict[int, list[Evidence]] | None = None) -> Chain:
     t0, t1 = focus
