@@ -1,4 +1,4 @@
-"""From the tools' facts to the answer: status, category, culprit, the chain from trigger to crash, and the proof.
+"""From the tools' reports to the answer: status, category, culprit, the chain from trigger to crash, and the proof.
 
 The protocol (DEVELOPERS.md) as code, without I/O:
 1. triage: crashed, hung, slow, cancelled by the scheduler, or finished normally;
@@ -38,11 +38,11 @@ CASCADE_STEPS = (  # (pattern, what it means in the chain), in causal order
 )
 
 
-def candidates(facts: RuleInputs) -> list[Candidate]:
+def candidates(inputs: RuleInputs) -> list[Candidate]:
     out: list[Candidate] = []
     for rule in RULES:
-        out.extend(c for c in rule(facts) if c is not None)
-    culprits = set(facts.nccl.culprits) if facts.nccl else set()
+        out.extend(c for c in rule(inputs) if c is not None)
+    culprits = set(inputs.nccl.culprits) if inputs.nccl else set()
     for c in out:
         if culprits and set(c.ranks) & culprits and c.rule != "collective.straggler":
             c.strength = min(1.0, c.strength + CULPRIT_BOOST)
@@ -70,13 +70,13 @@ def pick(cands: list[Candidate]) -> Candidate | None:
     return max(eligible, key=lambda c: c.strength)
 
 
-def diagnose(facts: RuleInputs) -> Diagnosis:
-    scan = facts.scan
-    cands = candidates(facts)
+def diagnose(inputs: RuleInputs) -> Diagnosis:
+    scan = inputs.scan
+    cands = candidates(inputs)
     trigger = pick(cands)
-    job = job_details(facts)
+    job = job_details(inputs)
     if trigger is None:
-        return _no_failure(facts, job)
+        return _no_failure(inputs, job)
     supporting = [c for c in cands if c is not trigger and _same_story(c, trigger)]
     chain = ([_finding(trigger, Role.root_candidate)] if not trigger.story else
              [x.model_copy(update={"role": Role.root_candidate if i == 0 else Role.context})
@@ -87,13 +87,13 @@ def diagnose(facts: RuleInputs) -> Diagnosis:
         if evs:
             cited |= {(e.file, e.line) for e in evs}
             chain.append(_finding(c, Role.context).model_copy(update={"evidence": evs}))
-    chain += _cascade(facts, trigger)
+    chain += _cascade(inputs, trigger)
     status = Status(trigger.status)
-    confidence, caps = _confidence(facts, trigger, cands)
+    confidence, caps = _confidence(inputs, trigger, cands)
     if trigger.strength < DECISIVE:
         status = Status.inconclusive
-    missing = _missing(facts, trigger)
-    alternatives = _alternatives(facts, trigger, cands, supporting)
+    missing = _missing(inputs, trigger)
+    alternatives = _alternatives(inputs, trigger, cands, supporting)
     culprit_nodes = list(dict.fromkeys(n for n in trigger.nodes if n))
     headline = f"{status.value}: {trigger.summary}"
     recs = list(dict.fromkeys(trigger.recommendations + [r for c in supporting for r in c.recommendations]))
@@ -101,9 +101,9 @@ def diagnose(facts: RuleInputs) -> Diagnosis:
         recs.append("collect the missing evidence listed below, then re-run `debugger ask`")
     return Diagnosis(
         status=status, category=trigger.category, culprit_ranks=sorted(trigger.ranks), culprit_nodes=culprit_nodes,
-        confidence=confidence, headline=headline, chain=chain, timeline=_timeline(facts, chain), job=job,
+        confidence=confidence, headline=headline, chain=chain, timeline=_timeline(inputs, chain), job=job,
         key_files=_key_files(chain), recommendations=recs, restart=trigger.restart, alternatives=alternatives,
-        missing=missing, coverage=scan.coverage, notes=caps + list(facts.nccl.notes if facts.nccl else []))
+        missing=missing, coverage=scan.coverage, notes=caps + list(inputs.nccl.notes if inputs.nccl else []))
 
 
 def _same_story(c: Candidate, t: Candidate) -> bool:
@@ -118,20 +118,20 @@ def _finding(c: Candidate, role: Role) -> Finding:
     return c.finding.model_copy(update={"role": role, "facts": {"strength": round(c.strength, 2), **c.facts}})
 
 
-def _cascade(facts: RuleInputs, trigger: Candidate) -> list[Finding]:
+def _cascade(inputs: RuleInputs, trigger: Candidate) -> list[Finding]:
     out = []
     used = {(e.file, e.line) for e in trigger.evidence}
     for pid, what in CASCADE_STEPS:
-        evs = [e for e in facts.hits(pid) if (e.file, e.line) not in used]
+        evs = [e for e in inputs.hits(pid) if (e.file, e.line) not in used]
         if not evs:
             continue
-        s = facts.summaries.get(pid)
+        s = inputs.summaries.get(pid)
         nr = len(s.rank_counts) if s else 0
-        seen = len(facts.scan.coverage.seen_ranks)
+        seen = len(inputs.scan.coverage.seen_ranks)
         scope = f" on {nr} of {seen} ranks" if nr else ""
         summary = what + scope
-        if pid == "pytorch.watchdog_timeout" and facts.nccl and facts.nccl.groups:
-            g = facts.nccl.groups[0]
+        if pid == "pytorch.watchdog_timeout" and inputs.nccl and inputs.nccl.groups:
+            g = inputs.nccl.groups[0]
             summary = f"{what}: {g.op or 'collective'} SeqNum {g.stuck_seq}{scope}" + (
                 f", collective started {g.start_time}" if g.start_time else "")
         out.append(Finding(id=pid, summary=summary, role=Role.cascade, ranks=sorted(s.rank_counts)[:64] if s else [],
@@ -139,7 +139,7 @@ def _cascade(facts: RuleInputs, trigger: Candidate) -> list[Finding]:
     return out
 
 
-def _confidence(facts: RuleInputs, t: Candidate, cands: list[Candidate]) -> tuple[str, list[str]]:
+def _confidence(inputs: RuleInputs, t: Candidate, cands: list[Candidate]) -> tuple[str, list[str]]:
     caps: list[str] = []
     level = "high" if t.strength >= 0.8 else ("medium" if t.strength >= DECISIVE else "low")
     rivals = [c for c in cands if c is not t and c.category != t.category and c.strength >= t.strength - 0.1
@@ -147,7 +147,7 @@ def _confidence(facts: RuleInputs, t: Candidate, cands: list[Candidate]) -> tupl
     if rivals and level == "high":
         level = "medium"
         caps.append(f"confidence capped: {rivals[0].rule} ({rivals[0].category}) is nearly as strong")
-    cov = facts.scan.coverage
+    cov = inputs.scan.coverage
     if cov.missing_ranks and t.status == "hung" and level == "high":
         level = "medium"
         caps.append(f"confidence capped: {len(cov.missing_ranks)} rank(s) have no log and could hold an earlier trigger")
@@ -157,7 +157,7 @@ def _confidence(facts: RuleInputs, t: Candidate, cands: list[Candidate]) -> tupl
     return level, caps
 
 
-def _alternatives(facts: RuleInputs, t: Candidate, cands: list[Candidate], supporting: list[Candidate]) -> list[Alternative]:
+def _alternatives(inputs: RuleInputs, t: Candidate, cands: list[Candidate], supporting: list[Candidate]) -> list[Alternative]:
     out = []
     tk = t.time_key
     rest = [c for c in cands if c is not t and c not in supporting
@@ -170,8 +170,8 @@ def _alternatives(facts: RuleInputs, t: Candidate, cands: list[Candidate], suppo
         else:
             why = "as strong, but the trigger came first or speaks about the culprit rank"
         out.append(Alternative(category=c.category, summary=c.summary, rejected_because=why, evidence=c.evidence[:1]))
-    noise = [r for r, rs in facts.scan.ranks.items() if rs.retry and rs.retry["state"] == "recovering"]
-    resets = facts.hits("io.connection_reset", "io.retrying")
+    noise = [r for r, rs in inputs.scan.ranks.items() if rs.retry and rs.retry["state"] == "recovering"]
+    resets = inputs.hits("io.connection_reset", "io.retrying")
     noisy = [e for e in resets if e.rank in noise]
     if noisy:
         out.append(Alternative(category="storage_io", summary=f"connection resets / retries on rank(s) {ranks_str(noise)}",
@@ -180,22 +180,22 @@ def _alternatives(facts: RuleInputs, t: Candidate, cands: list[Candidate], suppo
     return out[:12]
 
 
-def _missing(facts: RuleInputs, t: Candidate) -> list[str]:
-    cov = facts.scan.coverage
+def _missing(inputs: RuleInputs, t: Candidate) -> list[str]:
+    cov = inputs.scan.coverage
     out = []
     if cov.missing_ranks:
         out.append(f"logs of rank(s) {ranks_str(cov.missing_ranks)} ({len(cov.missing_ranks)} of "
                    f"{cov.expected_ranks} expected, from {cov.expected_from}) are not in the bundle")
     elif len(cov.seen_ranks) <= 1 and cov.expected_ranks is None:
         out.append("the logs of every rank (the bundle holds one rank's or an unattributed excerpt)")
-    kinds = set(facts.kinds.values())
+    kinds = set(inputs.kinds.values())
     if t.category in ("gpu_cuda", "infrastructure") and not kinds & HARDWARE_KINDS and t.rule.startswith("gpu."):
         out.append("the kernel log (dmesg / kern.log) of the culprit node, for Xid and ECC lines")
     if t.category in ("storage_io", "data_loading_stall") and not kinds & {"ais_target", "ais_proxy"}:
         out.append("the storage side for the failure window (AIStore: `ais log get cluster`)")
-    if t.status == "hung" and facts.nccl and facts.nccl.with_state and not any(
-            facts.nccl.ranks[r].pgs and any(p.enqueued is not None for p in facts.nccl.ranks[r].pgs.values())
-            for r in facts.nccl.ranks):
+    if t.status == "hung" and inputs.nccl and inputs.nccl.with_state and not any(
+            inputs.nccl.ranks[r].pgs and any(p.enqueued is not None for p in inputs.nccl.ranks[r].pgs.values())
+            for r in inputs.nccl.ranks):
         out.append("per-rank enqueued/completed work counters (torch ≥ 2.4 logs them) or flight-recorder dumps "
                    "(TORCH_NCCL_TRACE_BUFFER_SIZE, TORCH_NCCL_DUMP_ON_TIMEOUT=1)")
     if t.rule == "collective.straggler" and "does not say" in t.summary:
@@ -203,7 +203,7 @@ def _missing(facts: RuleInputs, t: Candidate) -> list[str]:
     return out
 
 
-def _timeline(facts: RuleInputs, chain: list[Finding], cap: int = 30) -> list[TimelineEvent]:
+def _timeline(inputs: RuleInputs, chain: list[Finding], cap: int = 30) -> list[TimelineEvent]:
     events: dict[tuple, TimelineEvent] = {}
     for f in chain:
         for ev in f.evidence[:2]:
@@ -224,19 +224,19 @@ def _key_files(chain: list[Finding]) -> list[str]:
     return sorted(counts, key=lambda k: -counts[k])[:10]
 
 
-def job_details(facts: RuleInputs) -> JobDetails:
-    scan = facts.scan
-    kinds = set(facts.kinds.values())
+def job_details(inputs: RuleInputs) -> JobDetails:
+    scan = inputs.scan
+    kinds = set(inputs.kinds.values())
     framework = next((k for k in ("nemo", "megatron", "deepspeed") if k in kinds), None)
-    if framework is None and any(p.startswith("pytorch.") for p in facts.summaries):
+    if framework is None and any(p.startswith("pytorch.") for p in inputs.summaries):
         framework = "pytorch"
-    launchers = [n for n, hit in (("slurm", "slurm" in kinds or any(p.startswith("slurm.") for p in facts.summaries)),
-                                  ("torchrun", "torchrun" in kinds or any(p.startswith("torchrun.") for p in facts.summaries)
+    launchers = [n for n, hit in (("slurm", "slurm" in kinds or any(p.startswith("slurm.") for p in inputs.summaries)),
+                                  ("torchrun", "torchrun" in kinds or any(p.startswith("torchrun.") for p in inputs.summaries)
                                    or any(f.local_to_rank for f in scan.files))) if hit]
     nodes = {ev.node for ev in scan.rank_nodes.values() if ev.node}
     ranks = scan.coverage.expected_ranks
     evidence = list(scan.coverage.expected_evidence)
-    resumed = facts.hits("job.resumed")
+    resumed = inputs.hits("job.resumed")
     times = [f.first_time for f in scan.files if order_key(f.first_time) is not None]
     lasts = [ll.time for f in scan.files for ll in f.last_lines.values() if order_key(ll.time) is not None]
     return JobDetails(
@@ -249,15 +249,15 @@ def job_details(facts: RuleInputs) -> JobDetails:
         evidence=evidence + resumed[:1])
 
 
-def _no_failure(facts: RuleInputs, job: JobDetails) -> Diagnosis:
-    fin = facts.hits("job.finished")
+def _no_failure(inputs: RuleInputs, job: JobDetails) -> Diagnosis:
+    fin = inputs.hits("job.finished")
     if fin:
         return Diagnosis(status=Status.completed, category="none", confidence="high",
                          headline="completed: the job says it finished normally", job=job,
                          chain=[Finding(id="job.finished", summary="the job reports a normal end", role=Role.context,
                                         evidence=fin[:2])],
                          timeline=[TimelineEvent(time=_t(fin[0]), what="normal end", evidence=fin[0])],
-                         key_files=[fin[0].file], restart="", coverage=facts.scan.coverage)
+                         key_files=[fin[0].file], restart="", coverage=inputs.scan.coverage)
     return Diagnosis(status=Status.completed, category="none", confidence="medium",
-                     headline="no failure found: no fatal pattern on any rank", job=job, coverage=facts.scan.coverage,
+                     headline="no failure found: no fatal pattern on any rank", job=job, coverage=inputs.scan.coverage,
                      missing=["an explicit end-of-training line (the logs may simply stop)"], restart="")
