@@ -250,6 +250,10 @@ def job_details(inputs: RuleInputs) -> JobDetails:
 
 
 def _no_failure(inputs: RuleInputs, job: JobDetails) -> Diagnosis:
+    """No rule found a fault. `completed` needs positive proof of a normal end (the trainer's or the launcher's own
+    end line); without it the logs may simply stop mid-run (a paste, a hang nobody killed, a log cut short), so the
+    answer is `inconclusive`: it shows where each rank's log stops and names what would decide it. A false
+    all-clear sends the on-call engineer back to bed while the job is dead."""
     fin = inputs.hits("job.finished")
     if fin:
         return Diagnosis(status=Status.completed, category="none", confidence="high",
@@ -258,6 +262,37 @@ def _no_failure(inputs: RuleInputs, job: JobDetails) -> Diagnosis:
                                         evidence=fin[:2])],
                          timeline=[TimelineEvent(time=_t(fin[0]), what="normal end", evidence=fin[0])],
                          key_files=[fin[0].file], restart="", coverage=inputs.scan.coverage)
-    return Diagnosis(status=Status.completed, category="none", confidence="medium",
-                     headline="no failure found: no fatal pattern on any rank", job=job, coverage=inputs.scan.coverage,
-                     missing=["an explicit end-of-training line (the logs may simply stop)"], restart="")
+    chain = _where_logs_stop(inputs)
+    return Diagnosis(status=Status.inconclusive, category="none", confidence="low",
+                     headline="inconclusive: no fault found on any rank, and no proof that the job ended normally",
+                     job=job, coverage=inputs.scan.coverage, chain=chain, timeline=_timeline(inputs, chain),
+                     key_files=_key_files(chain), restart="",
+                     missing=["a line that proves a normal end (the trainer's last step or end-of-fit line, the "
+                              "launcher's 'worker group successfully finished'), or every rank's exit code",
+                              "if the job hung: a py-spy dump of every rank while it was stuck, or the NCCL flight "
+                              "recorder (TORCH_NCCL_TRACE_BUFFER_SIZE) and the watchdog's timeout lines",
+                              "the scheduler's view (sacct -j <job> state and exit codes)"],
+                     recommendations=["check whether the job is still running or was killed; the logs shown stop "
+                                      "without an error and without an end line"])
+
+
+def _where_logs_stop(inputs: RuleInputs, cap: int = 8) -> list[Finding]:
+    """What the logs do show when nothing failed visibly: each rank's last line (ranks that stop first first, where
+    the lines carry times), and the last warning-or-worse lines the catalog noticed."""
+    last = [rs.last_line for rs in inputs.scan.ranks.values() if rs.last_line is not None]
+    if not last:  # no rank attribution at all: each file's last line
+        last = [Evidence(file=f.rel, line=ll.line, text=ll.text, time=ll.time, kind=f.kind)
+                for f in inputs.scan.files for ll in list(f.last_lines.values())[:1]]
+    last.sort(key=by_time)
+    out: list[Finding] = []
+    if last:
+        out.append(Finding(id="logs.last_lines", role=Role.context, count=len(last),
+                           summary=f"where the logs stop: the last line of {len(last)} rank(s) or file(s), earliest "
+                                   "first (none is an error)",
+                           ranks=sorted({e.rank for e in last if e.rank is not None}), evidence=last[:cap]))
+    noted = sorted((p.last for p in inputs.scan.patterns if p.last is not None and p.tier > 0), key=by_time)
+    if noted:
+        out.append(Finding(id="logs.last_noted", role=Role.noise, count=len(noted),
+                           summary="the last lines the catalog noticed (handled or harmless on their own)",
+                           evidence=noted[-cap:]))
+    return out

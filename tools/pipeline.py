@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from trainlog_debugger.tools.diagnose import diagnose
-from trainlog_debugger.tools.model import Diagnosis, Status
+from trainlog_debugger.tools.model import Diagnosis
 from trainlog_debugger.tools.rules import RuleInputs
 from trainlog_debugger.tools.scan.driver import scan_bundle
 from trainlog_debugger.tools.scan.result import ScanResult
@@ -32,7 +32,7 @@ class Investigation:
 
     scan: the one pass over every line of every rank (always); nccl: the per-rank collective state (always);
     fr: flight-recorder dumps (only when the bundle holds some); ais: the storage side (only with AIStore daemon
-    logs); steps: step times (only when nothing failed, to tell `slow` from `completed`: a second pass over the
+    logs); steps: step times (only when no fault was found, to tell `slow` from the rest: a second pass over the
     bytes, paid only then); diagnosis: what `debugger ask` prints, every citation re-read from disk.
     """
 
@@ -57,8 +57,8 @@ def run(bundle, *, progress: Callable[[int, int], None] | None = None, workers: 
         ais = correlate(files, scan, nccl) if files else None
     inputs = RuleInputs(scan, nccl, fr=fr, ais=ais)
     diag = diagnose(inputs)
-    if diag.status == Status.completed:
-        # nothing failed: was it slow? Step times need their own pass over the bytes, paid only here
+    if diag.category == "none":
+        # no fault found (a proven normal end, or no proof either way): was it slow? Step times need their own pass over the bytes, paid only here
         inputs.steps = scan_steps(bundle, workers=workers)
         if inputs.steps.outliers or inputs.steps.regressions:
             diag = diagnose(inputs)
