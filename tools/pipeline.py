@@ -9,14 +9,17 @@ disagree about what the logs showed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from trainlog_debugger.tools.bundle.open import READ_ERRORS, BundleError
 from trainlog_debugger.tools.diagnose import diagnose
 from trainlog_debugger.tools.model import Diagnosis
 from trainlog_debugger.tools.rules import RuleInputs
 from trainlog_debugger.tools.scan.driver import scan_bundle
 from trainlog_debugger.tools.scan.result import ScanResult
+from trainlog_debugger.tools.sources.detect import GENERIC
 from trainlog_debugger.tools.sources.ais.analyze import AisReport, correlate, is_ais, read_sources
 from trainlog_debugger.tools.sources.flight_recorder.analyze import analyze_bundle
 from trainlog_debugger.tools.sources.flight_recorder.report import FRReport
@@ -48,6 +51,9 @@ def run(bundle, *, progress: Callable[[int, int], None] | None = None, workers: 
         scan: ScanResult | None = None) -> Investigation:
     """All stages over an open bundle. `scan`: a ScanResult of this bundle already made (it is not made again)."""
     scan = scan if scan is not None else scan_bundle(bundle, workers=workers, progress=progress)
+    if not recognised(scan, bundle):
+        raise BundleError(f"no training-job logs recognised in {bundle.root}: {len(scan.files)} file(s) read, none "
+                          "has a line of PyTorch, NCCL, a launcher, a scheduler, a trainer or a storage daemon")
     fr = analyze_bundle(bundle) if any(s.kind == "fr_dump" for s in bundle.sources) else None
     nccl = analyze(scan)
     ais = None
@@ -63,6 +69,37 @@ def run(bundle, *, progress: Callable[[int, int], None] | None = None, workers: 
         if inputs.steps.outliers or inputs.steps.regressions:
             diag = diagnose(inputs)
     return Investigation(scan=scan, nccl=nccl, diagnosis=verified(diag, bundle), fr=fr, ais=ais, steps=inputs.steps)
+
+
+# A log line of a training stack that no catalog pattern knows yet (a JAX/XLA job, a new NCCL wording): a library,
+# launcher or training word and a failure word on one line (`cuMemAllocAsync failed to allocate`, `Failed to create
+# NCCL communicator`). One such line makes a bundle a job's log; a config file that merely names CUDA does not.
+_STACK = (rb"(?:(?-i:cu[A-Z][a-zA-Z]+)|nccl\w*|cuda\w*|cudnn|cublas|torch\w*|pytorch|jax\w*|xla\w*|tpu|gpu\w*|nvidia\w*|"
+          rb"rocm|rccl|gloo|horovod|deepspeed|megatron|nemo|lightning|accelerate|slurm\w*|srun|sbatch|mpirun|torchrun|"
+          rb"rank|world_size|epoch|iteration|train(?:ing|er)?|optimizer|checkpoint\w*|dataloader)")
+_FAILURE = (rb"(?:error|warn(?:ing)?|fail(?:ed|ure)?|exception|fatal|abort(?:ed)?|timeout|timed out|killed|segfault|"
+            rb"traceback|out of memory|resource_exhausted)")
+_STACK_LOG_LINE = re.compile(rb"(?im)^[^\n]*?(?:\b" + _STACK + rb"\b[^\n]*\b" + _FAILURE + rb"\b|\b" + _FAILURE
+                             + rb"\b[^\n]*\b" + _STACK + rb"\b)")
+_HEAD_BYTES = 64 << 10
+_HEAD_FILES = 512
+
+
+def recognised(scan: ScanResult, bundle) -> bool:
+    """Whether anything in the bundle is a training job's log: a catalog line (any tier, job facts included), a
+    rank label, a file the detector recognised as a known producer (not merely `generic` text), or, failing all
+    that, a training-stack failure line in the head of a file (_STACK_LOG_LINE). A source tree, /etc or a folder of images has none of these,
+    and a verdict on it would be made up."""
+    if scan.patterns or scan.coverage.seen_ranks or any(s.kind != GENERIC for s in bundle.sources):
+        return True
+    for src in bundle.sources[:_HEAD_FILES]:
+        try:
+            with src.open() as fh:
+                if _STACK_LOG_LINE.search(fh.read(_HEAD_BYTES)):
+                    return True
+        except READ_ERRORS:
+            continue
+    return False
 
 
 def investigate(bundle, *, progress: Callable[[int, int], None] | None = None, workers: int | None = None) -> Diagnosis:

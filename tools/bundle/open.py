@@ -131,6 +131,20 @@ def _binary_reason(head: bytes) -> str | None:
     return None
 
 
+# Program source, not output: a training script quotes the very messages we look for (`raise RuntimeError("NCCL
+# error ...")`), so scanning it would cite code as if a rank had printed it. Shell scripts and configs stay: the
+# environment and the launch command they set are evidence.
+SOURCE_CODE_SUFFIXES = (".py", ".pyi", ".pyx", ".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", ".cu", ".cuh",
+                        ".go", ".rs", ".java", ".scala", ".kt", ".js", ".ts", ".rb", ".swift", ".ipynb")
+
+
+def _source_code_reason(rel: str, kind: str) -> str | None:
+    name = rel.rsplit("!", 1)[-1].lower()
+    if kind != FR_DUMP and name.endswith(SOURCE_CODE_SUFFIXES):
+        return "program source, not a log (its strings would read as log lines)"
+    return None
+
+
 def _looks_tar(block: bytes) -> bool:
     """A valid tar header checksum: detects every tar flavour, with no false positives on logs."""
     try:
@@ -295,7 +309,7 @@ class _Loader:
         elif kind:
             return self.skip(rel, f"unsupported compression or archive ({kind})")
         src_kind = sniff(rel, head)
-        why = None if src_kind == FR_DUMP else _binary_reason(head)   # FR dumps are pickles: kept
+        why = None if src_kind == FR_DUMP else (_binary_reason(head) or _source_code_reason(rel, src_kind))
         if why:
             return self.skip(rel, why)
         if kind == "gz" and size <= GZIP_VERIFY_BYTES:

@@ -1,0 +1,60 @@
+"""Input that is not a training job's logs gets one clear line and exit 2, never a verdict; logs that no catalog
+pattern knows yet (a JAX/XLA job, a new NCCL wording) are still read; program source is never read as logs.
+(Issue 10: "never a false all-clear", and no verdict made up from a source tree or /etc.)"""
+
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from trainlog_debugger.agent.cli.app import app
+from trainlog_debugger.tools.bundle.open import open_bundle
+from trainlog_debugger.tools.model import Status
+from trainlog_debugger.tools.pipeline import investigate
+
+runner = CliRunner()
+
+TRAIN_PY = '''import torch.distributed as dist
+
+def main():
+    if not dist.is_initialized():
+        raise RuntimeError("NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled cuda error")
+    print("[rank0]:[E1105 12:34:10.579409818 ProcessGroupNCCL.cpp:616] Watchdog caught collective operation timeout")
+'''
+ETC = {
+    "hosts": "127.0.0.1 localhost\n10.0.0.12 gpu-node-12\n",
+    "ld.so.conf.d/cuda.conf": "/usr/local/cuda-12.4/targets/x86_64-linux/lib\n",
+    "postgresql.conf": "checkpoint_timeout = 5min\t\t# range 30s-1d\nlog_min_messages = warning\n",
+}
+
+
+def _write(root, files):
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return root
+
+
+def test_a_source_tree_and_etc_get_one_line_and_exit_2(tmp_path):
+    root = _write(tmp_path / "b", {"src/train.py": TRAIN_PY, "src/model.cu": "__global__ void k() {}\n",
+                                   **{f"etc/{k}": v for k, v in ETC.items()}})
+    r = runner.invoke(app, ["ask", str(root)])
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and "no training-job logs recognised" in lines[0] and "Traceback" not in r.output
+
+
+def test_program_source_is_skipped_not_scanned(tmp_path):
+    root = _write(tmp_path / "b", {"train.py": TRAIN_PY, "rank_0.log": "[rank0]: iteration 10 | loss 2.3\n"})
+    with open_bundle(root) as b:
+        assert [s.rel for s in b.sources] == ["rank_0.log"]
+        assert [(s.rel, s.reason) for s in b.skipped][0][0] == "train.py"
+
+
+def test_a_log_no_pattern_knows_is_still_a_log_and_never_an_all_clear(tmp_path):
+    """A JAX job's allocator failure: no catalog line, no rank label, but a training-stack failure line."""
+    root = _write(tmp_path / "b", {"combined.log": "cuMemAllocAsync failed to allocate 126,257,359,472 bytes\n"
+                                                   "Free memory/Total:      18,801,229,824 / 197,890,015,232\n"})
+    with open_bundle(root) as b:
+        d = investigate(b)
+    assert d.status != Status.completed and d.missing
