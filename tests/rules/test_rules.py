@@ -25,6 +25,12 @@ FIRE = [
                                          "'invalid argument'"]}, "infrastructure", 0.75),
     ("oom.cuda_oom", {"rank_1.log": ["[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
                                      "GPU 1 has a total capacity of 79.10 GiB of which 1.23 GiB is free."]}, "oom", 0.95),
+    # XLA/JAX's and the CUDA driver pool's own out-of-memory wordings
+    ("oom.accelerator_alloc", {"combined.log": ["jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of "
+                                                "memory while trying to allocate 17179869184 bytes."]}, "oom", 0.9),
+    # an interface name that matches nothing is the launch configuration, not the fabric
+    ("config.nccl_interface", {"n.log": ["node1:1234:1300 [0] bootstrap.cc:80 NCCL WARN Bootstrap : no socket "
+                                         "interface found"]}, "config", 0.85),
     ("oom.host_oom", {"slurm-1.out": ["slurmstepd: error: Detected 1 oom_kill event in StepId=123456.batch. Some of "
                                       "the step tasks have been OOM Killed."]}, "oom", 0.85),
     # IB status 4 = local protection: a host (ACS/GDR) problem, infrastructure
@@ -78,6 +84,10 @@ FIRE += [
 ]
 
 QUIET = [
+    # NCCL naming the interface it picked is not a failure to find one
+    ("config.nccl_interface", {"n.log": ["node1:1234:1300 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>"]}),
+    # an allocator line that succeeded
+    ("oom.accelerator_alloc", {"a.log": ["I1105 12:00:00 bfc_allocator.cc:123] Allocated 1.5GiB for the KV cache"]}),
     # SIGTERM is the launcher stopping the others: cascade, not a kill from outside
     ("infra.killed_from_outside", {"torchrun.out": [
         "[2]:", "  host      : localhost", "  rank      : 2 (local_rank: 2)", "  exitcode  : -15 (pid: 14549)  (SIGTERM)"]}),

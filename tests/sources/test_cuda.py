@@ -15,6 +15,10 @@ ERR = "cuda.error"
 EXC = "python.exception"
 
 OUT_OF_MEMORY = [
+    ("XLA/JAX allocator", "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to "
+     "allocate 17179869184 bytes.", {"cuda.alloc_failed": dict(requested="17179869184")}),
+    ("CUDA driver async pool (XLA GPU client)", "cuMemAllocAsync failed to allocate 126,257,359,472 bytes (117.59 GiB)",
+     {"cuda.alloc_failed": dict(requested="126,257,359,472")}),
     ("2.0: (GPU i; total; allocated; free; reserved)",
      "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total capacity; 14.56 GiB already allocated; 3.12 MiB free; 14.60 GiB reserved in total by PyTorch) If reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.  See documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF",
      {OOM: dict(requested="20.00 MiB", gpu=0, total="15.78 GiB", allocated="14.56 GiB", free="3.12 MiB")}),

@@ -32,4 +32,13 @@ def nccl_version_mismatch(f: RuleInputs):
                  recommendations=["use one container image / NCCL version on every node"])] if evs else []
 
 
-RULES = [port_in_use, rendezvous_timeout, nccl_version_mismatch]
+def nccl_interface(f: RuleInputs):
+    """NCCL_SOCKET_IFNAME (or the default pick) named no interface that exists: a launch setting, not the fabric."""
+    evs = f.hits("nccl.no_socket_interface")
+    return [candidate("config.nccl_interface", "config", "NCCL found no usable socket interface: NCCL_SOCKET_IFNAME "
+                      "names none that exists on this host", 0.85, evs[:2], f,
+                      recommendations=["set NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) to an interface that exists and "
+                                       "routes between the nodes (`ip -br addr` on every node)"])] if evs else []
+
+
+RULES = [port_in_use, rendezvous_timeout, nccl_version_mismatch, nccl_interface]

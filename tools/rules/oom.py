@@ -19,6 +19,19 @@ def cuda_oom(f: RuleInputs):
                                   "if reserved-but-unallocated memory is large: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"])]
 
 
+def accelerator_alloc(f: RuleInputs):
+    """XLA/JAX and the CUDA driver's pool report an out-of-memory in their own words, not PyTorch's."""
+    evs = f.hits("cuda.alloc_failed")
+    if not evs:
+        return []
+    size = f.fields_of(evs[0], "cuda.alloc_failed").get("requested")
+    what = "an accelerator memory allocation failed" + (f" ({size} bytes requested)" if size else "")
+    return [candidate("oom.accelerator", "oom", what, 0.9, evs[:3], f,
+                      recommendations=["reduce the per-device batch, sequence length or model shard size, or enable "
+                                       "rematerialisation / activation checkpointing",
+                                       "JAX: check XLA_PYTHON_CLIENT_MEM_FRACTION / preallocation settings"])]
+
+
 def host_oom(f: RuleInputs):
     evs = f.hits("kernel.oom_kill", "slurm.oom_kill")
     evs += [e for e in f.hits("slurm.task_exit") if "Out Of Memory" in e.text]
@@ -31,4 +44,4 @@ def host_oom(f: RuleInputs):
                                   "memory per task"])]
 
 
-RULES = [cuda_oom, host_oom]
+RULES = [cuda_oom, accelerator_alloc, host_oom]

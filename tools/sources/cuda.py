@@ -11,6 +11,14 @@ torch.AcceleratorError) and 2.1 spells "capacty", so the triggers key on the mes
 from trainlog_debugger.tools.sources.pattern import P
 
 PATTERNS = [
+    # Allocators outside PyTorch's caching allocator: XLA/JAX's (`RESOURCE_EXHAUSTED: Out of memory while trying to
+    # allocate N bytes`) and the CUDA driver API's async pool (`cuMemAllocAsync failed to allocate N bytes`).
+    P("cuda.alloc_failed", 1, "oom", "root_candidate",
+      r"(?:cuMemAlloc\w* failed to allocate|Out of memory while trying to allocate)",
+      ("failed to allocate", "Out of memory while trying to allocate"),
+      "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17179869184 bytes.",
+      "an accelerator memory allocation failed (XLA/JAX or the CUDA driver's pool)",
+      fields=r"allocate (?P<requested>[\d,]+) bytes"),
     P("cuda.oom", 1, "oom", "root_candidate",
       r"CUDA out of memory\. Tried to allocate", "CUDA out of memory",
       "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 79.10 GiB of which 1.23 GiB is free. Including non-PyTorch memory, this process has 77.85 GiB memory in use.",
