@@ -28,6 +28,12 @@ FIRE = [
     # XLA/JAX's and the CUDA driver pool's own out-of-memory wordings
     ("oom.accelerator_alloc", {"combined.log": ["jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of "
                                                 "memory while trying to allocate 17179869184 bytes."]}, "oom", 0.9),
+    # NCCL's topology code failing is the library (a bug or an unsupported topology), not the network
+    ("network.nccl_subsystem", {"n.log": ["node3:3411:3602 [0] graph/topo.h:230 NCCL WARN Could not find NET with id 0"]},
+     "software", 0.55),
+    # a verbs call failing in the IB transport is the network
+    ("network.nccl_subsystem", {"n.log": ["node2:1234:1299 [0] transport/net_ib.cc:100 NCCL WARN Call to ibv_create_qp "
+                                          "failed with error Cannot allocate memory errno 12"]}, "network", 0.55),
     # an interface name that matches nothing is the launch configuration, not the fabric
     ("config.nccl_interface", {"n.log": ["node1:1234:1300 [0] bootstrap.cc:80 NCCL WARN Bootstrap : no socket "
                                          "interface found"]}, "config", 0.85),
@@ -84,6 +90,8 @@ FIRE += [
 ]
 
 QUIET = [
+    # a WARN that does not say which NCCL source printed it: no subsystem to blame
+    ("network.nccl_subsystem", {"n.log": ["NCCL WARN NCCL_SOCKET_NTHREADS is set but ignored"]}),
     # NCCL naming the interface it picked is not a failure to find one
     ("config.nccl_interface", {"n.log": ["node1:1234:1300 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>"]}),
     # an allocator line that succeeded

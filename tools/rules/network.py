@@ -110,4 +110,42 @@ def nccl_only(f: RuleInputs):
                                   "(NCCL_DEBUG=INFO; NCCL_IB_DISABLE=1 as a test when there is no working IB)"])]
 
 
-RULES = [ib_completion, ib_async, socket, nccl_error, fabric, nccl_only]
+# NCCL prints `<source file>:<line> NCCL WARN <text>`; the source file says which subsystem failed, and so what was at
+# fault (../shared/TAXONOMY.md), for the WARN lines no specific pattern reads. Longest prefix wins.
+NCCL_SUBSYSTEMS = (
+    ("transport/net_ib", "network", "the InfiniBand/RoCE transport"),
+    ("misc/ibvwrap", "network", "the InfiniBand verbs library"),
+    ("misc/ibvsymbols", "network", "the InfiniBand verbs library"),
+    ("transport/net_socket", "network", "the socket transport"),
+    ("transport/net", "network", "the network transport"),
+    ("misc/socket", "network", "a socket between ranks"),
+    ("bootstrap", "network", "the bootstrap connection between ranks"),
+    ("proxy", "network", "the network proxy thread"),
+    ("transport/shm", "infrastructure", "shared memory (/dev/shm)"),
+    ("include/shm", "infrastructure", "shared memory (/dev/shm)"),
+    ("misc/shmutils", "infrastructure", "shared memory (/dev/shm)"),
+    ("transport/nvls", "infrastructure", "NVLink SHARP (fabric manager)"),
+    ("misc/cudawrap", "gpu_cuda", "the CUDA driver"),
+    ("misc/nvmlwrap", "gpu_cuda", "the GPU management library (NVML)"),
+    ("graph/", "software", "NCCL's own topology detection (a library bug or an unsupported topology for this NCCL)"),
+)
+
+
+def nccl_subsystem(f: RuleInputs):
+    """An NCCL WARN that no specific pattern reads, attributed by the NCCL source file that printed it. Weak on its
+    own (a WARN is not always fatal): it decides only when nothing stronger is in the logs."""
+    for ev in f.hits("nccl.warn"):
+        src = f.fields_of(ev, "nccl.warn").get("file") or ""
+        hit = max((row for row in NCCL_SUBSYSTEMS if src.startswith(row[0]) or f"/{row[0]}" in src),
+                  key=lambda row: len(row[0]), default=None)
+        if hit:
+            prefix, category, what = hit
+            return [candidate("network.nccl_subsystem", category, f"NCCL warned from {what} ({src})", 0.55, [ev], f,
+                              facts={"nccl_source": src},
+                              recommendations=["rerun with NCCL_DEBUG=INFO (NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH) to see what "
+                                               "NCCL tried just before", "compare the NCCL version with one known to work "
+                                               "on this system (the container's bundled NCCL can be replaced)"])]
+    return []
+
+
+RULES = [ib_completion, ib_async, socket, nccl_error, fabric, nccl_subsystem, nccl_only]
