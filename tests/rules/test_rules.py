@@ -28,6 +28,12 @@ FIRE = [
     # XLA/JAX's and the CUDA driver pool's own out-of-memory wordings
     ("oom.accelerator_alloc", {"combined.log": ["jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of "
                                                 "memory while trying to allocate 17179869184 bytes."]}, "oom", 0.9),
+    # one process waits on its DataLoader while another is inside a collective: it never reached the collective
+    ("data.loader_stall_in_dumps", {"dump_node1.log": ['Thread 1439102 (idle): "MainThread"', "    get (queue.py:179)",
+                                                       "    _try_get_data (torch/utils/data/dataloader.py:1011)"],
+                                    "dump_node2.log": ['Thread 2201 (idle): "MainThread"',
+                                                       "    broadcast (torch/distributed/distributed_c10d.py:1191)"]},
+     "data_loading_stall", 0.7),
     # NCCL's topology code failing is the library (a bug or an unsupported topology), not the network
     ("network.nccl_subsystem", {"n.log": ["node3:3411:3602 [0] graph/topo.h:230 NCCL WARN Could not find NET with id 0"]},
      "software", 0.55),
@@ -90,6 +96,8 @@ FIRE += [
 ]
 
 QUIET = [
+    # every process inside a collective: nobody is stuck on data
+    ("data.loader_stall_in_dumps", {"dump.log": ["    all_reduce (torch/distributed/distributed_c10d.py:1316)"]}),
     # a WARN that does not say which NCCL source printed it: no subsystem to blame
     ("network.nccl_subsystem", {"n.log": ["NCCL WARN NCCL_SOCKET_NTHREADS is set but ignored"]}),
     # NCCL naming the interface it picked is not a failure to find one

@@ -37,4 +37,23 @@ def corrupt_data(f: RuleInputs):
     return out
 
 
-RULES = [nan_loss, corrupt_data]
+def loader_stall_in_dumps(f: RuleInputs):
+    """Stack dumps of a hung job where a thread waits on the DataLoader's queue while others sit inside collectives:
+    that process never reached the collective the others wait in (protocol step 3, read from stacks instead of the
+    watchdog). A loader wait with no collective anywhere proves less (a data-bound job looks the same at any
+    instant), so it stays weak."""
+    waits = f.hits("pyspy.loader_wait")
+    if not waits:
+        return []
+    others = f.hits("pyspy.in_collective") or f.hits("pytorch.watchdog_timeout")
+    files = sorted({e.file for e in waits})
+    summary = (f"a stack dump shows a process stuck waiting for its next DataLoader batch ({', '.join(files[:3])})"
+               + (" while other processes wait inside collectives" if others else ""))
+    return [candidate("data.loader_stall_in_dumps", "data_loading_stall", summary, 0.7 if others else 0.45,
+                      waits[:2] + others[:1], f, status="hung",
+                      recommendations=["set num_workers=0 for the failing loader (eval loaders included) to confirm, then "
+                                       "look for a worker that deadlocks at start (fork after threads, a lock held in "
+                                       "the dataset)", "give data reads a timeout so a stuck read fails loudly"])]
+
+
+RULES = [nan_loss, corrupt_data, loader_stall_in_dumps]

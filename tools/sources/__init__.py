@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from trainlog_debugger.tools.sources.pattern import Pattern
-from trainlog_debugger.tools.sources import cuda, generic, job, kernel, nccl, slurm
+from trainlog_debugger.tools.sources import cuda, generic, job, kernel, nccl, pyspy, slurm
 from trainlog_debugger.tools.sources.ais import format as ais
 from trainlog_debugger.tools.sources.pytorch import format as pytorch
 from trainlog_debugger.tools.sources.torchrun import format as torchrun
@@ -22,6 +22,7 @@ SOURCES = {
     "cuda": cuda,
     "kernel": kernel,
     "slurm": slurm,
+    "pyspy": pyspy,
     "ais": ais,
     "generic": generic,
     "job": job,

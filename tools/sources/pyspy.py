@@ -1,0 +1,38 @@
+"""Python stack dumps (py-spy `dump`, faulthandler / `kill -SIGUSR1` with faulthandler registered): where each
+process's threads were when someone looked at a hung job.
+
+Why frames and not whole dumps: the question a dump answers in a hang is "was this rank inside the collective, or
+stuck before it" (../shared/DEVELOPERS.md protocol, step 3). Two kinds of frames say it:
+- waiting on the DataLoader's queue: the main thread never got its next batch (a hung worker, a read that never
+  returns): the rank never reached the next collective;
+- inside a torch.distributed collective: the rank reached it and waits for the others.
+
+    py-spy        Thread 1439102 (idle): "MainThread"
+                      _try_get_data (torch/utils/data/dataloader.py:1011)
+                      broadcast (torch/distributed/distributed_c10d.py:1191)
+    faulthandler  Thread 0x00007f3b (most recent call first):
+                    File "/usr/lib/python3/site-packages/torch/utils/data/dataloader.py", line 1011 in _try_get_data
+"""
+
+from trainlog_debugger.tools.sources.pattern import P
+
+_LOADER_FUNCS = r"_(?:try_get_data|get_data|next_data)"
+_COLLECTIVES = r"(?:all_reduce|all_gather\w*|reduce_scatter\w*|broadcast|barrier|recv|send|wait|all_to_all\w*)"
+_COLLECTIVE_HEADS = r"(?:all_reduce|all_gather|reduce_scatter|broadcast|barrier|recv|send|wait|all_to_all)"  # line end: bounded
+
+PATTERNS = [
+    P("pyspy.loader_wait", 3, "data_loading_stall", "root_candidate",
+      r"(?:" + _LOADER_FUNCS + r" \(\S*torch/utils/data/dataloader\.py:\d+\)|torch/utils/data/dataloader\.py\", line "
+      r"\d+ in " + _LOADER_FUNCS + r")",
+      ("torch/utils/data/dataloader.py",),
+      "    _try_get_data (torch/utils/data/dataloader.py:1011)",
+      "a stack dump shows a thread waiting for its next batch from the DataLoader",
+      fields=r"(?P<func>" + _LOADER_FUNCS + r")"),
+    P("pyspy.in_collective", 3, None, "context",
+      r"(?:" + _COLLECTIVES + r" \(\S*torch/distributed/distributed_c10d\.py:\d+\)|torch/distributed/distributed_c10d\.py\", "
+      r"line \d+ in " + _COLLECTIVE_HEADS + r")",
+      ("torch/distributed/distributed_c10d.py",),
+      "    broadcast (torch/distributed/distributed_c10d.py:1191)",
+      "a stack dump shows a thread inside a torch.distributed collective",
+      fields=r"(?P<func>" + _COLLECTIVES + r")"),
+]
