@@ -140,6 +140,25 @@ def _totals_table(rep: dict) -> Table:
     return t
 
 
+def _origin_table(rep: dict) -> Table:
+    """Real incidents first (the headline), then lab runs, then generated cases: never one blended figure."""
+    base = rep.get("baseline_per_origin") or {}
+    t = Table(title="by origin (real incidents are the headline)", title_justify="left")
+    t.add_column("origin")
+    t.add_column("cases", justify="right")
+    for _, label in DIMENSIONS:
+        t.add_column(label, justify="right")
+    for o, s in rep["per_origin"].items():
+        cells = [Text(o, style="bold" if o == "real" else ""), Text(str(s["cases"]))]
+        for key, _ in DIMENSIONS:
+            b = base.get(o, {}).get(key)
+            cells.append(Text(_fmt(key, s.get(key)) + (f" ({_fmt(key, b)})" if b is not None else "")))
+        t.add_row(*cells)
+    if base:
+        t.caption = "(regex baseline in parentheses)"
+    return t
+
+
 def _mark(verdict: str | None) -> Text:
     if verdict is None:
         return Text("-", style=DIM)
@@ -153,6 +172,8 @@ def render_eval(rep: dict, console: Console) -> None:
     console.print(_case_table(rep))
     if rep["per_tag"]:
         console.print(_tag_table(rep))
+    if rep.get("per_origin"):
+        console.print(_origin_table(rep))
     console.print(_totals_table(rep))
     bad = [r for r in rep["cases"] if r["scores"]["grounding"] < 1]
     if bad:

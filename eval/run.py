@@ -27,7 +27,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from trainlog_debugger.eval.cases import Case, CaseError, discover, filter_tags, neutral_bundle
-from trainlog_debugger.eval.score import beats, failed_scores, got_view, per_tag, regressions, score, totals
+from trainlog_debugger.eval.score import beats, failed_scores, got_view, per_origin, per_tag, regressions, score, totals
 
 MODES = ("offline", "baseline", "llm")
 LLM_NOT_BUILT = "llm mode needs the agent (not built yet)"
@@ -167,10 +167,11 @@ def build_report(paths: Sequence[str | Path], rows: list[dict], mode: str, tags:
     commit, dirty = git_commit()
     rep = {"tool": "debugger eval", "commit": commit, "dirty": dirty, "mode": mode,
            "paths": [str(p) for p in paths], "tags": list(tags), "cases": rows,
-           "totals": totals(rows), "per_tag": per_tag(rows), "baseline_totals": None}
+           "totals": totals(rows), "per_origin": per_origin(rows), "per_tag": per_tag(rows), "baseline_totals": None}
     if any("baseline" in r for r in rows):
         rep["baseline_totals"] = totals(rows, "baseline")
         rep["baseline_per_tag"] = per_tag(rows, "baseline")
+        rep["baseline_per_origin"] = per_origin(rows, "baseline")
         rep["beats_baseline"] = beats(rep["totals"], rep["baseline_totals"])
     return rep
 

@@ -218,6 +218,26 @@ def per_tag(rows: list[dict], key: str | None = None) -> dict[str, dict]:
     return out
 
 
+#: Where a case comes from, by its tags: a generator's output, a run in our lab, or (no such tag) a real incident
+#: someone else posted. Real comes first: it is the only set the rules were not written against.
+ORIGINS = ("real", "lab", "generated")
+
+
+def origin(tags) -> str:
+    tags = set(tags or ())
+    return "generated" if "generated" in tags else "lab" if "lab" in tags else "real"
+
+
+def per_origin(rows: list[dict], key: str | None = None) -> dict[str, dict]:
+    """Totals per origin (real, lab, generated), only the origins present."""
+    out = {}
+    for o in ORIGINS:
+        sel = [r for r in rows if origin(r.get("tags")) == o]
+        if sel:
+            out[o] = totals(sel, key)
+    return out
+
+
 #: (totals key, label): the scored dimensions, higher is better, in display order. Against the baseline a tie can
 #: be the best possible (grounding is 1.0 for both when all is well; a healthy control is easy for both).
 DIMENSIONS = (("category_accuracy", "category"), ("culprit_mean", "culprit"), ("time_accuracy", "time ±60 s"),

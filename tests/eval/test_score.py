@@ -168,3 +168,15 @@ def test_regressions_every_dimension_and_missing_cases():
     assert [r["id"] for r in regressions(old, {"cases": []}, ["t"])] == ["gone"]
     crashed = {"cases": [_row("a", True, 1.0, True, 1.0, True), _row("b", err="boom"), _row("gone")]}
     assert [(r["id"], r["dimension"]) for r in regressions(old, crashed)] == [("b", "error")]
+
+
+def test_origin_comes_from_the_tags_and_real_is_listed_first():
+    from trainlog_debugger.eval.score import origin, per_origin
+    assert origin(["hang", "generated"]) == "generated" and origin(["lab"]) == "lab" and origin([]) == "real"
+    rows = [{"tags": ["generated"], "control": False, "error": None,
+             "scores": {"category": True, "culprit": None, "time": None, "grounding": 1.0, "control": None}},
+            {"tags": [], "control": False, "error": None,
+             "scores": {"category": False, "culprit": None, "time": None, "grounding": 1.0, "control": None}}]
+    got = per_origin(rows)
+    assert list(got) == ["real", "generated"]
+    assert got["real"]["category_accuracy"] == 0.0 and got["generated"]["category_accuracy"] == 1.0
