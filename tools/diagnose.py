@@ -288,11 +288,12 @@ def _where_logs_stop(inputs: RuleInputs, cap: int = 8) -> list[Finding]:
     if last:
         out.append(Finding(id="logs.last_lines", role=Role.context, count=len(last),
                            summary=f"where the logs stop: the last line of {len(last)} rank(s) or file(s), earliest "
-                                   "first (none is an error)",
+                                   "first (none is an error)" + (f"; showing {cap} of {len(last)}" if len(last) > cap else ""),
                            ranks=sorted({e.rank for e in last if e.rank is not None}), evidence=last[:cap]))
     noted = sorted((p.last for p in inputs.scan.patterns if p.last is not None and p.tier > 0), key=by_time)
     if noted:
         out.append(Finding(id="logs.last_noted", role=Role.noise, count=len(noted),
-                           summary="the last lines the catalog noticed (handled or harmless on their own)",
+                           summary="the last lines the catalog noticed (handled or harmless on their own)"
+                                   + (f"; showing the last {cap} of {len(noted)} patterns" if len(noted) > cap else ""),
                            evidence=noted[-cap:]))
     return out
