@@ -2,10 +2,37 @@
 
 from __future__ import annotations
 
+import re
+
 from trainlog_debugger.tools.sources import is_cascade
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate
 
+
+
+# What a terminal exception says was at fault (../shared/TAXONOMY.md), read from its meaning, not its class: the errno
+# an OSError carries, PyTorch's own wrappers. First match wins; no match leaves it `software`, weak.
+TERMINAL_ERRORS = (
+    (re.compile(r"\[Errno 28\]|No space left on device|\bENOSPC\b"), "storage_io", "the filesystem is full (ENOSPC)"),
+    (re.compile(r"\[Errno 122\]|Disk quota exceeded|\bEDQUOT\b"), "storage_io", "a disk quota was exceeded (EDQUOT)"),
+    (re.compile(r"\[Errno 30\]|Read-only file system|\bEROFS\b"), "storage_io", "the filesystem is read-only (EROFS)"),
+    (re.compile(r"\[Errno 116\]|Stale file handle|\bESTALE\b"), "storage_io", "a stale network-filesystem handle (ESTALE)"),
+    (re.compile(r"\[Errno 5\]|Input/output error|\bEIO\b"), "storage_io", "the storage returned an I/O error (EIO)"),
+    (re.compile(r"\[Errno 98\]|Address already in use|\bEADDRINUSE\b"), "config",
+     "the address or port is already in use (EADDRINUSE)"),
+    (re.compile(r"\[Errno 24\]|Too many open files|\bEMFILE\b"), "config", "the open-files limit was reached (EMFILE)"),
+    (re.compile(r"^MemoryError\b|\[Errno 12\]|Cannot allocate memory|\bENOMEM\b"), "oom", "host memory ran out"),
+    (re.compile(r"Caught \w+ in DataLoader worker process \d+"), "data",
+     "raised inside a DataLoader worker (the dataset, a transform or collate)"),
+)
+
+
+def classify_terminal(text: str) -> tuple[str, str] | None:
+    """(category, why) for an exception line whose meaning names what was at fault; None when it does not."""
+    for rx, category, why in TERMINAL_ERRORS:
+        if rx.search(text):
+            return category, why
+    return None
 
 
 def exception(f: RuleInputs):
@@ -16,6 +43,11 @@ def exception(f: RuleInputs):
             continue
         exc = Evidence(file=ev.file, line=fx["exception_line"], text=text, time=ev.time, rank=ev.rank, node=ev.node,
                        kind=ev.kind)
+        said = classify_terminal(text)
+        if said:  # a clearly classified terminal error is decisive
+            return [candidate("software.terminal_error", said[0], f"{said[1]}: {text.strip()[:160]}", 0.75, [exc, ev], f,
+                              facts={"classified_by": "terminal exception"},
+                              recommendations=["fix what the error names, then restart"])]
         return [candidate("software.exception", "software", f"{fx['exception']}: {fx.get('message', '')[:160]}", 0.45,
                      [exc, ev], f, recommendations=["fix the error in the traceback (its last frames are in the file)"])]
     evs = [e for e in f.hits("python.exception") if not is_cascade(e.text)]

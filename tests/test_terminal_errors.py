@@ -1,0 +1,66 @@
+"""The terminal exception's meaning decides the category (issue 10, mechanism 2; ../shared/TAXONOMY.md): the errno an
+OSError carries, PyTorch's DataLoader-worker wrapper. Small realistic variants, not cases: one rank's log, a
+traceback as Python prints it, with and without a rank prefix, with a handled warning before it."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainlog_debugger.tools.bundle.open import open_bundle
+from trainlog_debugger.tools.model import Status
+from trainlog_debugger.tools.pipeline import investigate
+from trainlog_debugger.tools.rules.software import classify_terminal
+
+
+def _traceback(prefix: str, frames: list[str], last: str) -> list[str]:
+    return [f"{prefix}Traceback (most recent call last):"] + [f"{prefix}  {x}" for x in frames] + [f"{prefix}{last}"]
+
+
+SAVE = ['File "/workspace/train.py", line 412, in <module>', "    trainer.save_checkpoint(step)",
+        'File "/usr/lib/python3/dist-packages/torch/serialization.py", line 652, in save', "    f.write(data)"]
+LOADER = ['File "/workspace/train.py", line 200, in <module>', "    for batch in loader:",
+          'File "/opt/conda/lib/python3.11/site-packages/torch/utils/data/dataloader.py", line 631, in __next__',
+          "    data = self._next_data()"]
+
+VARIANTS = [
+    ("ENOSPC while saving a checkpoint", SAVE, "OSError: [Errno 28] No space left on device", "storage_io"),
+    ("EDQUOT, worded without the number", SAVE, "OSError: Disk quota exceeded", "storage_io"),
+    ("an exception raised in a DataLoader worker", LOADER,
+     "ValueError: Caught ValueError in DataLoader worker process 3.", "data"),
+    ("the rendezvous port taken", ['File "/opt/torch/distributed/rendezvous.py", line 189, in _create_c10d_store'],
+     "OSError: [Errno 98] Address already in use", "config"),
+    ("host memory", ['File "/workspace/data.py", line 77, in load'], "MemoryError", "oom"),
+]
+
+
+@pytest.mark.parametrize("prefix", ["", "[rank3]: "], ids=["bare", "rank-prefixed"])
+@pytest.mark.parametrize("name,frames,last,category", VARIANTS, ids=[v[0] for v in VARIANTS])
+def test_the_terminal_error_names_the_category(tmp_path, prefix, name, frames, last, category):
+    lines = [f"{prefix}UserWarning: the default of num_workers changed; retrying 1/5 succeeded"]  # handled, noise
+    lines += _traceback(prefix, frames, last)
+    (tmp_path / "rank_3.log").write_text("\n".join(lines) + "\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.category == category and d.status != Status.completed, (name, d.headline)
+    assert d.chain[0].evidence[0].text.endswith(last) and d.verified
+
+
+def test_an_exception_with_no_resource_behind_it_stays_weak_software(tmp_path):
+    (tmp_path / "rank_0.log").write_text("\n".join(_traceback("", ['File "/workspace/model.py", line 9, in forward'],
+                                                             "KeyError: 'decoder.layers.11.mlp'")) + "\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.category == "software" and d.status == Status.inconclusive
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("OSError: [Errno 5] Input/output error: '/lustre/ckpt/step_900/model.pt'", "storage_io"),
+    ("OSError: [Errno 116] Stale file handle", "storage_io"),
+    ("OSError: [Errno 24] Too many open files", "config"),
+    ("RuntimeError: DataLoader worker (pid 4121) is killed by signal: Bus error.", None),  # shm: the infra rule's
+    ("ValueError: too many values to unpack (expected 2)", None),
+    ("OSError: [Errno 111] Connection refused", None),  # refused: config, network or a dead peer; not decided here
+])
+def test_classifier_table(text, expected):
+    got = classify_terminal(text)
+    assert (got[0] if got else None) == expected
