@@ -279,3 +279,9 @@ def test_one_local_to_global_mapping_and_conflicts_make_it_ambiguous():
     assert m == {1: 5, 2: 6}
     note_local_rank(m, 1, 9)
     assert m == {1: -1, 2: 6}
+
+
+@pytest.mark.parametrize("path,node", [("node_H100-1.log", "H100-1"), ("node_gpu48_pyspy.log", "gpu48"),
+                                       ("logs/host-a7_dmesg.txt", "a7"), ("node_b12_stderr.out", "b12")])
+def test_a_word_for_what_the_file_holds_is_not_part_of_the_node(path, node):
+    assert attribute_path(path).node == node

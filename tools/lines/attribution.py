@@ -252,7 +252,11 @@ _PATH_RANK = re.compile(
 _PATH_SLURM = re.compile(r"slurm-(?P<job>\d+(?:_\d+)?(?:\.\d+)?)\.(?:out|err)")  # %j, %A_%a, %J
 _PATH_SLURM_N = re.compile(r"[A-Za-z]\w*-(?P<job>\d{3,})-(?P<n>\d+)\.(?:out|err)")  # error-<job>-<%n>.out
 _PATH_JOB = re.compile(r"(?i)(?:^|[_\-.])job(?:id)?[_\-]?(?P<job>\d{3,})(?=[_\-.]|$)")
-_PATH_NODE = re.compile(r"(?i)(?:node|host)[_\-](?!rank)(?P<n>[A-Za-z0-9][\w.\-]*?)\.(?:log|txt|out|err)")
+# 'node_H100-1.log', 'host-gpu7.out'; a trailing word that names what the file holds (`node_48_pyspy.log`,
+# `host-a_dmesg.txt`) is not part of the node's name.
+_PATH_NODE = re.compile(r"(?i)(?:node|host)[_\-](?!rank)(?P<n>[A-Za-z0-9][\w.\-]*?)"
+                        r"(?:[_\-](?:py-?spy|stacks?|traces?|dmesg|kern|syslog|nvidia[_\-]?smi|smi|stdout|stderr|logs?))?"
+                        r"\.(?:log|txt|out|err)")
 _PATH_AIS = re.compile(r"ais(?:target|proxy|node)\.(?P<h>[^.]+)\.(?:INFO|ERROR|WARNING)(?:\..*)?")
 _PATH_AIS_TGZ = re.compile(r"(?:ais)?(?:target|proxy)-(?P<id>[\w\-]+)\.tar\.gz")
 _PATH_VERTEX = re.compile(r"(?:^|[^\w])(workerpool\d+-\d+)(?=$|[^\w\-])")
