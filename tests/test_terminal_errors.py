@@ -64,3 +64,18 @@ def test_an_exception_with_no_resource_behind_it_stays_weak_software(tmp_path):
 def test_classifier_table(text, expected):
     got = classify_terminal(text)
     assert (got[0] if got else None) == expected
+
+
+def test_a_chained_exception_is_classified_by_its_innermost_cause(tmp_path):
+    """Python prints the cause first (`The above exception was the direct cause of the following exception:`): the
+    outer RuntimeError says nothing about the fault, the inner OSError's errno does."""
+    inner = _traceback("[rank0]: ", SAVE, "OSError: [Errno 122] Disk quota exceeded")
+    outer = _traceback("[rank0]: ", ['File "/workspace/train.py", line 412, in <module>'],
+                       "RuntimeError: checkpoint save failed at step 900")
+    lines = inner + ["[rank0]: ", "[rank0]: The above exception was the direct cause of the following exception:",
+                     "[rank0]: "] + outer
+    (tmp_path / "rank_0.log").write_text("\n".join(lines) + "\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.category == "storage_io" and d.culprit_ranks == [0], d.headline
+    assert "Disk quota exceeded" in d.chain[0].evidence[0].text
