@@ -79,3 +79,74 @@ def test_a_chained_exception_is_classified_by_its_innermost_cause(tmp_path):
         d = investigate(b)
     assert d.category == "storage_io" and d.culprit_ranks == [0], d.headline
     assert "Disk quota exceeded" in d.chain[0].evidence[0].text
+
+
+# Where it was raised decides as much as what was raised (tools/rules/terminal.py, signal 2): the same ValueError is
+# the data's fault inside Dataset.__getitem__ and the code's in a forward pass.
+GETITEM = ['File "/workspace/train.py", line 88, in <module>', "    for step, batch in enumerate(loader):",
+           'File "/usr/lib/python3/dist-packages/torch/utils/data/_utils/fetch.py", line 52, in fetch',
+           "    data = [self.dataset[idx] for idx in possibly_batched_index]",
+           'File "/workspace/data/shards.py", line 141, in __getitem__', "    rec = json.loads(raw)"]
+FORWARD = ['File "/workspace/train.py", line 88, in <module>', "    loss = model(batch)",
+           'File "/workspace/model.py", line 61, in forward', "    h = self.proj(x)"]
+CHECK = ['File "/workspace/train.py", line 140, in <module>', "    trainer.step(loss)",
+         'File "/workspace/trainer/guards.py", line 17, in check_finite', '    raise ValueError(f"bad value at step {s}")']
+
+
+@pytest.mark.parametrize("frames,last,category", [
+    (GETITEM, "json.decoder.JSONDecodeError: Expecting ',' delimiter: line 1 column 8121 (char 8120)", "data"),
+    (GETITEM, "ValueError: invalid literal for int() with base 10: ''", "data"),
+    (FORWARD, "ValueError: invalid literal for int() with base 10: ''", "software"),
+    (CHECK, "ValueError: bad value at step 4410", "numerical"),
+    (GETITEM, "OSError: [Errno 5] Input/output error", "storage_io"),  # the errno outranks where it was raised
+], ids=["decode-in-getitem", "value-in-getitem", "same-error-in-forward", "finiteness-check", "errno-first"])
+def test_where_it_was_raised(tmp_path, frames, last, category):
+    (tmp_path / "rank_5.log").write_text("\n".join(_traceback("[rank5]: ", frames, last)) + "\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.category == category, d.headline
+    assert d.culprit_ranks == [5] and d.verified
+
+
+def test_a_dataloader_worker_error_is_followed_into_the_original_traceback(tmp_path):
+    """PyTorch re-raises a worker's exception as `Caught X in DataLoader worker process N` and prints the worker's
+    own traceback under `Original Traceback`: the innermost error there decides (here an EIO: storage, not data)."""
+    outer = _traceback("", LOADER + ['File "/usr/lib/python3/dist-packages/torch/_utils.py", line 705, in reraise',
+                                     "    raise exception"], "OSError: Caught OSError in DataLoader worker process 1.")
+    inner = ["Original Traceback (most recent call last):",
+             '  File "/usr/lib/python3/dist-packages/torch/utils/data/_utils/worker.py", line 349, in _worker_loop',
+             "    data = fetcher.fetch(index)",
+             '  File "/workspace/data/shards.py", line 139, in __getitem__', "    raw = fh.read(n)",
+             "OSError: [Errno 5] Input/output error"]
+    (tmp_path / "rank_2.log").write_text("\n".join(outer + inner) + "\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.category == "storage_io", d.headline
+    assert any(e.text == "OSError: [Errno 5] Input/output error" for e in d.chain[0].evidence)
+
+
+@pytest.mark.parametrize("line,category", [
+    # a partial paste: only the exception line, no traceback, no timestamp, no rank
+    ("ValueError: Image features and image tokens do not match: tokens: 1152, features 1156", "data"),
+    ("ValueError: vision-language model image token/feature mismatch before scatter: image_tokens=8936", "data"),
+    ("PIL.UnidentifiedImageError: cannot identify image file <_io.BytesIO object at 0x7f2c1c0d9e90>", "data"),
+    ("OSError: image file is truncated (17 bytes not processed)", "data"),
+    ("RuntimeError: Function 'MulBackward0' returned nan values in its 0th output.", "numerical"),
+    ("OSError: [Errno 28] No space left on device: '/scratch/ckpt/iter_0004000/mp_rank_03/model_optim_rng.pt'",
+     "storage_io"),
+], ids=["hf-vlm-mismatch", "vlm-mismatch-other-wording", "pil-undecodable", "pil-truncated", "anomaly-mode", "enospc"])
+def test_a_bare_exception_line_is_classified_by_its_meaning(tmp_path, line, category):
+    (tmp_path / "paste.log").write_text(line + "\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.category == category and d.status != Status.completed, d.headline
+
+
+@pytest.mark.parametrize("text", [
+    "ValueError: too many values to unpack (expected 2)",
+    "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
+    "KeyError: 'image_features'",  # a key name is not a mismatch
+    "ValueError: number of tokens in prompt exceeds max_length",
+])
+def test_the_table_leaves_program_errors_alone(text):
+    assert classify_terminal(text) is None

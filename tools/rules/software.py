@@ -2,58 +2,69 @@
 
 from __future__ import annotations
 
-import re
-
 from trainlog_debugger.tools.sources import is_cascade
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate
+from trainlog_debugger.tools.rules.terminal import classify
 
 
-
-# What a terminal exception says was at fault (../shared/TAXONOMY.md), read from its meaning, not its class: the errno
-# an OSError carries, PyTorch's own wrappers. First match wins; no match leaves it `software`, weak.
-TERMINAL_ERRORS = (
-    (re.compile(r"\[Errno 28\]|No space left on device|\bENOSPC\b"), "storage_io", "the filesystem is full (ENOSPC)"),
-    (re.compile(r"\[Errno 122\]|Disk quota exceeded|\bEDQUOT\b"), "storage_io", "a disk quota was exceeded (EDQUOT)"),
-    (re.compile(r"\[Errno 30\]|Read-only file system|\bEROFS\b"), "storage_io", "the filesystem is read-only (EROFS)"),
-    (re.compile(r"\[Errno 116\]|Stale file handle|\bESTALE\b"), "storage_io", "a stale network-filesystem handle (ESTALE)"),
-    (re.compile(r"\[Errno 5\]|Input/output error|\bEIO\b"), "storage_io", "the storage returned an I/O error (EIO)"),
-    (re.compile(r"\[Errno 98\]|Address already in use|\bEADDRINUSE\b"), "config",
-     "the address or port is already in use (EADDRINUSE)"),
-    (re.compile(r"\[Errno 24\]|Too many open files|\bEMFILE\b"), "config", "the open-files limit was reached (EMFILE)"),
-    (re.compile(r"^MemoryError\b|\[Errno 12\]|Cannot allocate memory|\bENOMEM\b"), "oom", "host memory ran out"),
-    (re.compile(r"Caught \w+ in DataLoader worker process \d+"), "data",
-     "raised inside a DataLoader worker (the dataset, a transform or collate)"),
-)
-
-
-def classify_terminal(text: str) -> tuple[str, str] | None:
-    """(category, why) for an exception line whose meaning names what was at fault; None when it does not."""
-    for rx, category, why in TERMINAL_ERRORS:
-        if rx.search(text):
-            return category, why
-    return None
+def classify_terminal(text: str, frames=(), exception: str | None = None) -> tuple[str, str] | None:
+    """(category, why) for a terminal exception: tools/rules/terminal.py's table."""
+    return classify(text, frames, exception)
 
 
 def exception(f: RuleInputs):
-    for ev in f.hits("python.traceback"):
+    """The first failing rank's terminal exception, followed to its innermost cause: Python prints a chain's cause
+    first, so the first traceback is the cause; `Caught X in DataLoader worker process N` is followed into the
+    worker's `Original Traceback`. A classified exception is decisive; anything else is weak software."""
+    tbs = f.hits("python.traceback")
+    for i, ev in enumerate(tbs):
         fx = f.fields_of(ev, "python.traceback")
         text = fx.get("exception_text")
-        if not text or is_cascade(text):
+        if not text or is_cascade(text) or "Original Traceback" in ev.text:
             continue
         exc = Evidence(file=ev.file, line=fx["exception_line"], text=text, time=ev.time, rank=ev.rank, node=ev.node,
                        kind=ev.kind)
-        said = classify_terminal(text)
+        evs = [exc, ev]
+        said = classify_terminal(text, fx.get("frames", ()), fx.get("exception"))
+        if said and said[0] == "data" and "DataLoader worker" in text:
+            inner = _original_traceback(f, ev, fx)
+            if inner is not None:
+                ifx = f.fields_of(inner, "python.traceback")
+                deeper = classify_terminal(ifx["exception_text"], ifx.get("frames", ()), ifx.get("exception"))
+                evs = [Evidence(file=inner.file, line=ifx["exception_line"], text=ifx["exception_text"], time=ev.time,
+                                rank=ev.rank, node=ev.node, kind=ev.kind), exc, ev]
+                said = deeper if deeper else (said[0], f"{said[1]}; the worker raised {ifx.get('exception')}")
         if said:  # a clearly classified terminal error is decisive
-            return [candidate("software.terminal_error", said[0], f"{said[1]}: {text.strip()[:160]}", 0.75, [exc, ev], f,
-                              facts={"classified_by": "terminal exception"},
+            return [candidate("software.terminal_error", said[0], f"{said[1]}: {evs[0].text.strip()[:160]}", 0.75,
+                              evs, f, facts={"classified_by": "terminal exception"},
                               recommendations=["fix what the error names, then restart"])]
         return [candidate("software.exception", "software", f"{fx['exception']}: {fx.get('message', '')[:160]}", 0.45,
-                     [exc, ev], f, recommendations=["fix the error in the traceback (its last frames are in the file)"])]
+                          evs, f, recommendations=["fix the error in the traceback (its last frames are in the file)"])]
     evs = [e for e in f.hits("python.exception") if not is_cascade(e.text)]
+    for e in evs[:20]:  # a bare exception line (a paste without its traceback) that says what was at fault
+        fx = f.fields_of(e, "python.exception")
+        said = classify_terminal(e.text, (), fx.get("exception"))
+        if said:
+            return [candidate("software.terminal_error", said[0], f"{said[1]}: {e.text.strip()[:160]}", 0.6, [e], f,
+                              facts={"classified_by": "exception line without its traceback"},
+                              recommendations=["fix what the error names, then restart"])]
     if evs:
         return [candidate("software.exception", "software", evs[0].text.strip()[:160], 0.35, evs[:1], f)]
     return []
+
+
+def _original_traceback(f: RuleInputs, ev: Evidence, fx: dict) -> Evidence | None:
+    """The worker's own traceback that PyTorch prints under `Original Traceback (most recent call last):` right
+    after the `Caught X in DataLoader worker` line, in the same file."""
+    after = fx.get("exception_line", ev.line)
+    best = None
+    for t in f.hits("python.traceback"):
+        if (t.file == ev.file and after < t.line <= after + 3 and "Original Traceback" in t.text
+                and f.fields_of(t, "python.traceback").get("exception_text")):
+            if best is None or t.line < best.line:
+                best = t
+    return best
 
 
 def native_crash(f: RuleInputs):

@@ -35,6 +35,8 @@ MAX_LOOKBACKS = 2000  # per buffer: bounded work even when thousands of untimed 
 
 _ROLE_RANK = re.compile(rb"\[[A-Za-z_]+(\d+)\]:\[rank(\d+)\]:")
 _EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|StopIteration|Warning)|StopIteration|KeyboardInterrupt)\b:? ?(.*)")
+_FRAME = re.compile(r'^\s*File "([^"]+)", line \d+, in (\S+)')
+MAX_FRAMES = 12  # innermost frames kept per traceback
 _TB_SKIP = ("Traceback", "During handling", "The above exception", "File ", "^", "~")
 
 
@@ -305,8 +307,11 @@ def _previous_stamp(buf: bytes, start: int, line_no: int, rank: int | None):
 
 
 def _final_exception(buf: bytes, end: int, rank: int | None, tb_line: int) -> dict:
-    """The exception that ended a traceback: the first unindented line after the frames (same rank label)."""
+    """The exception that ended a traceback: the first unindented line after the frames (same rank label), and the
+    innermost frames (`file:function`, innermost last): where it was raised decides what was at fault as much as
+    its class does (a ValueError inside a Dataset's __getitem__ is the data's; in a forward pass it is the code's)."""
     pos = end + 1
+    frames: deque = deque(maxlen=MAX_FRAMES)
     for k in range(1, LOOKAHEAD_LINES + 1):
         if pos >= len(buf):
             return {}
@@ -319,12 +324,15 @@ def _final_exception(buf: bytes, end: int, rank: int | None, tb_line: int) -> di
             if a.rank is not None and a.rank != rank:
                 continue
         body = strip_prefixes(text)
+        fm = _FRAME.match(body)
+        if fm:
+            frames.append(f"{fm.group(1)[-120:]}:{fm.group(2)[:60]}")
         if not body.strip() or body[:1] in (" ", "\t") or body.startswith(_TB_SKIP):
             continue
         m = _EXC_LINE.match(body)
         if m:
             return {"exception": m.group(1), "message": m.group(2)[:500], "exception_line": tb_line + k,
-                    "exception_text": text}
+                    "exception_text": text, "frames": list(frames)}
         return {}
     return {}
 

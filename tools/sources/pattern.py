@@ -44,6 +44,11 @@ class Pattern:
     fields: str | None = None
     int_fields: tuple[str, ...] = ()
     fallback: bool = False  # generic catch-all: recorded only when no specific pattern matched the line
+    # strength with which a hit alone is a root candidate (tools/rules/catalog.py), for wording families that need
+    # no rule of their own; None: a specific rule reads this pattern (or it is context/cascade/noise)
+    weight: float | None = None
+    advice: str = ""  # the first thing to do when this pattern is the trigger (a recommendation)
+    status: str = "crashed"  # what a run whose trigger is this line did: crashed, hung, slow
     _rx: re.Pattern = field(init=False, repr=False, compare=False)
     _frx: re.Pattern | None = field(init=False, repr=False, compare=False)
 
@@ -74,8 +79,12 @@ class Pattern:
         return out
 
 
-def P(id, tier, category, role, trigger, anchors, example, summary, fields=None, ints=(), fallback=False):
+def P(id, tier, category, role, trigger, anchors, example, summary, fields=None, ints=(), fallback=False, weight=None,
+      advice="", status="crashed"):
     """Terse constructor so that source modules read as tables."""
     if isinstance(anchors, str):
         anchors = (anchors,)
-    return Pattern(id, tier, category, role, trigger, tuple(anchors), example, summary, fields, tuple(ints), fallback)
+    if weight is not None and (role != "root_candidate" or category is None or not 0 < weight <= 1):
+        raise ValueError(f"{id}: a weighted pattern is a root candidate with a category and 0 < weight <= 1")
+    return Pattern(id, tier, category, role, trigger, tuple(anchors), example, summary, fields, tuple(ints), fallback,
+                   weight, advice, status)

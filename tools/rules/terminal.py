@@ -1,0 +1,99 @@
+"""What a terminal exception says was at fault: one classifier, one table (../shared/TAXONOMY.md, step 2).
+
+Why a table and not a rule per error: a `RuntimeError`, an `OSError` or a `ValueError` can belong to any category;
+what decides is what the exception *means*. Python and PyTorch give three readable signals, checked in this order,
+first match wins:
+
+1. the message: the errno an `OSError` carries (`[Errno 28]`, `No space left on device`), PyTorch's own wrappers
+   (`Caught X in DataLoader worker process N`), wordings whose subject is a sample's content (an undecodable image,
+   a multimodal sample whose placeholder tokens do not match its features), non-finite losses;
+2. where it was raised: the innermost frames. Code that produces a sample (`Dataset.__getitem__`, a collate
+   function, PyTorch's fetch/collate helpers, image/audio/arrow decoders) makes it the data's fault; a finiteness
+   check makes it numerical;
+3. the type: `MemoryError` is host memory, `FloatingPointError` is numerics.
+
+No match means the classifier has nothing to say and the exception stays weak `software` (an exception with no
+resource behind it is a program bug, TAXONOMY's `software`, but only the traceback can prove that).
+Extending it: add a row below and a variant to tests/test_terminal_errors.py.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+
+class Row(NamedTuple):
+    rx: re.Pattern
+    category: str
+    why: str
+
+
+def _r(rx: str, category: str, why: str) -> Row:
+    return Row(re.compile(rx), category, why)
+
+
+# 1. the message (the exception line, `Type: message`)
+BY_MESSAGE = (
+    _r(r"\[Errno 28\]|No space left on device|\bENOSPC\b", "storage_io", "the filesystem is full (ENOSPC)"),
+    _r(r"\[Errno 122\]|Disk quota exceeded|\bEDQUOT\b", "storage_io", "a disk quota was exceeded (EDQUOT)"),
+    _r(r"\[Errno 30\]|Read-only file system|\bEROFS\b", "storage_io", "the filesystem is read-only (EROFS)"),
+    _r(r"\[Errno 116\]|Stale file handle|\bESTALE\b", "storage_io", "a stale network-filesystem handle (ESTALE)"),
+    _r(r"\[Errno 5\]|Input/output error|\bEIO\b", "storage_io", "the storage returned an I/O error (EIO)"),
+    _r(r"\[Errno 98\]|Address already in use|\bEADDRINUSE\b", "config",
+       "the address or port is already in use (EADDRINUSE)"),
+    _r(r"\[Errno 24\]|Too many open files|\bEMFILE\b", "config", "the open-files limit was reached (EMFILE)"),
+    _r(r"^\W*MemoryError\b|\[Errno 12\]|Cannot allocate memory|\bENOMEM\b", "oom", "host memory ran out"),
+    _r(r"Caught \w+ in DataLoader worker process \d+", "data",
+       "raised inside a DataLoader worker (the dataset, a transform or collate)"),
+    # the subject is a sample's content: PIL's undecodable/truncated images, Arrow rows that do not parse, a
+    # multimodal sample whose placeholder tokens and features disagree (HF processors and VLM forward passes)
+    _r(r"cannot identify image file|UnidentifiedImageError|image file is truncated|DecompressionBombError",
+       "data", "a sample could not be decoded (corrupt or truncated image)"),
+    _r(r"\bArrowInvalid\b", "data", "a data record does not parse (Arrow)"),
+    _r(r"(?i)\b(?:image|video|audio)[ _-]?(?:token|feature|placeholder)s?\b[ \w/,-]{0,40}?"
+       r"(?:mismatch|do not match|don't match|does not match)", "data",
+       "a multimodal sample's placeholder tokens do not match its features (the sample's text contains a media "
+       "token it has no media for, or truncation cut one)"),
+    _r(r"(?i)\b(?:mismatch|do not match)\b[ \w/,:-]{0,40}?\b(?:image|video|audio)[ _-]?(?:token|feature)s?\b", "data",
+       "a multimodal sample's placeholder tokens do not match its features"),
+    _r(r"returned nan values in its \d+(?:st|nd|rd|th) output", "numerical",
+       "autograd's anomaly detection found a NaN (detect_anomaly)"),
+    _r(r"(?i)\b(?:loss|grad(?:ient)?s?|grad[_ ]norm)\b[^.;]{0,60}?\b(?:nan|inf|infinite|non-finite|not finite)\b|"
+       r"\b(?:nan|infinite|non-finite)\b[^.;]{0,40}?\b(?:loss|grad(?:ient)?s?)\b", "numerical",
+       "the loss or gradients became non-finite"),
+)
+
+# 2. where it was raised: any of the innermost frames (`path:function`)
+SAMPLE_FUNCTIONS = frozenset({"__getitem__", "__getitems__", "collate_fn", "default_collate", "collate",
+                              "_process_sample", "decode_sample", "load_sample"})
+SAMPLE_PATHS = ("torch/utils/data/_utils/fetch.py", "torch/utils/data/_utils/collate.py", "/PIL/", "/webdataset/",
+                "/torchvision/io/", "/torchaudio/", "/soundfile.py", "/decord/", "/datasets/arrow_dataset.py",
+                "/datasets/formatting/", "/lhotse/")
+BY_FRAME = (
+    (lambda path, fn: fn in SAMPLE_FUNCTIONS or any(s in path for s in SAMPLE_PATHS), "data",
+     "raised while producing a sample (dataset, decoder or collate)"),
+    (lambda path, fn: re.search(r"(?i)check_?finite|check_?nan|nan_?check|check_?numerics|assert_?finite|isfinite",
+                                fn) is not None, "numerical", "raised by a finiteness check"),
+)
+
+# 3. the type
+BY_TYPE = {
+    "MemoryError": ("oom", "host memory ran out"),
+    "FloatingPointError": ("numerical", "a floating-point check failed (NaN/Inf)"),
+}
+
+
+def classify(text: str, frames: list[str] | tuple[str, ...] = (), exception: str | None = None) -> tuple[str, str] | None:
+    """(category, why) for a terminal exception line, its innermost frames and its type; None when nothing in them
+    names what was at fault."""
+    for row in BY_MESSAGE:
+        if row.rx.search(text):
+            return row.category, row.why
+    for f in reversed(frames):  # innermost first
+        path, _, fn = f.rpartition(":")
+        for test, category, why in BY_FRAME:
+            if test(path, fn):
+                return category, f"{why}: {fn} in {path.rsplit('/', 1)[-1]}"
+    name = (exception or "").rsplit(".", 1)[-1]
+    return BY_TYPE.get(name)
