@@ -279,11 +279,7 @@ def _no_failure(inputs: RuleInputs, job: JobDetails) -> Diagnosis:
 def _where_logs_stop(inputs: RuleInputs, cap: int = 8) -> list[Finding]:
     """What the logs do show when nothing failed visibly: each rank's last line (ranks that stop first first, where
     the lines carry times), and the last warning-or-worse lines the catalog noticed."""
-    last = [rs.last_line for rs in inputs.scan.ranks.values() if rs.last_line is not None]
-    if not last:  # no rank attribution at all: each file's last line
-        last = [Evidence(file=f.rel, line=ll.line, text=ll.text, time=ll.time, kind=f.kind)
-                for f in inputs.scan.files for ll in list(f.last_lines.values())[:1]]
-    last.sort(key=by_time)
+    last = inputs.last_lines()
     out: list[Finding] = []
     if last:
         out.append(Finding(id="logs.last_lines", role=Role.context, count=len(last),

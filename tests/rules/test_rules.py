@@ -148,4 +148,5 @@ def test_every_rule_has_a_firing_row():
         "config.rendezvous_timeout", "config.nccl_version_mismatch", "data.corrupt_data", "infra.bus_error",
         "software.native_crash", "perf.slowdown",
         # every weighted pattern's own family test (tests/test_catalog_families.py) fires it
-        "catalog.weighted_patterns"}
+        "catalog.weighted_patterns",
+        "network.stopped_in_nccl_setup"}  # where every log stops: tests/test_where_logs_stop.py

@@ -108,6 +108,17 @@ class RuleInputs:
     def count(self, *pids: str) -> int:
         return sum(self.summaries[p].count for p in pids if p in self.summaries)
 
+    def last_lines(self) -> list[Evidence]:
+        """Where each rank's log stops (its last non-empty line), or each file's when no line names a rank; earliest
+        first where the lines carry times. Protocol step 2: every rank, never a sample."""
+        last = [rs.last_line for rs in self.scan.ranks.values() if rs.last_line is not None]
+        if not last:
+            last = [Evidence(file=f.rel, line=ll.line, text=ll.text, time=ll.time, kind=f.kind, node=next(iter(f.nodes))
+                             if len(f.nodes) == 1 else None)
+                    for f in self.scan.files for ll in list(f.last_lines.values())[:1]]
+        last.sort(key=by_time)
+        return last
+
     def nodes_of(self, evs: list[Evidence]) -> list[str]:
         out = []
         for e in evs:

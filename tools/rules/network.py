@@ -8,6 +8,9 @@ exhausted (link, cable, switch or peer unreachable); 5 = flush after the queue p
 
 from __future__ import annotations
 
+import re
+
+from trainlog_debugger.tools.lines.attribution import attribute_line
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate
 
 
@@ -148,4 +151,34 @@ def nccl_subsystem(f: RuleInputs):
     return []
 
 
-RULES = [ib_completion, ib_async, socket, nccl_error, fabric, nccl_subsystem, nccl_only]
+# an NCCL INFO line printed while a communicator is being set up (bootstrap, transports, topology, channels), as
+# opposed to the lines that end a setup (`Init COMPLETE`) or a communicator (destroy, abort, a closed connection)
+_NCCL_INFO = re.compile(r"\bNCCL INFO\b")
+_SETUP_DONE = re.compile(r"Init COMPLETE|[Dd]estroy|[Aa]bort|[Cc]onnection closed|[Ff]inalize")
+
+
+def stopped_in_nccl_setup(f: RuleInputs):
+    """Every log stops on an NCCL INFO line of communicator setup (bootstrap, NET/IB, NET/Socket, rings...) and no
+    rank shows the communicator ready: the processes never got past connecting to each other. NCCL prints no
+    error when its bootstrap or transport connections wait forever (a firewall dropping the traffic, an interface
+    that does not route between the ranks), so this shape is the evidence. Weak on its own (a paste can stop
+    anywhere): the answer stays `inconclusive` and names what would decide it."""
+    last = f.last_lines()
+    if not last or not all(_NCCL_INFO.search(e.text) and not _SETUP_DONE.search(e.text) for e in last):
+        return []
+    if any("Init COMPLETE" in e.text for e in f.hits("nccl.comm_init")) or f.hits("job.finished"):
+        return []
+    nodes = list(dict.fromkeys(n for e in last if (n := e.node or attribute_line(e.text).node)))
+    return [candidate("network.stopped_in_nccl_setup", "network",
+                      f"every log ({len(last)}) stops while NCCL sets up its communicator (bootstrap / transport "
+                      "connections), and no rank reports it ready: the ranks could not connect to each other", 0.45,
+                      last[:8], f, status="hung", nodes=nodes,
+                      recommendations=["check that the interface NCCL picked (the `Bootstrap : Using` / `NET/Socket : "
+                                       "Using` lines) routes between all ranks and is not blocked by a firewall "
+                                       "(iptables, security groups); set NCCL_SOCKET_IFNAME to one that does",
+                                       "on one node, NCCL_SOCKET_IFNAME=lo isolates the fault to the interface",
+                                       "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,BOOTSTRAP,NET and run "
+                                       "nccl-tests (all_reduce_perf) on the same ranks"])]
+
+
+RULES = [ib_completion, ib_async, socket, nccl_error, fabric, nccl_subsystem, stopped_in_nccl_setup, nccl_only]

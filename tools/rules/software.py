@@ -5,7 +5,7 @@ from __future__ import annotations
 from trainlog_debugger.tools.sources import is_cascade
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate
-from trainlog_debugger.tools.rules.terminal import classify
+from trainlog_debugger.tools.rules.terminal import classify, handled
 
 
 def classify_terminal(text: str, frames=(), exception: str | None = None) -> tuple[str, str] | None:
@@ -41,7 +41,7 @@ def exception(f: RuleInputs):
                               recommendations=["fix what the error names, then restart"])]
         return [candidate("software.exception", "software", f"{fx['exception']}: {fx.get('message', '')[:160]}", 0.45,
                           evs, f, recommendations=["fix the error in the traceback (its last frames are in the file)"])]
-    evs = [e for e in f.hits("python.exception") if not is_cascade(e.text)]
+    evs = [e for e in f.hits("python.exception") if not is_cascade(e.text) and not handled(e.text)]
     for e in evs[:20]:  # a bare exception line (a paste without its traceback) that says what was at fault
         fx = f.fields_of(e, "python.exception")
         said = classify_terminal(e.text, (), fx.get("exception"))

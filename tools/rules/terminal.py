@@ -84,6 +84,19 @@ BY_TYPE = {
 }
 
 
+# A line that says its error was handled: retried, skipped, suppressed, ignored, logged at warning level by Python
+# (`UserWarning`, glog `W1105`, `WARNING`). Such a line is noise however early it is (protocol step 4). NCCL's own
+# `NCCL WARN` is its error level and is not read here.
+HANDLED = re.compile(r"(?i)\b(?:retry(?:ing)?|will retry|retried|skipp(?:ing|ed)|suppress(?:ed|ing)|ignor(?:ed|ing)|"
+                     r"recovered|falling back)\b|\b(?:User|Deprecation|Future|Runtime|Resource)Warning\b|"
+                     r"^\W*(?:\[[^\]]*\]:?\s*)*W\d{4} \d|(?<!NCCL )\bWARN(?:ING)?\b")
+
+
+def handled(text: str) -> bool:
+    """Does the line itself say that the error it reports was handled (retried, skipped, only warned about)?"""
+    return HANDLED.search(text) is not None
+
+
 def classify(text: str, frames: list[str] | tuple[str, ...] = (), exception: str | None = None) -> tuple[str, str] | None:
     """(category, why) for a terminal exception line, its innermost frames and its type; None when nothing in them
     names what was at fault."""

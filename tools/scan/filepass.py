@@ -31,6 +31,7 @@ KEEP_STATE = 64  # collective-state lines: one per process group per rank, and a
 STATE_PREFIXES = ("pytorch.", "gloo.")
 LOOKAHEAD_LINES = 200  # how far a traceback's final exception line is searched for
 LOOKBACK_LINES = 40  # how far back a time is looked for, for a fatal line that has none
+MAX_INHERIT_GAP_S = 120  # an untimed line inherits a time only from a neighbour this close to the next timed line
 MAX_LOOKBACKS = 2000  # per buffer: bounded work even when thousands of untimed lines match
 
 _ROLE_RANK = re.compile(rb"\[[A-Za-z_]+(\d+)\]:\[rank(\d+)\]:")
@@ -174,6 +175,8 @@ class FileScanner:
             if stamp is None and lookbacks < MAX_LOOKBACKS and any(p.tier in (1, 2) for p in matched):
                 lookbacks += 1
                 stamp, inferred_from = _previous_stamp(buf, start, line_no, attr.rank)
+                if stamp is not None and not _bracketed(stamp, _next_stamp(buf, end, attr.rank)):
+                    stamp, inferred_from = None, None
             rank = attr.rank if attr.rank is not None else self._hint.rank
             if rank is None and attr.local_rank is not None and fs.local_to_rank.get(attr.local_rank, -1) >= 0:
                 rank = fs.local_to_rank[attr.local_rank]
@@ -294,16 +297,48 @@ def _previous_stamp(buf: bytes, start: int, line_no: int, rank: int | None):
         if end <= 0:
             return None, None
         s = buf.rfind(b"\n", 0, end) + 1
-        text = _decode(buf[s:end])
+        st = _own_stamp(_decode(buf[s:end]), rank)
         end = s - 1
-        if rank is not None:
-            r = attribute_line(text).rank
-            if r is not None and r != rank:
-                continue
-        st = parse_stamp(text)
-        if st is not None and st.uptime_s is None:
+        if st is not None:
             return st, line_no - k
     return None, None
+
+
+def _next_stamp(buf: bytes, end: int, rank: int | None):
+    """The nearest later timestamped line of the same rank, within LOOKBACK_LINES; None at the end of what is read."""
+    pos = end + 1
+    for _ in range(LOOKBACK_LINES):
+        if pos >= len(buf):
+            return None
+        nxt = buf.find(b"\n", pos)
+        nxt = len(buf) if nxt == -1 else nxt
+        st = _own_stamp(_decode(buf[pos:nxt]), rank)
+        pos = nxt + 1
+        if st is not None:
+            return st
+    return None
+
+
+def _own_stamp(text: str, rank: int | None):
+    """The wall-clock time of a line that belongs to `rank` (or names no rank); None for another rank's line or
+    one without such a time."""
+    if rank is not None:
+        r = attribute_line(text).rank
+        if r is not None and r != rank:
+            return None
+    st = parse_stamp(text)
+    return st if st is not None and st.uptime_s is None else None
+
+
+def _bracketed(prev, nxt) -> bool:
+    """May an untimed line take the time of the line before it? Only when the next timed line of the same rank is
+    close after it (the untimed line happened between the two): a traceback printed after an hour of silence must
+    not inherit the hour-old time and win the 'earliest trigger' ordering. With no later timed line (the end of the
+    log) the previous time is the best bound there is, and it is marked as inferred."""
+    if nxt is None:
+        return True
+    a, b = prev.job_seconds(), nxt.job_seconds()
+    return a is None or b is None or 0 <= b - a <= MAX_INHERIT_GAP_S
 
 
 def _final_exception(buf: bytes, end: int, rank: int | None, tb_line: int) -> dict:

@@ -1,0 +1,90 @@
+"""The trigger is the first fault near the failure's onset, not the earliest scary line (issue 10, mechanism 3):
+handled warnings never trigger however early, and a line without a time does not borrow one from long before."""
+
+from __future__ import annotations
+
+from trainlog_debugger.tools.bundle.open import open_bundle
+from trainlog_debugger.tools.pipeline import investigate
+
+OOM = ["[rank2]: Traceback (most recent call last):",
+       '[rank2]:   File "/workspace/train.py", line 301, in <module>',
+       "[rank2]:     loss.backward()",
+       "[rank2]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 2 has a total capacity "
+       "of 79.15 GiB of which 1.02 GiB is free."]
+
+
+LOADER = ["[rank2]: Traceback (most recent call last):",
+          '[rank2]:   File "/workspace/train.py", line 301, in <module>',
+          "[rank2]:     batch = next(it)",
+          "[rank2]: ValueError: Caught ValueError in DataLoader worker process 1."]
+
+
+def _investigate(tmp_path, files: dict[str, list[str]]):
+    for name, lines in files.items():
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    with open_bundle(tmp_path) as b:
+        return investigate(b)
+
+
+def test_a_handled_errno_warning_hours_earlier_is_not_the_trigger(tmp_path):
+    d = _investigate(tmp_path, {"rank_2.log": [
+        "[rank2]: 2025-03-02 01:12:09,114 WARNING dataset: OSError: [Errno 5] Input/output error reading "
+        "shard-00417.tar (will retry)",
+        "[rank2]: 2025-03-02 01:12:11,002 INFO train: step 120 loss 2.41",
+        "[rank2]: 2025-03-02 03:40:55,871 INFO train: step 9120 loss 1.87"] + LOADER})
+    assert d.category == "data" and d.culprit_ranks == [2], d.headline
+    assert "Caught ValueError" in d.chain[0].evidence[0].text
+
+
+def test_suppressed_and_skipped_lines_are_noise(tmp_path):
+    d = _investigate(tmp_path, {"rank_0.log": [
+        "[rank0]: 2025-03-02 01:00:00,000 INFO train: start",
+        "[rank0]: 2025-03-02 01:00:01,000 WARNING data: ValueError: cannot identify image file 'img/00017.jpg' "
+        "(skipping sample)",
+        "[rank0]: torch._dynamo.convert_frame: [WARNING] Suppressed: RuntimeError: Tried to allocate 2.00 GiB",
+        "[rank0]: 2025-03-02 02:00:00,000 INFO train: step 400 loss 1.20",
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "/workspace/train.py", line 512, in save',
+        "[rank0]:     torch.save(state, path)",
+        "[rank0]: OSError: [Errno 28] No space left on device"]})
+    assert d.category == "storage_io", d.headline
+    assert d.chain[0].evidence[0].text.endswith("No space left on device")
+
+
+def test_an_untimed_traceback_does_not_borrow_a_time_from_two_hours_before(tmp_path):
+    """Rank 0's traceback has no time; its neighbours are 10:00 and 12:00. It must not be dated 10:00 and so
+    become 'earlier' than rank 1's timed ECC error at 11:00."""
+    d = _investigate(tmp_path, {
+        "rank_0.log": ["[rank0]: 2025-03-02 10:00:00,000 INFO train: step 100 loss 2.0",
+                       "[rank0]: Traceback (most recent call last):",
+                       '[rank0]:   File "/workspace/ckpt.py", line 88, in write',
+                       "[rank0]: OSError: [Errno 5] Input/output error",
+                       "[rank0]: 2025-03-02 12:00:00,000 INFO train: giving up"],
+        "rank_1.log": ["[rank1]: 2025-03-02 11:00:00,000 INFO train: step 700 loss 1.9",
+                       "[rank1]: 2025-03-02 11:00:01,000 ERROR RuntimeError: CUDA error: uncorrectable ECC error "
+                       "encountered"]})
+    tb = [e for f in d.chain + [a for a in d.alternatives] for e in (f.evidence or [])
+          if "Input/output error" in e.text]
+    assert tb and all(e.time is None for e in tb), [e.time for e in tb]
+    assert d.category == "gpu_cuda" and d.culprit_ranks == [1], d.headline
+
+
+def test_an_untimed_traceback_right_after_a_timed_line_keeps_that_time(tmp_path):
+    d = _investigate(tmp_path, {"rank_0.log": ["[rank0]: 2025-03-02 10:00:00,000 INFO train: step 100 loss 2.0",
+                                               "[rank0]: Traceback (most recent call last):",
+                                               '[rank0]:   File "/workspace/ckpt.py", line 88, in write',
+                                               "[rank0]: OSError: [Errno 5] Input/output error",
+                                               "[rank0]: 2025-03-02 10:00:02,000 INFO train: exiting"]})
+    assert d.category == "storage_io"
+    assert d.chain[0].evidence[0].time is not None and d.chain[0].evidence[0].time.iso().startswith("2025-03-02T10:00:00")
+
+
+def test_a_handled_exception_line_does_not_outrank_a_later_fault(tmp_path):
+    """A warning that names a bad sample and skips it is earlier than the disk-full error, and would classify as
+    `data` on its own, as strongly; it says it was handled, so it is noise."""
+    d = _investigate(tmp_path, {"rank_6.log": [
+        "[rank6]: 2025-03-02 01:00:01,000 WARNING data: ValueError: cannot identify image file 'img/00017.jpg' "
+        "(skipping sample)",
+        "[rank6]: 2025-03-02 01:00:02,000 INFO train: step 400 loss 1.20",
+        "[rank6]: 2025-03-02 01:00:03,000 ERROR checkpoint: OSError: [Errno 28] No space left on device"]})
+    assert d.category == "storage_io" and d.culprit_ranks == [6], d.headline
