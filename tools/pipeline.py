@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, BundleError
 from trainlog_debugger.tools.diagnose import diagnose
-from trainlog_debugger.tools.model import Diagnosis
+from trainlog_debugger.tools.model import Diagnosis, Status
+from trainlog_debugger.tools.rankdiff.analyze import DiffResult, diff_bundle
+from trainlog_debugger.tools.rules.asymmetry import MIN_RANKS
 from trainlog_debugger.tools.rules import RuleInputs
 from trainlog_debugger.tools.scan.driver import scan_bundle
 from trainlog_debugger.tools.scan.result import ScanResult
@@ -36,7 +38,9 @@ class Investigation:
     scan: the one pass over every line of every rank (always); nccl: the per-rank collective state (always);
     fr: flight-recorder dumps (only when the bundle holds some); ais: the storage side (only with AIStore daemon
     logs); steps: step times (only when no fault was found, to tell `slow` from the rest: a second pass over the
-    bytes, paid only then); diagnosis: what `debugger ask` prints, every citation re-read from disk.
+    bytes, paid only then); diff: the rank diff (only when the answer is not decisive and at least MIN_RANKS
+    ranks have logs: the rank that differs, for failures the catalog does not know; another pass, paid only then);
+    diagnosis: what `debugger ask` prints, every citation re-read from disk.
     """
 
     scan: ScanResult
@@ -45,6 +49,7 @@ class Investigation:
     fr: FRReport | None = None
     ais: AisReport | None = None
     steps: StepReport | None = None
+    diff: DiffResult | None = None
 
 
 def run(bundle, *, progress: Callable[[int, int], None] | None = None, workers: int | None = None,
@@ -68,7 +73,12 @@ def run(bundle, *, progress: Callable[[int, int], None] | None = None, workers: 
         inputs.steps = scan_steps(bundle, workers=workers)
         if inputs.steps.outliers or inputs.steps.regressions:
             diag = diagnose(inputs)
-    return Investigation(scan=scan, nccl=nccl, diagnosis=verified(diag, bundle), fr=fr, ais=ais, steps=inputs.steps)
+    if diag.status == Status.inconclusive and len(scan.coverage.seen_ranks) >= MIN_RANKS:
+        inputs.diff = diff_bundle(bundle, workers=workers)
+        if inputs.diff.only:
+            diag = diagnose(inputs)
+    return Investigation(scan=scan, nccl=nccl, diagnosis=verified(diag, bundle), fr=fr, ais=ais, steps=inputs.steps,
+                         diff=inputs.diff)
 
 
 # A log line of a training stack that no catalog pattern knows yet (a JAX/XLA job, a new NCCL wording): a library,

@@ -4,6 +4,7 @@ Adding a rule: write the function in its family module, add it to that module's 
 tests/rules/test_<family>.py. The registry below is the only list the diagnosis reads.
 """
 
+from trainlog_debugger.tools.rules import asymmetry
 from trainlog_debugger.tools.rules import catalog
 from trainlog_debugger.tools.rules import collective
 from trainlog_debugger.tools.rules import config
@@ -18,7 +19,7 @@ from trainlog_debugger.tools.rules import software
 from trainlog_debugger.tools.rules import storage
 from trainlog_debugger.tools.rules.base import Candidate, RuleInputs
 
-FAMILIES = (gpu, oom, network, collective, storage, scheduler, config, data, infra, software, perf, catalog)
+FAMILIES = (gpu, oom, network, collective, storage, scheduler, config, data, infra, software, perf, catalog, asymmetry)
 RULES = [r for fam in FAMILIES for r in fam.RULES]
 
 __all__ = ["RULES", "FAMILIES", "Candidate", "RuleInputs"]

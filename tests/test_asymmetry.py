@@ -1,0 +1,50 @@
+"""The rank that differs feeds the answer (issue 10, mechanism 4): when nothing decisive is found, an error-looking
+line that only one or a few ranks printed names the culprit rank, even in a wording no catalog pattern knows."""
+
+from __future__ import annotations
+
+from trainlog_debugger.tools.bundle.open import open_bundle
+from trainlog_debugger.tools.model import Status
+from trainlog_debugger.tools.pipeline import investigate, run
+
+
+def _job(tmp_path, odd: dict[int, str], ranks: int = 8):
+    for r in range(ranks):
+        lines = [f"[rank{r}]: 2025-06-01 04:0{s}:00,000 INFO trainer: step {100 + s} loss {2.0 - s / 10:.2f}"
+                 for s in range(5)]
+        if r in odd:
+            lines.insert(3, f"[rank{r}]: 2025-06-01 04:03:30,000 {odd[r]}")
+        (tmp_path / f"rank_{r}.log").write_text("\n".join(lines) + "\n")
+
+
+def test_an_unknown_error_wording_on_one_rank_names_that_rank(tmp_path):
+    _job(tmp_path, {5: "ERROR shardreader: Timeout while fetching batch result at index 88 from the prefetch pool"})
+    with open_bundle(tmp_path) as b:
+        inv = run(b)
+    d = inv.diagnosis
+    assert d.status == Status.inconclusive and d.culprit_ranks == [5], d.headline
+    assert "fetching batch result" in d.chain[0].evidence[0].text and d.verified
+    assert inv.diff is not None
+
+
+def test_a_classified_outlier_line_also_names_the_category(tmp_path):
+    _job(tmp_path, {2: "ERROR loader: sample 88 of shard 17 failed: cannot identify image file 'img/88.jpg'"})
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.category == "data" and d.culprit_ranks == [2], d.headline
+    assert d.chain[0].id == "asymmetry.outlier_lines"
+
+
+def test_lines_every_rank_prints_or_harmless_outliers_name_nobody(tmp_path):
+    _job(tmp_path, {0: "INFO checkpoint: saving checkpoint to /ckpt/step_103",
+                    3: "WARNING loader: timed out reading shard 17, retrying 1/3"})
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.culprit_ranks == [] and d.category == "none", d.headline
+
+
+def test_two_ranks_are_not_compared_for_an_outlier(tmp_path):
+    _job(tmp_path, {1: "ERROR shardreader: Timeout while fetching batch result at index 88"}, ranks=2)
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.culprit_ranks == [], d.headline
