@@ -48,3 +48,28 @@ def test_two_ranks_are_not_compared_for_an_outlier(tmp_path):
     with open_bundle(tmp_path) as b:
         d = investigate(b)
     assert d.culprit_ranks == [], d.headline
+
+
+def _watchdog(r: int, op: str, numel: int) -> str:
+    return (f"[rank{r}]:[E601 04:33:10.{100 + r}000000 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
+            f"operation timeout: WorkNCCL(SeqNum=812, OpType={op}, NumelIn={numel}, NumelOut={numel}, "
+            f"Timeout(ms)=600000) ran for 600011 milliseconds before timing out.")
+
+
+def test_ranks_stuck_in_different_collectives_at_one_sequence_number_are_a_code_path_split(tmp_path):
+    for r in range(4):
+        op, n = ("ALLGATHER", 4096) if r == 2 else ("ALLREDUCE", 1)
+        (tmp_path / f"rank_{r}.log").write_text(f"[rank{r}]: 2025-06-01 04:23:09,000 INFO step 811\n" +
+                                                _watchdog(r, op, n) + "\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.category == "software" and d.culprit_ranks == [2], d.headline
+    assert "ALLGATHER" in d.headline and d.verified
+
+
+def test_the_same_collective_on_every_rank_is_not_a_split(tmp_path):
+    for r in range(4):
+        (tmp_path / f"rank_{r}.log").write_text(_watchdog(r, "ALLREDUCE", 1) + "\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert "collective.op_differs" not in {f.id for f in d.chain}, d.headline

@@ -81,6 +81,13 @@ FIRE = [
 ]
 
 FIRE += [
+    # two ranks' watchdogs fired on the same SeqNum of the same group in different collectives: a code-path split
+    ("collective.op_differs", {f"rank_{r}.log": [
+        f"[rank{r}]:[E601 04:33:10.100000000 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation "
+        f"timeout: WorkNCCL(SeqNum=812, OpType={op}, NumelIn={n}, NumelOut={n}, Timeout(ms)=600000) ran for 600011 "
+        "milliseconds before timing out."] for r, op, n in ((0, "ALLREDUCE", 1), (1, "ALLREDUCE", 1),
+                                                            (2, "BROADCAST", 9), (3, "ALLREDUCE", 1))},
+     "software", 0.7),
     # a worker SIGKILLed with nothing in its own log: killed from outside (torch 2.13 report, eval/lab)
     ("infra.killed_from_outside", {"torchrun.out": [
         "[1]:", "  time      : 2026-11-22_09:49:53", "  host      : localhost", "  rank      : 1 (local_rank: 1)",

@@ -122,4 +122,41 @@ def flight_recorder(f: RuleInputs):
     return out
 
 
-RULES = [straggler, mismatch, desync, missing_logs, flight_recorder]
+def op_differs(f: RuleInputs):
+    """Ranks timed out on the same sequence number of the same process group, but the collective they were in
+    differs (op type or element count): they issued different collectives, so the program took different paths
+    on different ranks (TAXONOMY `software`: mismatch / desync). The ranks in the minority are the odd ones out.
+    Needs the watchdog's `OpType=`/`NumelIn=` on at least two ranks."""
+    rep = f.nccl
+    if rep is None:
+        return []
+    by_key: dict[tuple, dict[tuple, list[int]]] = {}
+    evs: dict[int, object] = {}
+    for r, rs in rep.ranks.items():
+        for p in rs.pgs.values():
+            if p.seq is None or p.op is None or not p.self_detected:
+                continue
+            by_key.setdefault((p.desc or p.pg, p.seq), {}).setdefault((p.op, p.numel), []).append(r)
+            if p.evidence:
+                evs.setdefault(r, p.evidence[0])
+    for (pg, seq), shapes in sorted(by_key.items(), key=lambda kv: str(kv[0])):
+        if len(shapes) < 2:
+            continue
+        ordered = sorted(shapes.items(), key=lambda kv: (-len(kv[1]), str(kv[0])))
+        major, minor = ordered[0], ordered[1:]
+        odd = sorted(r for _, rs in minor for r in rs)
+        if len(odd) >= len(major[1]):  # no majority: say so, blame nobody
+            odd = []
+        cited = [evs[r] for r in ([major[1][0]] + [rs[0] for _, rs in minor]) if r in evs]
+        desc = "; ".join(f"{op} of {n if n is not None else '?'} elements on rank(s) {ranks_str(rs)}"
+                         for (op, n), rs in ordered[:4])
+        return [candidate("collective.op_differs", "software", f"ranks timed out in different collectives at the same "
+                          f"sequence number {seq} ({desc}): a rank-dependent code path around a collective", 0.7, cited,
+                          f, ranks=odd[:64], status="hung",
+                          recommendations=["find the branch that differs between ranks around this collective (a "
+                                           "condition on rank, on data or on time); TORCH_DISTRIBUTED_DEBUG=DETAIL "
+                                           "names the mismatch at the first differing call"])]
+    return []
+
+
+RULES = [straggler, mismatch, desync, missing_logs, flight_recorder, op_differs]

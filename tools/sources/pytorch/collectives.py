@@ -361,11 +361,27 @@ def _verdict(ranks: dict[int, RankState], missing: list[int], any_state: bool) -
         if len(culprits) * 2 > len(ranks) and len(ranks) > 2:
             return "inconclusive", summary, culprits, ["most ranks lack state: the logs may be partial"]
         return verdict, summary, culprits, []
+    if _ops_differ(ranks):
+        return "inconclusive", ("ranks timed out in different collectives at the same sequence number: they took "
+                                "different code paths, not a fabric hang"), culprits, []
     if all(rs.role in ("waiting", "ahead") for rs in ranks.values() if rs.role != "missing") and not missing:
         return "fabric", ("every rank entered the collective and fired its own watchdog; no straggler: suspect the "
                           "network (NIC, link, switch)"), culprits, []
     return "inconclusive", (f"no rank with a log differs; rank(s) {ranks_str(missing)} have no log in the bundle: the "
                             f"culprit may be among them"), culprits, []
+
+
+def _ops_differ(ranks: dict[int, RankState]) -> bool:
+    """Did two ranks' watchdogs fire on the same process group and sequence number with a different op or size?"""
+    seen: dict[tuple, tuple] = {}
+    for rs in ranks.values():
+        for p in rs.pgs.values():
+            if p.seq is None or p.op is None or not p.self_detected:
+                continue
+            shape = seen.setdefault((p.desc or p.pg, p.seq), (p.op, p.numel))
+            if shape != (p.op, p.numel):
+                return True
+    return False
 
 
 def _pg_role(p: PGState, stuck: int | None) -> str:
