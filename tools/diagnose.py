@@ -94,7 +94,7 @@ def diagnose(inputs: RuleInputs) -> Diagnosis:
         status = Status.inconclusive
     missing = _missing(inputs, trigger)
     alternatives = _alternatives(inputs, trigger, cands, supporting)
-    culprit_nodes = list(dict.fromkeys(n for n in trigger.nodes if n))
+    culprit_nodes = list(dict.fromkeys(n for n in trigger.nodes if n)) or _nodes_of_ranks(inputs, trigger.ranks)
     headline = f"{status.value}: {trigger.summary}"
     recs = list(dict.fromkeys(trigger.recommendations + [r for c in supporting for r in c.recommendations]))
     if missing and confidence != "high":
@@ -104,6 +104,13 @@ def diagnose(inputs: RuleInputs) -> Diagnosis:
         confidence=confidence, headline=headline, chain=chain, timeline=_timeline(inputs, chain), job=job,
         key_files=_key_files(chain), recommendations=recs, restart=trigger.restart, alternatives=alternatives,
         missing=missing, coverage=scan.coverage, notes=caps + list(inputs.nccl.notes if inputs.nccl else []))
+
+
+def _nodes_of_ranks(inputs: RuleInputs, ranks: list[int]) -> list[str]:
+    """The nodes that ran the culprit ranks, where the bundle states it (an NCCL host line carrying the rank, the
+    launcher's failure record, `srun: error: host: tasks`, a per-node file name); none is guessed."""
+    known = inputs.scan.rank_nodes
+    return list(dict.fromkeys(known[r].node for r in ranks if r in known and known[r].node))[:16]
 
 
 def _same_story(c: Candidate, t: Candidate) -> bool:

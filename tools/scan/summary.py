@@ -33,6 +33,7 @@ def summarize(root: str, engine: str, files: list[FileScan], notes: list[str], s
         notes.append(f"{m.dropped} repeated hits kept as counts only (first and last 5 per pattern and rank kept in full)")
     coverage = _coverage(files, m.rank_files, skipped, notes)
     m.deduce_last_rank(files, coverage, notes)
+    _comm_rank_nodes(files, coverage.expected_ranks, m.rank_nodes)
     ranks = m.rank_summaries(files, coverage.seen_ranks)
     return ScanResult(root=root, engine=engine, seconds=0.0, bytes=sum(f.bytes_read for f in files),
                       lines=sum(f.lines for f in files), files=files,
@@ -195,6 +196,21 @@ def _pair_failure_blocks(f: FileScan, rank_nodes: dict[int, Evidence]) -> None:
                         rank_nodes[r] = Evidence(file=f.rel, line=h.line, text=h.text, rank=r, node=hosts, kind=f.kind)
 
 
+def _comm_rank_nodes(files: list[FileScan], world: int | None, rank_nodes: dict[int, Evidence]) -> None:
+    """NCCL's `host:pid:tid [dev] ... ncclCommInitRank comm 0x.. rank R nranks N` states which host runs rank R of
+    that communicator; in a communicator of the whole world (N = the world size) that is global rank R. Smaller
+    communicators (tensor/pipeline groups) number their ranks differently and are not read."""
+    if not world:
+        return
+    for f in files:
+        for h in f.hits:
+            if h.pattern != "nccl.comm_init" or not h.node or h.fields.get("nranks") != world:
+                continue
+            r = h.fields.get("comm_rank")
+            if isinstance(r, int) and 0 <= r < world and r not in rank_nodes:
+                rank_nodes[r] = to_evidence(h, f.rel, f.kind).model_copy(update={"rank": r})
+
+
 def _world_size(files: list[FileScan]) -> int | None:
     """The world size a log states (the same sources, in the same order of trust, as coverage uses)."""
     stated = [h.fields.get("world_size") for f in files for h in f.hits
@@ -235,9 +251,9 @@ def _coverage(files: list[FileScan], rank_files: dict[int, set[str]], skipped: l
     cov = Coverage(seen_ranks=seen, files=len(files),
                    files_without_rank=sum(1 for f in files if not f.ranks and not any(h.rank is not None for h in f.hits)),
                    skipped=skipped, notes=[])
-    if best is not None:
+    if best is not None and not (best[0] == 1 and seen and max(seen) + 1 > best[4]):
         cov.expected_ranks, cov.expected_from, cov.expected_evidence = best[4], best[3], [best[2]]
-    elif seen:
+    elif seen:  # no stated world size, and the largest NCCL communicator is smaller than the ranks seen: a subgroup
         cov.expected_ranks, cov.expected_from = max(seen) + 1, "max rank seen"
     if cov.expected_ranks:
         cov.missing_ranks = sorted(set(range(cov.expected_ranks)) - set(seen))
