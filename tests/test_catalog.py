@@ -38,6 +38,8 @@ FIELDS_EMPTY_ON_EXAMPLE = {
 # Other ids the scanner also records on a pattern's own example: one line, two true facts. Anything new here is a
 # change in what the catalog reports and must be looked at, so the list is exact.
 EXAMPLE_OVERLAPS = {
+    "nvsmi.gpu_lost": {"nvsmi.device_handle"},                         # nvidia-smi says both in one line
+    "lightning.not_finite": {"numerical.nan_loss"},                    # `val_loss = nan`
     "gloo.read_error": {"io.connection_reset"},  # the gloo text embeds "Connection reset by peer"
     "pytorch.watchdog_thread_exception": {"pytorch.watchdog_timeout"},  # the exception text is the timeout line
     "pytorch.nccl_error": {"nccl.version"},                            # `..., NCCL version 2.21.5`

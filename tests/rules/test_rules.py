@@ -81,6 +81,9 @@ FIRE = [
 ]
 
 FIRE += [
+    # a weighted catalog pattern is a root candidate by itself (tools/rules/catalog.py)
+    ("catalog.weighted_patterns", {"rank_0.log": ["[rank0]: Current loss scale already at minimum - cannot decrease "
+                                                  "scale anymore. Exiting run."]}, "numerical", 0.85),
     # two ranks' watchdogs fired on the same SeqNum of the same group in different collectives: a code-path split
     ("collective.op_differs", {f"rank_{r}.log": [
         f"[rank{r}]:[E601 04:33:10.100000000 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation "
@@ -154,7 +157,5 @@ def test_every_rule_has_a_firing_row():
         "scheduler.death_signal",
         "config.rendezvous_timeout", "config.nccl_version_mismatch", "data.corrupt_data", "infra.bus_error",
         "software.native_crash", "perf.slowdown",
-        # every weighted pattern's own family test (tests/test_catalog_families.py) fires it
-        "catalog.weighted_patterns",
         "network.stopped_in_nccl_setup",  # where every log stops: tests/test_where_logs_stop.py
         "asymmetry.outlier_lines"}  # needs the rank diff: tests/test_asymmetry.py

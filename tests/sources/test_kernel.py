@@ -88,3 +88,20 @@ def test_oom_killer(line, expected):
 @pytest.mark.parametrize("line, expected", params(NEAR_MISSES))
 def test_near_misses(line, expected):
     check(line, expected)
+
+
+AER = [
+    ("uncorrected fatal, on the root port", "[ 8012.551234] pcieport 0000:80:01.1: AER: Uncorrected (Fatal) error "
+     "received: 0000:81:00.0", {"kernel.aer_uncorrected": dict(pci="0000:80:01.1")}),
+    ("uncorrected non-fatal, on the GPU", "Mar  3 02:11:09 node12 kernel: nvidia 0000:81:00.0: PCIe Bus Error: "
+     "severity=Uncorrected (Non-Fatal), type=Transaction Layer, (Requester ID)", {"kernel.aer_uncorrected": {}}),
+    ("corrected: noise", "[ 8012.551234] pcieport 0000:00:01.0: AER: Corrected error received: 0000:00:01.0",
+     {"kernel.aer_corrected": {}}),
+    ("corrected, as the bus error line", "pcieport 0000:00:01.0: PCIe Bus Error: severity=Corrected, type=Physical "
+     "Layer, (Receiver ID)", {"kernel.aer_corrected": {}}),
+]
+
+
+@pytest.mark.parametrize("line, expected", params(AER))
+def test_aer(line, expected):
+    check(line, expected)

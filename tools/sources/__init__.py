@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from trainlog_debugger.tools.sources.pattern import Pattern
-from trainlog_debugger.tools.sources import cuda, generic, job, kernel, nccl, pyspy, slurm
+from trainlog_debugger.tools.sources import cuda, deepspeed, generic, job, kernel, mpi, nccl, nvsmi, pyspy, slurm, trainers
 from trainlog_debugger.tools.sources.ais import format as ais
 from trainlog_debugger.tools.sources.pytorch import format as pytorch
 from trainlog_debugger.tools.sources.torchrun import format as torchrun
@@ -23,6 +23,10 @@ SOURCES = {
     "kernel": kernel,
     "slurm": slurm,
     "pyspy": pyspy,
+    "nvsmi": nvsmi,
+    "mpi": mpi,
+    "deepspeed": deepspeed,
+    "trainers": trainers,
     "ais": ais,
     "generic": generic,
     "job": job,

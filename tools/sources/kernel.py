@@ -4,6 +4,9 @@ Real lines:
     Jan 22 18:38:35 host kernel: NVRM: Xid (PCI:0000:81:00): 31, pid='<unknown>', name=<unknown>, Ch 00000016, ...
     [ 5107.644336] NVRM: Xid (PCI:0000:03:00): 79, GPU has fallen off the bus.
     Out of memory: Killed process 12345 (python) total-vm:... anon-rss:...
+    pcieport 0000:80:01.1: AER: Uncorrected (Fatal) error received: 0000:81:00.0
+    nvidia 0000:81:00.0: PCIe Bus Error: severity=Uncorrected (Non-Fatal), type=Transaction Layer, (Requester ID)
+    pcieport 0000:00:01.0: AER: Corrected error received: 0000:00:01.0   (handled by the link: noise)
 Xid numbers map to causes (48/94/95 ECC, 79 off the bus, 74 NVLink, 119 GSP timeout); 13/31/43/45 are usually
 the application's own fault or a consequence, so the diagnosis reads the number, not just the word "Xid".
 """
@@ -34,4 +37,15 @@ PATTERNS = [
       r"(?:[Oo]ut of memory: Killed process|oom-kill:|invoked oom-killer)", ("ut of memory: Killed process", "oom-kill:", "invoked oom-killer"),
       "Out of memory: Killed process 12345 (python) total-vm:123456789kB, anon-rss:98765432kB, file-rss:0kB, shmem-rss:0kB",
       "host OOM killer killed a process", fields=r"Killed process (?P<pid>\d+) \((?P<proc>[^)]*)\)", ints=("pid",)),
+    P("kernel.aer_uncorrected", 1, "gpu_cuda", "root_candidate",
+      r"AER: Uncorrected \((?:Fatal|Non-Fatal)\) error|PCIe Bus Error: severity=Uncorrected",
+      ("AER: Uncorrected", "severity=Uncorrected"),
+      "pcieport 0000:80:01.1: AER: Uncorrected (Fatal) error received: 0000:81:00.0",
+      "uncorrected PCIe error (AER) on a device's link", fields=r"(?P<pci>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d)",
+      weight=0.6, advice="find the device at that PCI address (`lspci -s`); a GPU or its switch port with uncorrected "
+                         "AER errors needs the node drained and the link or card checked"),
+    P("kernel.aer_corrected", 3, None, "noise",
+      r"AER: Corrected error received|PCIe Bus Error: severity=Corrected", ("AER: Corrected", "severity=Corrected"),
+      "pcieport 0000:00:01.0: AER: Corrected error received: 0000:00:01.0",
+      "corrected PCIe error (handled by the link; a flood of them is worth a look, one is not)"),
 ]

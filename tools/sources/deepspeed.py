@@ -1,0 +1,27 @@
+"""DeepSpeed: the fp16 loss scaler and the launcher (deepspeed/runtime/fp16/loss_scaler.py, deepspeed/launcher).
+
+Real lines (DeepSpeed 0.9-0.16):
+    [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768
+    Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.
+    [launch.py:319:sigkill_handler] Killing subprocess 41223
+An OVERFLOW skip is dynamic loss scaling doing its job (noise, however many); only the scaler giving up is the
+run's numerical failure.
+"""
+
+from trainlog_debugger.tools.sources.pattern import P
+
+PATTERNS = [
+    P("deepspeed.overflow_skip", 2, "numerical", "noise",
+      r"OVERFLOW! Rank \d+ Skipping step", "OVERFLOW! Rank",
+      "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768",
+      "fp16 overflow: the step was skipped and the loss scale lowered (handled)"),
+    P("deepspeed.loss_scale_min", 2, "numerical", "root_candidate",
+      r"loss scale already at minimum", "loss scale already at minimum",
+      "Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.",
+      "fp16 loss scale collapsed to its minimum: the gradients stay non-finite", weight=0.85,
+      advice="find the step where the loss first overflowed; lower the learning rate, clip gradients, or train in bf16"),
+    P("deepspeed.launcher_kill", 1, None, "cascade",
+      r"sigkill_handler\] Killing subprocess", "Killing subprocess",
+      "[2024-05-02 10:11:12,345] [INFO] [launch.py:319:sigkill_handler] Killing subprocess 41223",
+      "DeepSpeed's launcher killed its workers after one failed"),
+]

@@ -1,0 +1,40 @@
+"""Open MPI's mpirun and Horovod (jobs launched with `mpirun`/`horovodrun` instead of torchrun).
+
+Real lines (Open MPI 4.x `orterun` help texts, Horovod 0.2x `horovod/common/stall_inspector.cc` and
+`horovod/common/operations.cc`):
+    mpirun noticed that process rank 3 with PID 0 on node gpu-07 exited on signal 9 (Killed).
+    Primary job  terminated normally, but 1 process returned
+    Horovod has been shut down. This was caused by an exception on one of the ranks or an asynchronous completion of an operation.
+    One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 seconds.
+mpirun's and Horovod's shutdown lines report a death, they do not explain it (cascade, like torchrun's
+ChildFailedError); the stall inspector's warning is Horovod saying that ranks submitted different collectives,
+which is TAXONOMY's `software` (mismatch / desync) unless a rank is simply stuck elsewhere.
+"""
+
+from trainlog_debugger.tools.sources.pattern import P
+
+PATTERNS = [
+    P("mpi.process_exited", 1, None, "cascade",
+      r"mpirun noticed that process rank \d+ with PID \d+ on node \S+ exited on signal", "mpirun noticed that process rank",
+      "mpirun noticed that process rank 3 with PID 0 on node gpu-07 exited on signal 9 (Killed).",
+      "mpirun reports a process killed by a signal",
+      fields=r"process rank (?P<failed_rank>\d+) with PID (?P<pid>\d+) on node (?P<host>\S+) exited on signal (?P<signal>\d+)",
+      ints=("failed_rank", "pid", "signal")),
+    P("mpi.nonzero_exit", 1, None, "cascade",
+      r"Primary job +terminated normally, but \d+ process(?:es)? returned", "terminated normally, but",
+      "Primary job  terminated normally, but 1 process returned",
+      "mpirun: a process returned a non-zero exit code"),
+    P("horovod.shutdown", 1, None, "cascade",
+      r"Horovod has been shut down\. This was caused by an exception on one of the ranks", "Horovod has been shut down",
+      "Horovod has been shut down. This was caused by an exception on one of the ranks or an asynchronous completion "
+      "of an operation.",
+      "Horovod shut down after an exception on some rank"),
+    P("horovod.stall", 2, "software", "root_candidate",
+      r"submitted to be reduced, gathered or broadcasted by subset of ranks", "submitted to be reduced",
+      "One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting "
+      "for remainder of ranks for more than 60 seconds.",
+      "Horovod: only some ranks submitted a collective (ranks on different code paths, or one rank stuck)",
+      weight=0.6, status="hung",
+      advice="find the ranks missing from Horovod's 'Missing ranks' list and what they were doing; make every rank "
+             "submit the same tensors in the same order"),
+]

@@ -1,0 +1,33 @@
+"""Trainer loops that stop on a non-finite value: Megatron-LM, PyTorch Lightning, JAX (TAXONOMY `numerical`).
+
+Real lines:
+    Rank 3: found NaN in local grad norm in backward pass before data-parallel communication collective. Device: 3, node: gpu-07
+    Rank 0: found NaN in local forward loss calculation. Device: 0, node: gpu-01
+    Monitored metric val_loss = nan is not finite. Previous best value was 0.412. Signaling Trainer to stop.
+    FloatingPointError: invalid value (nan) encountered in jit(train_step)
+(Megatron-core `training.py`/`optimizer` checks, Lightning's EarlyStopping(check_finite=True), JAX's
+`jax_debug_nans`.) The first rank and step where the value went non-finite is the trigger.
+"""
+
+from trainlog_debugger.tools.sources.pattern import P
+
+NAN_ADVICE = ("find the first step where the value went non-finite (loss spike, a bad batch, a learning-rate "
+              "jump); lower the learning rate or clip gradients, and check the batches of that step")
+
+PATTERNS = [
+    P("megatron.found_nan", 2, "numerical", "root_candidate",
+      r"found NaN in local (?:grad norm|forward loss)", "found NaN in local",
+      "Rank 3: found NaN in local grad norm in backward pass before data-parallel communication collective. "
+      "Device: 3, node: gpu-07",
+      "Megatron found a NaN (grad norm or forward loss) on a rank",
+      fields=r"Rank (?P<nan_rank>\d+): found NaN.*?(?:node: (?P<host>\S+))?$", ints=("nan_rank",),
+      weight=0.85, advice=NAN_ADVICE),
+    P("lightning.not_finite", 2, "numerical", "root_candidate",
+      r"Monitored metric \S+ = (?:nan|inf|-inf) is not finite", "is not finite",
+      "Monitored metric val_loss = nan is not finite. Previous best value was 0.412. Signaling Trainer to stop.",
+      "Lightning stopped the run: a monitored metric is not finite", weight=0.8, advice=NAN_ADVICE),
+    P("jax.debug_nans", 2, "numerical", "root_candidate",
+      r"FloatingPointError: invalid value \((?:nan|inf)\) encountered in", "invalid value (",
+      "FloatingPointError: invalid value (nan) encountered in jit(train_step)",
+      "JAX's NaN checker stopped the run (jax_debug_nans)", weight=0.85, advice=NAN_ADVICE),
+]
