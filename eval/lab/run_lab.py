@@ -38,6 +38,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN = "eval/lab/train.py"
+TRAIN_LIGHTNING = "eval/lab/train_lightning.py"
 MAX_CASE_BYTES = 2_000_000
 STAGE = Path(tempfile.gettempdir()) / "trainlab"
 
@@ -62,6 +63,8 @@ class Run:
     notes: str = ""
     title: str = ""
     timed: bool = True  # first_failure_time: the last timestamped line of the culprit (or of rank 0)
+    script: str = TRAIN  # the worker program torchrun starts
+    framework: str = "torch 2.13.0 CPU, gloo, torchrun"
 
 
 KILL_NOTE = ("Category infrastructure: the rank's own log has no error at all, only the launcher's "
@@ -70,6 +73,9 @@ KILL_NOTE = ("Category infrastructure: the rank's own log has no error at all, o
              "as culprit; the lab "
              "injected it with os.kill(os.getpid(), SIGKILL), which leaves the same trace. Without dmesg/cgroup logs "
              "the bundle cannot tell the OOM killer from an operator.")
+
+
+LIGHTNING = "torch 2.13.0 CPU, lightning 2.6.6, DDP over gloo, torchrun"
 
 
 def plan() -> list[Run]:
@@ -197,6 +203,28 @@ def plan() -> list[Run]:
             root_cause="The job finished normally (30 steps on 8 ranks).",
             evidence=[("logs/*/attempt_0/0/stderr.log", r"training finished")],
             tags=["control"], title="clean run (8 ranks)"),
+        Run("lab-lightning4-a", 4, "corrupt", rank=2, step=3, job_id=73121, category="data", script=TRAIN_LIGHTNING,
+            framework=LIGHTNING,
+            root_cause="Rank 2's dataset read a truncated JSON record (a partially written shard) at step 3: "
+                       "json.loads raised inside Dataset.__getitem__ in a DataLoader worker and PyTorch re-raised it "
+                       "in the trainer as 'Caught JSONDecodeError in DataLoader worker process N'; the other ranks "
+                       "lost their peer and the launcher stopped the job.",
+            evidence=[("logs/*/attempt_0/2/stderr.log", r"Caught JSONDecodeError in DataLoader worker process"),
+                      ("logs/*/attempt_0/2/stderr.log", r"in __getitem__")],
+            tags=["crash", "cross-rank", "lightning"], title="one rank reads a corrupt record (Lightning, 4 ranks)"),
+        Run("lab-lightning4-b", 4, "nan", step=10, job_id=73122, category="numerical", script=TRAIN_LIGHTNING,
+            framework=LIGHTNING,
+            root_cause="The learning rate jumped by 1e8 at step 10 on every rank; the loss became NaN and Lightning's "
+                       "EarlyStopping(check_finite=True) stopped the run at the end of the epoch.",
+            evidence=[("logs/*/attempt_0/0/stderr.log", r"is not finite")],
+            tags=["all-ranks", "lightning"], timed=False,
+            notes="Lightning stops the run itself: every process exits 0 after the NaN, so only the EarlyStopping "
+                  "line says that the run did not reach max_steps.",
+            title="loss diverges, EarlyStopping stops the run (Lightning, 4 ranks)"),
+        Run("lab-lightning4-c", 4, "none", job_id=73123, category="none", script=TRAIN_LIGHTNING, framework=LIGHTNING,
+            root_cause="The job finished normally (Lightning: `Trainer.fit` stopped: `max_steps=30` reached).",
+            evidence=[("logs/*/attempt_0/0/stderr.log", r"Trainer.fit. stopped")],
+            tags=["control", "lightning"], title="clean run (Lightning, 4 ranks)"),
         Run("lab-gloo8-f", 8, "raise", rank=0, step=7, job_id=73116, category="software",
             root_cause="Rank 0 crashed at step 7 with a shape bug (mat1 and mat2 shapes cannot be multiplied); the "
                        "other ranks lost their gloo peer and the launcher stopped the job.",
@@ -236,7 +264,7 @@ def ours(pid: int) -> bool:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return TRAIN.encode() in cmd or b"torch.distributed.run" in cmd
+    return TRAIN.encode() in cmd or TRAIN_LIGHTNING.encode() in cmd or b"torch.distributed.run" in cmd
 
 
 def _kill(pid: int) -> None:
@@ -252,7 +280,7 @@ def launch(run: Run, dest: Path, python: str) -> tuple[int | None, float]:
     cmd = [python, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc-per-node={run.nproc}",
            "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={run.job_id}",
            "--max-restarts=0", "--tee" if run.stdio == "tee" else "--redirects", "3", "--log-dir", str(dest / "logs"),
-           TRAIN, "--steps", "30", "--fault", run.fault, "--fault-rank", str(run.rank), "--fault-step", str(run.step),
+           run.script, "--steps", "30", "--fault", run.fault, "--fault-rank", str(run.rank), "--fault-step", str(run.step),
            *run.args]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH", "NCCL", "LAB_", "PYTHONPATH"))}
     env.update({"PYTHONUNBUFFERED": "1", **run.env})
@@ -306,9 +334,9 @@ def truth(run: Run, lines: list[str], fft: str | None) -> dict:
          "culprit_nodes": [], "root_cause": run.root_cause, "evidence": lines,
          **({"first_failure_time": fft} if fft else {}),
          "tags": ["lab", "gloo", "cpu", *run.tags], "title": f"lab: {run.title}",
-         "framework": "torch 2.13.0 CPU, gloo, torchrun", "scale": f"{run.nproc} ranks on 1 node (CPU processes)",
+         "framework": run.framework, "scale": f"{run.nproc} ranks on 1 node (CPU processes)",
          "confidence": "high", "source_url": "eval/lab/run_lab.py"}
-    notes = (f"Real run of eval/lab/train.py under torchrun (--{run.stdio} 3, --log-dir), job id {run.job_id}. "
+    notes = (f"Real run of {run.script} under torchrun (--{run.stdio} 3, --log-dir), job id {run.job_id}. "
              f"{run.notes}").strip()
     t["notes"] = notes
     return t
