@@ -105,6 +105,28 @@ FIRE += [
                                      "Error code 12 (Cannot allocate memory)"]}, "oom", 0.85),
 ]
 
+FIRE += [
+    # a typo of NCCL_SOCKET_IFNAME, then a socket failure: the intended setting never took effect
+    ("config.unknown_variable", {"rank_0.log": [
+        "+ export NCCL_SOCKET_IFNAM=ib0",
+        "node1:2345:2400 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 172.17.0.3<44313> failed : "
+        "Software caused connection abort"]}, "config", 0.8),
+    # the same typo before an unrelated crash: weak context only
+    ("config.unknown_variable", {"rank_0.log": [
+        "NCCL_SOCKET_IFNAM=ib0", "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]},
+     "config", 0.25),
+    # a dataset index build on rank 0 never finished; the others hit the default 10-min watchdog
+    ("config.default_timeout_phase", {
+        "rank_0.log": ["[rank0]: \tBuild and save the document index to 6a1c0b2e-GPTDataset-train-document_index.npy"],
+        "rank_1.log": ["[rank1]:[E1105 12:14:45.000000000 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective "
+                       "operation timeout: WorkNCCL(SeqNum=31, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000)"
+                       " ran for 600031 milliseconds before timing out."]}, "config", 0.6),
+    # a printed GLOO_SOCKET_IFNAME that gloo cannot find
+    ("config.nccl_interface", {"rank_0.log": [
+        "GLOO_SOCKET_IFNAME=eth1", "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:83] "
+        "ifa != nullptr. Unable to find address for: eth1"]}, "config", 0.85),
+]
+
 QUIET = [
     # every process inside a collective: nobody is stuck on data
     ("data.loader_stall_in_dumps", {"dump.log": ["    all_reduce (torch/distributed/distributed_c10d.py:1316)"]}),
@@ -131,6 +153,16 @@ QUIET = [
     # healthy ECC counters are not an ECC error
     ("gpu.ecc", {"smi.txt": ["        Volatile Uncorr. ECC errors: 0"]}),
     ("network.nccl_only", {"rank_0.log": ["[rank0]: step 10 loss 2.3"]}),
+    # real variables (NCCL's, PyTorch's deprecated alias, a plugin's) before a failure: no claim
+    ("config.unknown_variable", {"rank_0.log": ["NCCL_IB_HCA=mlx5_0", "NCCL_ASYNC_ERROR_HANDLING=1",
+                                                "NCCL_OFI_NIC_DUP_CONNS=4", "TORCH_NCCL_TRACE_BUFFER_SIZE=2000",
+                                                "[rank0]: torch.OutOfMemoryError: CUDA out of memory."]}),
+    # a default timeout with no long phase running: every job has one, it is no evidence
+    ("config.default_timeout_phase", {"rank_1.log": [
+        "[rank1]: iteration 100 loss 2.1",
+        "[rank1]:[E1105 12:14:45.000000000 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=31, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600031 "
+        "milliseconds before timing out."]}),
 ]
 
 

@@ -163,8 +163,11 @@ NEAR_MISSES = [
     ("channel 15", "dgxa100:1050:1315 [0] NCCL INFO Channel 15/0 : 0[90000] -> 1[1000] [send] via NET/Socket/7", {}),
     ("rc 0 is success", "node23:12098:12141 [2] NCCL INFO init.cc:1462 -> 0", {}),
     ("IB device list", "node2:1234:1299 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB ib0:10.0.0.2<0>", {}),
-    ("bootstrap interface", "node2:1234:1299 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>", {}),
-    ("env echo", "node2:1234:1299 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth0", {}),
+    # the interface NCCL chose is context for the env checks (tools/sources/env.py), not an NCCL event
+    ("bootstrap interface", "node2:1234:1299 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>",
+     {"env.nccl_iface_using": dict(iface="eth0")}),
+    ("env echo", "node2:1234:1299 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth0",
+     {"env.nccl_set_by_env": dict(name="NCCL_SOCKET_IFNAME", value="eth0")}),
     ("topology summary: nRanks, not nranks", "node2:1234:1299 [0] NCCL INFO comm 0x5 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0", {}),
     ("2.30 GID table changed is not an error event", "node7:1234:1300 [0] NCCL INFO NET/IB : mlx5_1:1 GID table changed", {}),
 ]

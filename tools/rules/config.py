@@ -1,8 +1,13 @@
-"""Configuration mistakes that stop a job at start-up: ports, rendezvous, mismatched NCCL versions."""
+"""Configuration mistakes: ports, rendezvous, mismatched NCCL versions, and the printed settings themselves (a
+variable nobody reads, an interface that does not exist, a timeout left at its default under a long phase)."""
 
 from __future__ import annotations
 
-from trainlog_debugger.tools.rules.base import RuleInputs, candidate
+import re
+
+from trainlog_debugger.tools.model import Evidence
+from trainlog_debugger.tools.rules.base import RuleInputs, candidate, time_key
+from trainlog_debugger.tools.sources.env_names import CHECKED_PREFIXES, FOREIGN_PREFIXES, KNOWN
 
 
 def port_in_use(f: RuleInputs):
@@ -32,13 +37,277 @@ def nccl_version_mismatch(f: RuleInputs):
                  recommendations=["use one container image / NCCL version on every node"])] if evs else []
 
 
+# -- printed settings ---------------------------------------------------------------------------------------------
+
+ENV_PIDS = ("env.nccl_set_by_env", "env.assignment", "env.deprecated_torch", "env.nccl_env_unused")
+_ASSIGN = re.compile(r"(?:^|[\s'\":\]])(?P<name>(?:NCCL|TORCH_NCCL|TORCH_DISTRIBUTED|TORCH_FR|GLOO)_[A-Z0-9_]+)="
+                     r"(?P<value>[^\s'\"]*)")
+# a line that sets variables for a command: `mpirun -x A=1 ...`, `docker run -e A=1`, `srun --export=A=1`, `A=1 torchrun`
+_LAUNCH = re.compile(r"(?:^|\s)(?:-x|-e|--env|--export|env|export)[ =]|(?:^|\s|/)(?:mpirun|mpiexec|srun|torchrun|docker|"
+                     r"python3?|deepspeed|accelerate)(?:\s|$)")
+
+
+def printed_settings(f: RuleInputs) -> list[tuple[str, str | None, Evidence]]:
+    """(name, value, line) for every variable the logs show set: NCCL's own `X set by environment to v`, env dumps
+    and `export` lines, a launcher's `-x X=v`, PyTorch's deprecation warning. Prose that merely mentions `X=v`
+    mid-sentence is not a setting and is left out."""
+    out = []
+    for pid in ENV_PIDS:
+        for ev in f.hits(pid):
+            fx = f.fields_of(ev, pid)
+            if fx.get("name"):
+                out.append((fx["name"], (fx.get("value") or "").strip("'\"") or None, ev))
+            elif pid == "env.assignment" and _LAUNCH.search(ev.text):
+                out.extend((m["name"], m["value"].strip("'\"") or None, ev) for m in _ASSIGN.finditer(ev.text))
+    return out
+
+
+def _distance(a: str, b: str) -> int:
+    """Optimal-string-alignment edit distance (a swap of two neighbours counts one: IFANME)."""
+    prev2, prev = None, list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb))
+            if prev2 is not None and i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        prev2, prev = prev, cur
+    return prev[-1]
+
+
+# names people set believing something reads them; nothing does
+MYTHS = {
+    "NCCL_TIMEOUT": "neither NCCL nor PyTorch reads NCCL_TIMEOUT: the collective timeout is init_process_group("
+                    "timeout=...) (Megatron --distributed-timeout-minutes, DeepSpeed DEEPSPEED_TIMEOUT)",
+    "TORCH_NCCL_TIMEOUT": "PyTorch reads no TORCH_NCCL_TIMEOUT: the collective timeout is init_process_group(timeout=...)",
+    "TORCH_DISTRIBUTED_TIMEOUT": "PyTorch reads no TORCH_DISTRIBUTED_TIMEOUT: the collective timeout is "
+                                 "init_process_group(timeout=...)",
+}
+
+
+def did_you_mean(name: str) -> str | None:
+    """The known variable a printed name is a typo of: one edit away (two for names over 14 characters), and the
+    only known name that close. None for known names, for foreign namespaces and for names with no close match."""
+    if name in KNOWN or name.startswith(FOREIGN_PREFIXES) or name in MYTHS:
+        return None
+    limit = 2 if len(name) > 14 else 1
+    close = sorted((d, k) for k in KNOWN if abs(len(k) - len(name)) <= limit and (d := _distance(name, k)) <= limit)
+    if not close or (len(close) > 1 and close[0][0] == close[1][0]):
+        return None
+    return close[0][1]
+
+
+def _nccl_error_of(f: RuleInputs, kinds: tuple[str, ...]) -> list[Evidence]:
+    out = []
+    for pid in ("pytorch.nccl_error_kind", "pytorch.nccl_error"):
+        out += [e for e in f.hits(pid) if any(k in f.fields_of(e, pid).get("nccl_error", "") for k in kinds)]
+    return out
+
+
+# What a variable controls, by name, and the lines that show a failure there. A typo in one of these is a trigger
+# only when the job then failed in that very area: the setting the user meant would have changed what failed.
+AREAS = (
+    ("socket interfaces and bootstrap", ("NCCL_SOCKET_", "NCCL_COMM_ID", "NCCL_OOB_", "GLOO_SOCKET_", "NCCL_HOSTID"),
+     ("nccl.no_socket_interface", "env.nccl_iface_missing", "env.gloo_iface_missing", "nccl.socket_error",
+      "gloo.read_error", "gloo.peer_closed"), ("SystemError", "system error")),
+    ("the InfiniBand / network transport", ("NCCL_IB_", "NCCL_NET", "NCCL_CROSS_NIC", "NCCL_GDR", "NCCL_COLLNET"),
+     ("nccl.ib_completion_error", "nccl.ib_async_event", "nccl.socket_error"), ("SystemError", "system error")),
+    ("shared memory / peer-to-peer transports", ("NCCL_SHM_", "NCCL_P2P_", "NCCL_CUMEM", "NCCL_NVLS", "NCCL_MNNVL"),
+     ("nccl.shm_no_space", "nccl.cuda_failure", "loader.shm_insufficient"), ()),
+    ("the watchdog heartbeat", ("TORCH_NCCL_HEARTBEAT", "TORCH_NCCL_ENABLE_MONITORING"), ("pytorch.heartbeat_stuck",), ()),
+)
+
+
+def _area(name: str):
+    return next((a for a in AREAS if name.startswith(a[1])), None)
+
+
+def _failed_in(f: RuleInputs, area, after: Evidence) -> list[Evidence]:
+    evs = f.hits(*area[2]) + _nccl_error_of(f, area[3])
+    t0 = time_key(after)
+    return [e for e in sorted(evs, key=lambda e: (time_key(e) is None, time_key(e) or ()))
+            if t0 is None or time_key(e) is None or time_key(e) >= t0]
+
+
+def _any_failure(f: RuleInputs) -> bool:
+    return any(s.role in ("root_candidate", "cascade") and s.count for s in f.summaries.values())
+
+
+def unknown_variable(f: RuleInputs):
+    """A printed NCCL_*/TORCH_NCCL_*/TORCH_DISTRIBUTED_* variable that neither NCCL nor PyTorch reads
+    (tools/sources/env_names.py). A typo of a real one (one or two edits) is a `config` trigger when the job then
+    failed in what the real one controls (NCCL_SOCKET_IFNAM set, then no usable socket interface); anything else —
+    a typo in an unrelated area, a plausible unknown name, a name NCCL says it ignores — is weak context that never
+    outranks a real fault, and nothing at all on a run that did not fail."""
+    out, seen = [], set()
+    if not _any_failure(f):
+        return []
+    for name, value, ev in printed_settings(f):
+        if name in seen or name in KNOWN or not name.startswith(CHECKED_PREFIXES) or name.startswith(FOREIGN_PREFIXES):
+            continue
+        seen.add(name)
+        meant = did_you_mean(name)
+        setting = f"{name}={value}" if value is not None else name
+        if meant:
+            area = _area(meant)
+            failed = _failed_in(f, area, ev) if area else []
+            if failed:
+                out.append(candidate(
+                    "config.unknown_variable", "config",
+                    f"{setting} is not a variable NCCL or PyTorch reads (did you mean {meant}?), and the job then failed "
+                    f"in what {meant} controls ({area[0]}): the intended setting never took effect", 0.8,
+                    [failed[0], ev], f, facts={"variable": name, "did_you_mean": meant, "area": area[0]},
+                    recommendations=[f"rename {name} to {meant} in the launch environment and rerun",
+                                     "print the environment every rank really gets (`env | grep -E 'NCCL|TORCH'`) "
+                                     "at the start of the job"]))
+            else:
+                out.append(candidate(
+                    "config.unknown_variable", "config", f"{setting} is not a variable NCCL or PyTorch reads (did you "
+                    f"mean {meant}?); nothing in the logs ties it to the failure", 0.25, [ev], f,
+                    facts={"variable": name, "did_you_mean": meant, "fallback": True},
+                    recommendations=[f"rename {name} to {meant}: as printed, the setting has no effect"]))
+        else:
+            why = MYTHS.get(name) or f"{name} is read by neither NCCL nor PyTorch (it may belong to a plugin or a " \
+                                    f"vendor build)"
+            out.append(candidate("config.unknown_variable", "config", f"{setting} has no effect: {why}", 0.15, [ev], f,
+                                 facts={"variable": name, "fallback": True},
+                                 recommendations=[f"check where {name} is meant to be read; remove it if nothing does"]))
+    for ev in f.hits("env.nccl_env_unused"):
+        fx = f.fields_of(ev, "env.nccl_env_unused")
+        if fx.get("state") == "unused" and fx.get("name") not in seen:
+            seen.add(fx["name"])
+            out.append(candidate("config.unknown_variable", "config", f"NCCL says {fx['name']} is unused: setting it has "
+                                 "no effect in this NCCL version", 0.15, [ev], f,
+                                 facts={"variable": fx["name"], "fallback": True}))
+    return [c for c in out if c]
+
+
+IFNAME_VARS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_OOB_NET_IFNAME")
+
+
+def iface_matches(spec: str, iface: str) -> bool:
+    """NCCL's NCCL_SOCKET_IFNAME semantics (src/misc/socket.cc matchIfList): a comma list of prefixes, `=` for exact
+    names, a leading `^` to exclude; `name:port` items compare on the name."""
+    spec = spec.strip().strip("'\"")
+    exclude = spec.startswith("^")
+    spec = spec[1:] if exclude else spec
+    exact = spec.startswith("=")
+    spec = spec[1:] if exact else spec
+    items = [x.split(":")[0] for x in spec.split(",") if x]
+    hit = any(iface == x if exact else iface.startswith(x) for x in items)
+    return hit != exclude
+
+
+_USING = re.compile(r"(?:^|\s)(?:\[\d+\])?([A-Za-z][\w.@-]*):")  # ` [0]eth0:10.0.0.1<0> [1]ib0:...`
+
+
 def nccl_interface(f: RuleInputs):
-    """NCCL_SOCKET_IFNAME (or the default pick) named no interface that exists: a launch setting, not the fabric."""
-    evs = f.hits("nccl.no_socket_interface")
-    return [candidate("config.nccl_interface", "config", "NCCL found no usable socket interface: NCCL_SOCKET_IFNAME "
-                      "names none that exists on this host", 0.85, evs[:2], f,
-                      recommendations=["set NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) to an interface that exists and "
-                                       "routes between the nodes (`ip -br addr` on every node)"])] if evs else []
+    """NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME (or the default pick) named no interface that exists: a launch setting,
+    not the fabric. With the printed value, the summary names it. A printed NCCL_SOCKET_IFNAME that NCCL's own
+    `Using` lines in the same file contradict (it used an interface the setting excludes) did not reach the processes:
+    a trigger when a socket/bootstrap failure followed, weak context otherwise. Only the same file: a bundle often
+    holds several runs (a failing job and a later workaround test) or nodes with their own environments."""
+    ifnames = {name: (value, ev) for name, value, ev in printed_settings(f) if name in IFNAME_VARS and value}
+    missing = f.hits("nccl.no_socket_interface", "env.nccl_iface_missing", "env.gloo_iface_missing")
+    recs = ["set NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) to an interface that exists and routes between the nodes "
+            "(`ip -br addr` on every node)"]
+    if missing:
+        gloo = [e for e in missing if "Unable to find address for" in e.text]
+        var = "GLOO_SOCKET_IFNAME" if gloo and missing[0] is gloo[0] else "NCCL_SOCKET_IFNAME"
+        if var == "NCCL_SOCKET_IFNAME" and var not in ifnames and "NCCL_OOB_NET_IFNAME" in ifnames \
+                and "NCCL_OOB_NET_IFNAME" in missing[0].text:
+            var = "NCCL_OOB_NET_IFNAME"
+        printed = ifnames.get(var)
+        if printed:
+            summary = (f"{var}={printed[0]} (as printed) names no interface that {'gloo' if var.startswith('GLOO') else 'NCCL'}"
+                       f" found on this host")
+            evs = [missing[0], printed[1]] + [e for e in missing[1:2]]
+        elif var == "GLOO_SOCKET_IFNAME":
+            iface = f.fields_of(missing[0], "env.gloo_iface_missing").get("iface", "?")
+            summary = f"gloo found no address for interface {iface}: GLOO_SOCKET_IFNAME names none that exists on this host"
+            evs = missing[:2]
+        else:
+            summary = "NCCL found no usable socket interface: NCCL_SOCKET_IFNAME names none that exists on this host"
+            evs = missing[:2]
+        return [candidate("config.nccl_interface", "config", summary, 0.85, evs, f,
+                          facts={"setting": f"{var}={printed[0]}"} if printed else {}, recommendations=recs)]
+    spec = ifnames.get("NCCL_SOCKET_IFNAME")
+    if not spec:
+        return []
+    for ev in f.hits("env.nccl_iface_using"):
+        if ev.file != spec[1].file:  # another file may be another run or another node's environment: no claim
+            continue
+        used = _USING.findall(ev.text.split("Using", 1)[-1])
+        wrong = [i for i in dict.fromkeys(used) if not iface_matches(spec[0], i)]
+        if not wrong:
+            continue
+        failed = _failed_in(f, AREAS[0], ev)
+        strong = bool(failed)
+        summary = (f"NCCL_SOCKET_IFNAME={spec[0]} is printed, but NCCL used {', '.join(wrong)}, which it excludes: the "
+                   f"setting did not reach the NCCL processes" + (" before the socket/bootstrap failure" if strong else ""))
+        return [candidate("config.nccl_interface", "config", summary, 0.75 if strong else 0.25,
+                          ([failed[0]] if strong else []) + [ev, spec[1]], f,
+                          facts={"setting": f"NCCL_SOCKET_IFNAME={spec[0]}", "used": wrong,
+                                 **({} if strong else {"fallback": True})},
+                          recommendations=["export NCCL_SOCKET_IFNAME to every rank (mpirun -x, srun --export=ALL, the "
+                                           "container's env), not only in the launching shell"] + recs)]
+    return []
 
 
-RULES = [port_in_use, rendezvous_timeout, nccl_version_mismatch, nccl_interface]
+# -- the collective timeout against a long phase ----------------------------------------------------------------
+
+# PyTorch's defaults (ms): ProcessGroupNCCL kProcessGroupNCCLDefaultTimeout = 10 min since 2.2 (PR #110947, also
+# Megatron's --distributed-timeout-minutes default); kBackendDefaultTimeout = 30 min for gloo/other backends, and for
+# NCCL before 2.2 (also DeepSpeed's default_pg_timeout).
+DEFAULT_TIMEOUTS = {600_000: "10 min (ProcessGroupNCCL's default since PyTorch 2.2, Megatron's default)",
+                    1_800_000: "30 min (PyTorch's default before 2.2 and gloo's; DeepSpeed's default)"}
+PHASES = (("phase.index_build_start", "phase.index_build_end", "a dataset index build", 0.6),
+          ("phase.ckpt_save_start", "phase.ckpt_save_end", "a checkpoint save", 0.5))
+# a decisive fault of its own in the bundle: the phase is not the story, and this stays context
+_DECISIVE_CATEGORIES = ("oom", "gpu_cuda", "storage_io", "infrastructure", "numerical", "data")
+
+
+def _unfinished(f: RuleInputs, start_pid: str, end_pid: str) -> list[Evidence]:
+    ends = f.hits(end_pid)
+    return [s for s in f.hits(start_pid)
+            if not any(e.file == s.file and e.line > s.line and (e.rank == s.rank or e.rank is None or s.rank is None)
+                       for e in ends)]
+
+
+def default_timeout_phase(f: RuleInputs):
+    """A collective timed out at a PyTorch default timeout while a phase that legitimately takes long (a dataset index
+    build, a checkpoint save) had started and not finished (TAXONOMY edge case: `config`). A default timeout alone is
+    no evidence (every job has one): this needs the phase. A decisive fault elsewhere (OOM, ECC, ENOSPC...) keeps it
+    weak context; storage errors make the slow save a storage problem, left to the storage rules."""
+    tos = []
+    for pid in ("pytorch.watchdog_timeout", "gloo.timeout"):
+        tos += [(e, f.fields_of(e, pid).get("timeout_ms")) for e in f.hits(pid)]
+    tos = [(e, ms) for e, ms in tos if ms in DEFAULT_TIMEOUTS]
+    if not tos:
+        return []
+    to_ev, ms = tos[0]
+    t_to = time_key(to_ev)
+    for start_pid, end_pid, what, strength in PHASES:
+        running = [s for s in _unfinished(f, start_pid, end_pid)
+                   if t_to is None or time_key(s) is None or time_key(s) <= t_to]
+        if not running:
+            continue
+        ph = running[-1]
+        other = [s.id for s in f.summaries.values() if s.count and s.role == "root_candidate"
+                 and s.category in _DECISIVE_CATEGORIES and not s.id.startswith(("env.", "phase."))]
+        weak = bool(other)
+        who = f" on rank {ph.rank}" if ph.rank is not None else ""
+        return [candidate(
+            "config.default_timeout", "config",
+            f"the collective timeout is the default {DEFAULT_TIMEOUTS[ms]}, and {what}{who} started and had not finished "
+            f"when it fired: the phase outlasted the default timeout", 0.3 if weak else strength, [to_ev, ph], f,
+            ranks=[ph.rank] if ph.rank is not None else [], status="hung",
+            facts={"timeout_ms": ms, "phase": what, **({"fallback": True} if weak else {})},
+            recommendations=[f"raise the timeout above the phase's length: init_process_group(timeout=timedelta("
+                             f"minutes=...)), Megatron --distributed-timeout-minutes, DeepSpeed DEEPSPEED_TIMEOUT "
+                             f"(NCCL_TIMEOUT is read by nothing)",
+                             f"or shorten {what} (prebuild dataset indices offline; async / faster checkpoint storage)"])]
+    return []
+
+
+RULES = [port_in_use, rendezvous_timeout, nccl_version_mismatch, nccl_interface, unknown_variable, default_timeout_phase]

@@ -14,6 +14,7 @@ from trainlog_debugger.tools.sources import cuda, deepspeed, generic, job, kerne
 from trainlog_debugger.tools.sources.ais import format as ais
 from trainlog_debugger.tools.sources.pytorch import format as pytorch
 from trainlog_debugger.tools.sources.torchrun import format as torchrun
+from trainlog_debugger.tools.sources import env
 
 SOURCES = {
     "pytorch": pytorch,
@@ -30,6 +31,7 @@ SOURCES = {
     "ais": ais,
     "generic": generic,
     "job": job,
+    "env": env,
 }
 
 
