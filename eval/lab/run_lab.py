@@ -2,7 +2,8 @@
 
 By hand only, never in CI (it needs torch, which the project does not depend on, and takes ~6 minutes on 2 cores):
 
-    python -m venv /tmp/labenv && /tmp/labenv/bin/pip install torch==2.13.0 numpy pyyaml
+    python -m venv /tmp/labenv && /tmp/labenv/bin/pip install torch==2.13.0 numpy pyyaml lightning==2.6.6 \
+        transformers==5.23.0 accelerate==1.15.0 pillow==13.0.0
     /tmp/labenv/bin/python eval/lab/run_lab.py            # every run, writes cases/lab-*/
     /tmp/labenv/bin/python eval/lab/run_lab.py --only lab-gloo4-b --keep /tmp/labscratch
     /tmp/labenv/bin/python eval/lab/run_lab.py --truth-only    # rewrite truth.yaml from the plan, run nothing
@@ -15,8 +16,9 @@ cases/<slug>/. The launcher's console (stdout + stderr, as a SLURM job's output 
 the run's plan, with evidence lines copied verbatim from the files the run produced (a run whose expected evidence is
 missing is reported and not saved, unless --save-anyway).
 
-Every run has a wall-clock limit; on expiry every process the run started (torchrun and its workers, found by
-parent pid) is sent SIGKILL by pid. Slugs are neutral: they never name the fault.
+Runs with nnodes > 1 start one torchrun agent per "node" on this machine, each writing node<i>/torchrun.out and
+node<i>/logs/. Every run has a wall-clock limit; on expiry every process the run started (torchrun and its workers,
+found by parent pid) is sent SIGKILL by pid. Slugs are neutral: they never name the fault.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 TRAIN = "eval/lab/train.py"
 TRAIN_LIGHTNING = "eval/lab/train_lightning.py"
+TRAIN_HF = "eval/lab/train_hf.py"
 MAX_CASE_BYTES = 2_000_000
 STAGE = Path(tempfile.gettempdir()) / "trainlab"
 
@@ -65,6 +68,23 @@ class Run:
     timed: bool = True  # first_failure_time: the last timestamped line of the culprit (or of rank 0)
     script: str = TRAIN  # the worker program torchrun starts
     framework: str = "torch 2.13.0 CPU, gloo, torchrun"
+    # launch shape (defaults: one torchrun agent, c10d rendezvous, as the first runs)
+    nnodes: int = 1  # --nnodes; with more than 1, each agent's files go to node<i>/ (torchrun.out, logs/)
+    agents: int | None = None  # how many agents are started (default nnodes; fewer: a node that never comes up)
+    rdzv: str = "c10d"  # c10d: --rdzv-endpoint; static: --master-addr/--master-port/--node-rank
+    rdzv_conf: str = ""  # --rdzv-conf
+    rdzv_ids: list[int] = field(default_factory=list)  # per agent, where they differ (default: job_id for all)
+    fft_rx: str = ""  # first_failure_time: the culprit's first line matching this (default: its last timed line)
+    setup: str = ""  # "volume:<KiB>": a small tmpfs for --out; "dir": a plain dir for --out; "port-taken"
+    
+    def nproc_node(self) -> int:
+        return self.nproc // self.nnodes
+
+    def rank_glob(self, rank: int, name: str = "stderr.log") -> str:
+        """The --log-dir file of global rank `rank` (ranks fill node 0 first, as static rendezvous assigns them)."""
+        node, local = divmod(rank, self.nproc_node())
+        pre = f"node{node}/" if self.nnodes > 1 else ""
+        return f"{pre}logs/*/attempt_0/{local}/{name}"
 
 
 KILL_NOTE = ("Category infrastructure: the rank's own log has no error at all, only the launcher's "
@@ -76,11 +96,14 @@ KILL_NOTE = ("Category infrastructure: the rank's own log has no error at all, o
 
 
 LIGHTNING = "torch 2.13.0 CPU, lightning 2.6.6, DDP over gloo, torchrun"
+HF = "torch 2.13.0 CPU, transformers 5.23.0 Trainer (accelerate 1.15.0), DDP over gloo, torchrun"
+TWO_NODE = "torch 2.13.0 CPU, gloo, two torchrun agents (--nnodes 2)"
 
 
 def plan() -> list[Run]:
     """The runs. Letters are assigned so that a slug says nothing about the fault."""
     detail = {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}
+    info = {"LOGLEVEL": "INFO"}  # torchrun's own INFO lines: launch config, rendezvous progress
     stacks = ["--dump-stacks-on-sigterm"]
     return [
         Run("lab-gloo4-a", 4, "raise", rank=3, step=12, job_id=73101, category="software",
@@ -230,6 +253,131 @@ def plan() -> list[Run]:
                        "other ranks lost their gloo peer and the launcher stopped the job.",
             evidence=[("logs/*/attempt_0/0/stderr.log", r"RuntimeError: mat1 and mat2 shapes cannot be multiplied")],
             tags=["crash", "cross-rank"], title="rank 0 raises a RuntimeError (8 ranks)"),
+        # --- HF transformers.Trainer (over Accelerate), DDP over gloo under torchrun ---
+        Run("lab-hf4-a", 4, "none", rank=0, job_id=73131, category="storage_io", script=TRAIN_HF, framework=HF,
+            setup="volume:1152", timed=False,
+            root_cause="The checkpoint volume filled up: the Trainer's second checkpoint (checkpoint-20) could not "
+                       "be written, rank 0's model.safetensors write failed with ENOSPC (No space left on device) and "
+                       "rank 0 raised out of trainer.train(); the other ranks lost their gloo peer.",
+            evidence=[("logs/*/attempt_0/0/stderr.log", r"No space left on device"),
+                      ("logs/*/attempt_0/0/stderr.log", r"Saving model checkpoint to .*checkpoint-20")],
+            tags=["crash", "cross-rank", "checkpoint", "hf-trainer"],
+            notes="The output dir was a 1152 KiB tmpfs of its own (a real filesystem that fills up): checkpoint-10 "
+                  "(~1 MB) fit, checkpoint-20 did not. Only rank 0 writes the model and optimizer files (every rank "
+                  "writes its rng_state_<rank>.pth). The Trainer's own lines carry no timestamps.",
+            title="checkpoint write fails, disk full (HF Trainer, 4 ranks)"),
+        Run("lab-hf4-b", 4, "none", job_id=73132, category="none", script=TRAIN_HF, framework=HF, setup="dir",
+            root_cause="The job finished normally (HF Trainer: 30 steps, checkpoints at 10, 20, 30, final "
+                       "train_runtime summary).",
+            evidence=[("logs/*/attempt_0/0/stdout.log", r"'train_runtime'"),
+                      ("logs/*/attempt_0/0/stderr.log", r"training finished")],
+            tags=["control", "hf-trainer"], title="clean run (HF Trainer, 4 ranks)"),
+        Run("lab-lightning4-d", 4, "corrupt_image", rank=1, step=5, stdio="redirects", job_id=73124,
+            category="data", script=TRAIN_LIGHTNING, framework=LIGHTNING,
+            root_cause="Rank 1's dataset decoded a truncated PNG record at step 5 (a partially written image): "
+                       "Pillow raised 'image file is truncated' inside Dataset.__getitem__ in a DataLoader worker, "
+                       "PyTorch re-raised it in the trainer ('Caught OSError in DataLoader worker process N'); the "
+                       "other ranks lost their peer and the launcher stopped the job.",
+            evidence=[("logs/*/attempt_0/1/stderr.log", r"Caught OSError in DataLoader worker process"),
+                      ("logs/*/attempt_0/1/stderr.log", r"image file is truncated")],
+            tags=["crash", "cross-rank", "lightning"], timed=False,
+            notes="Workers' output only in --log-dir (torchrun --redirects 3). OSError here is a decode error of "
+                  "the record's content, not an I/O error of the storage: category data.",
+            title="one rank decodes a truncated image (Lightning, 4 ranks, --redirects)"),
+        Run("lab-lightning4-e", 4, "nan_anomaly", step=10, job_id=73125, category="numerical", script=TRAIN_LIGHTNING,
+            framework=LIGHTNING, timed=False,
+            root_cause="The learning rate jumped by 1e8 at step 10 on every rank; the weights overflowed and with "
+                       "Trainer(detect_anomaly=True) autograd's anomaly mode raised in the backward pass "
+                       "('returned nan values') on every rank.",
+            evidence=[("logs/*/attempt_0/0/stderr.log", r"returned nan values")],
+            tags=["crash", "all-ranks", "lightning"],
+            notes="No culprit rank: DDP keeps the replicas identical, every rank diverges at the same step.",
+            title="loss diverges, anomaly detection raises (Lightning, 4 ranks)"),
+        # --- two torchrun agents ("nodes") on one machine, each with its own console file and --log-dir ---
+        Run("lab-2node-a", 4, "kill", rank=3, step=12, nnodes=2, rdzv="static", job_id=73141,
+            category="infrastructure", framework=TWO_NODE,
+            root_cause="Rank 3 (node rank 1, local rank 1) was killed by SIGKILL at step 12 (exitcode -9, no error "
+                       "in its own log); the other ranks, on both nodes, lost their gloo peer and both agents "
+                       "stopped their workers.",
+            evidence=[("node1/torchrun.out", r"Signal 9 \(SIGKILL\) received by PID"),
+                      ("node1/torchrun.out", r"exitcode\s+: -9"),
+                      ("node1/logs/*/attempt_0/1/stderr.log", r"step 11 loss")],
+            tags=["crash", "cross-rank", "signal", "multi-node"], notes=KILL_NOTE + " Both agents ran on one "
+            "machine (every report says host: localhost), so no node name is given: the node is node rank 1 "
+            "(files under node1/, ranks 2-3).",
+            title="one rank on the second node is SIGKILLed (2 agents x 2 ranks)"),
+        Run("lab-2node-b", 4, "raise", rank=2, step=9, nnodes=2, rdzv="static", job_id=73142, category="software",
+            framework=TWO_NODE,
+            root_cause="Rank 2 (node rank 1, local rank 0) crashed at step 9 with a shape bug (mat1 and mat2 shapes "
+                       "cannot be multiplied); the other ranks lost their gloo peer and both agents stopped.",
+            evidence=[("node1/logs/*/attempt_0/0/stderr.log", r"RuntimeError: mat1 and mat2 shapes cannot be multiplied")],
+            tags=["crash", "cross-rank", "multi-node"],
+            notes="Both agents ran on one machine (host: localhost in every report): the culprit's node is node rank "
+                  "1 (files under node1/).",
+            title="one rank on the second node raises (2 agents x 2 ranks)"),
+        Run("lab-2node-c", 4, "none", nnodes=2, agents=1, rdzv_conf="join_timeout=20", job_id=73143, env=info,
+            category="infrastructure", framework=TWO_NODE, timed=False, limit_s=90,
+            root_cause="The job asked for 2 nodes (--nnodes 2, c10d rendezvous) but the second node's agent never "
+                       "started; the one agent that ran waited for its peer until the 20 s rendezvous join timeout "
+                       "and raised RendezvousTimeoutError. No worker ever started.",
+            evidence=[("node0/torchrun.out", r"max_nodes\s*:\s*2"),
+                      ("node0/torchrun.out", r"api\.RendezvousTimeoutError")],
+            tags=["startup", "rendezvous", "multi-node"],
+            notes="Only node0/ exists: the second agent was never launched (a node that never came up, or whose "
+                  "launcher never ran), which is infrastructure. The same console with wrong rendezvous settings "
+                  "on the other node (see the case of job 73144) would be config; this bundle alone cannot tell "
+                  "them apart, the truth is what the run did.",
+            title="the second node never joins the rendezvous (1 of 2 agents started)"),
+        Run("lab-2node-d", 4, "none", nnodes=2, rdzv_conf="join_timeout=20", rdzv_ids=[73144, 73145], job_id=73144,
+            env=info,
+            category="config", framework=TWO_NODE, timed=False, limit_s=90,
+            root_cause="The two agents were launched with different rendezvous ids (--rdzv-id 73144 on node 0, 73145 "
+                       "on node 1) on the same endpoint, so each waited alone for a second node in its own "
+                       "rendezvous until the 20 s join timeout: wrong rendezvous settings, both nodes were up.",
+            evidence=[("node0/torchrun.out", r"run_id\s*:\s*73144"),
+                      ("node1/torchrun.out", r"run_id\s*:\s*73145"),
+                      ("node0/torchrun.out", r"api\.RendezvousTimeoutError"),
+                      ("node1/torchrun.out", r"api\.Rendezvous(Connection|Timeout)Error")],
+            tags=["startup", "rendezvous", "multi-node"],
+            notes="LOGLEVEL=INFO makes each agent print its launch config (run_id, rdzv_endpoint, min/max "
+                  "nodes): the run ids differ between node0/ and node1/. Node 0's agent hosted the c10d store and "
+                  "timed out first; node 1's agent then lost the store (RendezvousConnectionError) instead of "
+                  "timing out itself.",
+            title="two agents with different rendezvous ids time out (2 agents)"),
+        # --- fault families of their own, plain torchrun + train.py ---
+        Run("lab-gloo4-i", 4, "nofile", rank=1, step=6, job_id=73151, category="config",
+            root_cause="Rank 1 ran with a low open-files limit (RLIMIT_NOFILE) while the dataset keeps every shard "
+                       "file it has read open; after a few steps its next open() failed with EMFILE (Too many open "
+                       "files) inside Dataset.__getitem__, and the other ranks lost their gloo peer.",
+            evidence=[("logs/*/attempt_0/1/stderr.log", r"Too many open files")],
+            tags=["crash", "cross-rank", "ulimit"],
+            notes="The limit was set by rank 1 itself right after start-up (in-use fds + 16 x 6), standing for a "
+                  "node whose `ulimit -n` is lower than the others'; the other ranks keep the machine's limit "
+                  "(20000) and open the same number of shard files without trouble. Category config (a limit "
+                  "setting), not data: no record is bad, and not software: the design fits the usual limit.",
+            title="one rank hits its open-files limit (4 ranks)"),
+        Run("lab-gloo4-j", 4, "none", rdzv="static", setup="port-taken", job_id=73152, category="config",
+            timed=False, limit_s=90,
+            root_cause="The master port given to torchrun was already in use by another program on the node "
+                       "(EADDRINUSE), so the launcher could not start its TCP store and no worker ever ran.",
+            evidence=[("torchrun.out", r"(?i)address already in use")],
+            tags=["startup", "port"],
+            notes="run_lab.py held the port with a listening socket for the whole run (as a previous job or "
+                  "another user's process would); torchrun's static rendezvous (--master-port) binds it.",
+            title="the master port is already in use (4 ranks)"),
+        Run("lab-gloo4-k", 4, "slow_eval", rank=0, step=10, job_id=73153, category="software",
+            fft_rx="running validation",
+            root_cause="Rank 0 alone ran a validation pass at step 10 (200 batches, ~30 s), after its optimizer step "
+                       "and before the step's loss all-reduce; the other ranks waited in that all-reduce until the "
+                       "20 s gloo timeout raised, and the launcher stopped rank 0 (SIGTERM) still inside its "
+                       "validation loop (last line: validation batch 120/200).",
+            evidence=[("logs/*/attempt_0/0/stderr.log", r"running validation: 200 batches"),
+                      ("logs/*/attempt_0/1/stderr.log", r"Timed out waiting \d+ms for (recv|send)")],
+            tags=["hang", "cross-rank", "asymmetric-work"],
+            notes="TAXONOMY edge case: one rank busy longer than the collective timeout with evaluation only it "
+                  "runs is software (asymmetric work), not data_loading_stall and not a fabric hang. Rank 0's last "
+                  "lines are its 'validation batch N/200' progress lines.",
+            title="rank 0 alone runs a long validation, the others time out (4 ranks)"),
     ]
 
 
@@ -264,7 +412,7 @@ def ours(pid: int) -> bool:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return TRAIN.encode() in cmd or TRAIN_LIGHTNING.encode() in cmd or b"torch.distributed.run" in cmd
+    return b"eval/lab/train" in cmd or b"torch.distributed.run" in cmd
 
 
 def _kill(pid: int) -> None:
@@ -274,33 +422,87 @@ def _kill(pid: int) -> None:
         pass
 
 
+def agent_cmd(run: Run, dest: Path, python: str, port: int, node: int, extra: list[str]) -> list[str]:
+    """One torchrun agent's command line (node `node` of run.nnodes)."""
+    logs = dest / (f"node{node}/logs" if run.nnodes > 1 else "logs")
+    rid = run.rdzv_ids[node] if run.rdzv_ids else run.job_id
+    if run.rdzv == "static":
+        rdzv = [f"--node-rank={node}", "--master-addr=127.0.0.1", f"--master-port={port}", f"--rdzv-id={rid}"]
+    else:
+        rdzv = ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={rid}"]
+    if run.rdzv_conf:
+        rdzv.append(f"--rdzv-conf={run.rdzv_conf}")
+    return [python, "-m", "torch.distributed.run", f"--nnodes={run.nnodes}", f"--nproc-per-node={run.nproc_node()}",
+            *rdzv, "--max-restarts=0", "--tee" if run.stdio == "tee" else "--redirects", "3", "--log-dir", str(logs),
+            run.script, "--steps", "30", "--fault", run.fault, "--fault-rank", str(run.rank), "--fault-step",
+            str(run.step), *run.args, *extra]
+
+
 def launch(run: Run, dest: Path, python: str) -> tuple[int | None, float]:
-    """Run torchrun for `run`, writing into `dest`; returns (exit code or None on timeout, seconds)."""
+    """Run the torchrun agent(s) for `run`, writing into `dest`; returns (worst exit code or None on timeout, s)."""
     port = free_port()
-    cmd = [python, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc-per-node={run.nproc}",
-           "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={run.job_id}",
-           "--max-restarts=0", "--tee" if run.stdio == "tee" else "--redirects", "3", "--log-dir", str(dest / "logs"),
-           run.script, "--steps", "30", "--fault", run.fault, "--fault-rank", str(run.rank), "--fault-step", str(run.step),
-           *run.args]
+    extra: list[str] = []
+    volume = STAGE / f"ckpt-{run.job_id}"  # --out of the HF runs: outside the case (checkpoints are not logs)
+    held = None
+    if run.setup.startswith(("volume:", "dir")):
+        if volume.exists():
+            subprocess.run(["umount", str(volume)], stderr=subprocess.DEVNULL)
+            shutil.rmtree(volume)
+        volume.mkdir(parents=True)
+        if run.setup.startswith("volume:"):  # a small filesystem of its own: a real ENOSPC when it is full
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={run.setup.split(':')[1]}k", "tmpfs", str(volume)],
+                           check=True)
+        extra = ["--out", str(volume)]
+    if run.setup == "port-taken":  # another program (a previous job, a notebook) already listens on the port
+        held = socket.socket()
+        held.bind(("127.0.0.1", port))
+        held.listen()
+    if run.fault == "nofile":
+        extra = ["--shard-dir", str(STAGE / f"data-{run.job_id}")]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH", "NCCL", "LAB_", "PYTHONPATH"))}
     env.update({"PYTHONUNBUFFERED": "1", **run.env})
     t0 = time.time()
-    with open(dest / "torchrun.out", "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    procs, outs = [], []
+    try:
+        for node in range(run.agents if run.agents is not None else run.nnodes):
+            out_dir = dest / f"node{node}" if run.nnodes > 1 else dest
+            out_dir.mkdir(parents=True, exist_ok=True)
+            out = open(out_dir / "torchrun.out", "wb")
+            outs.append(out)
+            procs.append(subprocess.Popen(agent_cmd(run, dest, python, port, node, extra), cwd=REPO, env=env,
+                                          stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+            if node + 1 < run.nnodes:
+                time.sleep(1.0)  # the second node's agent starts a moment later, as on a real cluster
         seen: set[int] = set()
-        while True:
-            seen.update(descendants(proc.pid))
-            try:
-                rc = proc.wait(timeout=1)
-                break
-            except subprocess.TimeoutExpired:
+        rcs: dict[int, int] = {}
+        timed_out = False
+        while len(rcs) < len(procs):
+            for pr in procs:
+                seen.update(descendants(pr.pid))
+            for pr in procs:
+                if pr.pid not in rcs and pr.poll() is not None:
+                    rcs[pr.pid] = pr.returncode
+            if len(rcs) < len(procs):
                 if time.time() - t0 > run.limit_s:
-                    rc = None
+                    timed_out = True
                     break
-        for pid in sorted(seen | ({proc.pid} if rc is None else set())):
+                time.sleep(1)
+        for pid in sorted(seen | ({pr.pid for pr in procs} if timed_out else set())):
             ours(pid) and _kill(pid)  # only processes this run started that are still there
-        if rc is None:
-            proc.wait()
+        for pr in procs:
+            pr.wait()
+    finally:
+        for out in outs:
+            out.close()
+        if held is not None:
+            held.close()
+        if run.setup.startswith(("volume:", "dir")):
+            if run.setup.startswith("volume:"):
+                subprocess.run(["umount", str(volume)], check=False)
+            shutil.rmtree(volume, ignore_errors=True)
+        if run.fault == "nofile":
+            shutil.rmtree(STAGE / f"data-{run.job_id}", ignore_errors=True)
+    rc = None if timed_out else max(rcs.values(), key=lambda c: c != 0)
     return rc, time.time() - t0
 
 
@@ -321,11 +523,13 @@ def first_failure_time(run: Run, dest: Path) -> str | None:
     if not run.timed or run.category == "none":
         return None
     last = None
-    for f in dest.glob(f"logs/*/attempt_0/{max(run.rank, 0)}/stderr.log"):
+    for f in dest.glob(run.rank_glob(max(run.rank, 0))):
         for line in f.read_text(errors="replace").splitlines():
             m = ASCTIME.match(line)
             if m:
                 last = f"{m[1]}T{m[2]}.{m[3]}"
+                if run.fft_rx and re.search(run.fft_rx, line):
+                    return last
     return last
 
 
@@ -334,9 +538,12 @@ def truth(run: Run, lines: list[str], fft: str | None) -> dict:
          "culprit_nodes": [], "root_cause": run.root_cause, "evidence": lines,
          **({"first_failure_time": fft} if fft else {}),
          "tags": ["lab", "gloo", "cpu", *run.tags], "title": f"lab: {run.title}",
-         "framework": run.framework, "scale": f"{run.nproc} ranks on 1 node (CPU processes)",
+         "framework": run.framework, "scale": (f"{run.nproc} ranks on 1 node (CPU processes)" if run.nnodes == 1 else
+                                                f"{run.nproc} ranks, {run.nnodes} torchrun agents of "
+                                                f"{run.nproc_node()} (CPU processes, one machine)"),
          "confidence": "high", "source_url": "eval/lab/run_lab.py"}
-    notes = (f"Real run of {run.script} under torchrun (--{run.stdio} 3, --log-dir), job id {run.job_id}. "
+    notes = (f"Real run of {run.script} under torchrun (--{run.stdio} 3, --log-dir), job id {run.job_id}"
+             f"{', ' + str(run.nnodes) + ' agents (node<i>/torchrun.out, node<i>/logs)' if run.nnodes > 1 else ''}. "
              f"{run.notes}").strip()
     t["notes"] = notes
     return t
@@ -355,7 +562,7 @@ def rewrite_truth(runs: list[Run], out: Path) -> int:
     bad = 0
     for run in runs:
         dest = out / run.slug
-        if not (dest / "torchrun.out").is_file():
+        if not any(dest.glob("**/torchrun.out")):
             print(f"{run.slug}: no case folder in {out}, skipped")
             continue
         missing = write_truth(run, dest)

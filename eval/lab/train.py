@@ -20,6 +20,12 @@ plus a few `print` lines (stdout), as ordinary training scripts do. Faults (flag
 - `skip_collective`: every step all ranks all-reduce the loss for logging; rank K skips it at step S, so its next
   collective (the gradient all-reduce) meets the others' loss all-reduce. With TORCH_DISTRIBUTED_DEBUG=DETAIL
   the process-group wrapper detects the mismatch; without it gloo fails on the size mismatch or times out.
+- `nofile`: rank K runs with a low open-files limit (RLIMIT_NOFILE, as on a node whose `ulimit -n` was left low),
+  sized so that it lasts about S steps; with --shard-dir every rank keeps each shard file it reads open (a cache
+  sized for the usual limit), so rank K's next `open` fails with `OSError: [Errno 24] Too many open files`.
+- `slow_eval`: at step S rank K (rank 0 in the lab) runs an evaluation pass that only it runs (~0.15 s a batch,
+  200 batches, longer than the process-group timeout) while the others go on to the next gradient all-reduce and
+  time out there.
 - `none`: the run finishes normally.
 
 `--dump-stacks-on-sigterm` registers faulthandler for SIGTERM (the launcher's stop signal), so a rank that is
@@ -53,10 +59,12 @@ FEATURES, CLASSES, SHARD = 32, 8, 256
 class ShardedSynthetic(Dataset):
     """Deterministic synthetic samples stored in 'shards' of 256 records; logs the first read of each shard."""
 
-    def __init__(self, length: int, stall_index: int | None = None):
+    def __init__(self, length: int, stall_index: int | None = None, shard_dir: str | None = None):
         self.length = length
         self.stall_index = stall_index
+        self.shard_dir = shard_dir
         self.opened: set[int] = set()
+        self.handles: dict[int, object] = {}  # with a shard dir: open shard files, kept open once read
         w = torch.Generator().manual_seed(1234)
         self.proj = torch.randn(FEATURES, CLASSES, generator=w)
 
@@ -67,8 +75,12 @@ class ShardedSynthetic(Dataset):
         shard = idx // SHARD
         if shard not in self.opened:  # shards stay open (and cached) once read
             self.opened.add(shard)
-            log.info("opened shard data/train/shard-%05d.bin (records %d-%d)", shard, shard * SHARD,
-                     shard * SHARD + SHARD - 1)
+            if self.shard_dir:
+                path = os.path.join(self.shard_dir, f"shard-{shard:05d}.bin")
+                self.handles[shard] = open(path, "a+b")
+            else:
+                log.info("opened shard data/train/shard-%05d.bin (records %d-%d)", shard, shard * SHARD,
+                         shard * SHARD + SHARD - 1)
         if idx == self.stall_index:
             while True:  # a read that never returns (a hung network mount, a dead storage target)
                 time.sleep(3600)
@@ -99,13 +111,15 @@ def parse() -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
     p.add_argument("--pg-timeout", type=float, default=20.0, help="process-group timeout, seconds")
     p.add_argument("--fault", default=env("LAB_FAULT", "none"),
-                   choices=["none", "stall", "kill", "raise", "oom", "nan", "skip_collective"])
+                   choices=["none", "stall", "kill", "raise", "oom", "nan", "skip_collective", "nofile", "slow_eval"])
     p.add_argument("--fault-rank", type=int, default=int(env("LAB_FAULT_RANK", "1")))
     p.add_argument("--fault-step", type=int, default=int(env("LAB_FAULT_STEP", "10")))
     p.add_argument("--oom-headroom-mb", type=int, default=1024)
     p.add_argument("--grad-sync", choices=["ddp", "manual"], default="ddp",
                    help="ddp: DistributedDataParallel; manual: broadcast the weights, all_reduce each gradient")
     p.add_argument("--dump-stacks-on-sigterm", action="store_true")
+    p.add_argument("--shard-dir", help="keep the dataset's shards as real files here (4 records a shard), "
+                                        "each kept open once read")
     return p.parse_args()
 
 
@@ -118,6 +132,25 @@ def cap_address_space(headroom_mb: int) -> None:
     vm = int(re.search(r"VmSize:\s+(\d+) kB", open("/proc/self/status").read()).group(1)) * 1024
     hard = resource.getrlimit(resource.RLIMIT_AS)[1]
     resource.setrlimit(resource.RLIMIT_AS, (vm + headroom_mb * 2**20, hard))
+
+
+def evaluate(model: nn.Module, data: Dataset, batch: int, batches: int = 200) -> None:
+    """A validation pass run by this rank alone (as `if rank == 0: evaluate()` does), slow per batch."""
+    net = model.module if isinstance(model, DDP) else model
+    log.info("running validation: %d batches of %d", batches, batch)
+    correct = total = 0
+    t0 = time.time()
+    with torch.no_grad():
+        for b in range(batches):
+            xs, ys = zip(*(data[(b * batch + i) % len(data)] for i in range(batch)))
+            pred = net(torch.stack(xs)).argmax(1)
+            correct += int((pred == torch.tensor(ys)).sum())
+            total += batch
+            time.sleep(0.15)  # per-batch metric work (decoding, writing predictions) that takes a while
+            if (b + 1) % 20 == 0:
+                log.info("validation batch %d/%d acc %.3f elapsed %.1fs", b + 1, batches, correct / total,
+                         time.time() - t0)
+    log.info("validation done: acc %.4f in %.1fs", correct / total, time.time() - t0)
 
 
 @record
@@ -139,7 +172,11 @@ def main() -> None:
     sampler = DistributedSampler(range(length), num_replicas=world, rank=rank, shuffle=True, seed=7)
     order = list(iter(sampler))
     stall = order[args.fault_step * args.batch] if args.fault == "stall" and faulty else None
-    data = ShardedSynthetic(length, stall_index=stall)
+    if args.shard_dir:
+        global SHARD
+        SHARD = 4
+        os.makedirs(args.shard_dir, exist_ok=True)
+    data = ShardedSynthetic(length, stall_index=stall, shard_dir=args.shard_dir)
     sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=True, seed=7)
     loader = DataLoader(data, batch_size=args.batch, sampler=sampler, num_workers=args.workers, drop_last=True)
 
@@ -156,6 +193,10 @@ def main() -> None:
         log.info("model MLP(%d-64-64-%d) params=%d world_size=%d batch/rank=%d steps=%d", FEATURES, CLASSES, n, world,
                  args.batch, args.steps)
 
+    if args.fault == "nofile" and faulty:  # stands for the node's `ulimit -n` (set here so it lasts ~S steps)
+        in_use = len(os.listdir("/proc/self/fd"))
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        resource.setrlimit(resource.RLIMIT_NOFILE, (in_use + args.batch * args.fault_step, hard))
     cache: list[torch.Tensor] = []
     sampler.set_epoch(0)
     t_prev = time.time()
@@ -187,6 +228,8 @@ def main() -> None:
         if args.fault == "oom" and faulty and step >= args.fault_step:
             cache.append(out.detach().new_ones(64 * 2**20))  # 256 MiB per step, never released
 
+        if args.fault == "slow_eval" and faulty and step == args.fault_step:
+            evaluate(model, data, args.batch)
         reported = loss.detach().clone()
         if not (args.fault == "skip_collective" and faulty and step == args.fault_step):
             dist.all_reduce(reported)
