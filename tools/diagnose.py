@@ -20,6 +20,8 @@ from trainlog_debugger.tools.ranks import ranks_str
 from trainlog_debugger.tools.rules import RULES, Candidate, RuleInputs
 from trainlog_debugger.tools.lines.timestamps import order_key
 from trainlog_debugger.tools.rules.base import by_time
+from trainlog_debugger.tools.lines.attribution import strip_prefixes
+from trainlog_debugger.tools.rankdiff.mask import template_of
 
 DECISIVE = 0.5
 WINDOW = 0.3  # candidates this close to the strongest compete on time
@@ -94,16 +96,57 @@ def diagnose(inputs: RuleInputs) -> Diagnosis:
         status = Status.inconclusive
     missing = _missing(inputs, trigger)
     alternatives = _alternatives(inputs, trigger, cands, supporting)
+    culprit_ranks = sorted(trigger.ranks)
     culprit_nodes = list(dict.fromkeys(n for n in trigger.nodes if n)) or _nodes_of_ranks(inputs, trigger.ranks)
     headline = f"{status.value}: {trigger.summary}"
+    every = _on_every_rank(inputs, trigger)
+    if every:
+        culprit_ranks, culprit_nodes = [], []
+        headline += f" ({every})"
+        caps = caps + [f"no single culprit: {every}"]
     recs = list(dict.fromkeys(trigger.recommendations + [r for c in supporting for r in c.recommendations]))
     if missing and confidence != "high":
         recs.append("collect the missing evidence listed below, then re-run `debugger ask`")
     return Diagnosis(
-        status=status, category=trigger.category, culprit_ranks=sorted(trigger.ranks), culprit_nodes=culprit_nodes,
+        status=status, category=trigger.category, culprit_ranks=culprit_ranks, culprit_nodes=culprit_nodes,
         confidence=confidence, headline=headline, chain=chain, timeline=_timeline(inputs, chain), job=job,
         key_files=_key_files(chain), recommendations=recs, restart=trigger.restart, alternatives=alternatives,
         missing=missing, coverage=scan.coverage, notes=caps + list(inputs.nccl.notes if inputs.nccl else []))
+
+
+SYSTEMIC_SPREAD_S = 5.0  # the same error on every rank within this long: no rank went first
+
+
+def _on_every_rank(inputs: RuleInputs, t: Candidate) -> str | None:
+    """Protocol step 2 read the other way: when every rank of the job printed the trigger's very error (same message
+    once rank prefixes, digits and paths are masked) within a few seconds of each other, or with no times to order
+    them, the first rank in the file is not the culprit: the cause is shared (the same step's data, a setting, the
+    code). The earliest rank keeps the citation; nobody is named. A known world size that the logs do not cover
+    keeps the rank: the unseen ranks may not have failed. Crashes only: a hang's culprit is the rank that differs."""
+    if not t.ranks or not t.evidence or t.facts.get("on_collective_culprit") or t.status != "crashed" \
+            or t.rule.startswith(("collective.", "asymmetry.")):
+        return None  # a rank singled out by cross-rank analysis (a hang's outlier) is the culprit by construction
+    seen = set(inputs.scan.ranks)
+    cov = inputs.scan.coverage
+    if len(seen) < 2 or cov.missing_ranks or (cov.expected_ranks and len(seen) < cov.expected_ranks):
+        return None
+    key = template_of(strip_prefixes(t.evidence[0].text))
+    if len(key) < 12:
+        return None
+    first: dict[int, Evidence] = {}
+    for evs in inputs.by_pattern.values():
+        for e in evs:
+            if e.rank is not None and e.rank not in first and template_of(strip_prefixes(e.text)) == key:
+                first[e.rank] = e
+    if set(first) != seen:
+        return None
+    secs = [s for e in first.values() if e.time is not None and (s := e.time.job_seconds()) is not None]
+    spread = max(secs) - min(secs) if len(secs) >= 2 else None
+    if spread is not None and spread > SYSTEMIC_SPREAD_S:
+        return None
+    when = ("with no times to order them" if spread is None else f"within {spread:.1f} s" if len(secs) == len(first)
+            else f"within {spread:.1f} s where a time is stated")
+    return f"every rank ({len(seen)} of {len(seen)}) raised the same error {when}: a shared cause, not one rank"
 
 
 def _nodes_of_ranks(inputs: RuleInputs, ranks: list[int]) -> list[str]:

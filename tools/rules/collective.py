@@ -14,6 +14,11 @@ from trainlog_debugger.tools.ranks import ranks_str
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate
 
 _DATA = re.compile(r"(?i)data ?loader|dataset|loading|shard|lhotse|fetch|prefetch|batch|sampler|\.tar\b|read timed out")
+# work that one rank does alone while the others wait (TAXONOMY edge case: software): evaluation, metrics, logging,
+# sample generation. Checked before _DATA: a validation loop's own progress lines say "batch" and "DataLoader".
+_ASYM = re.compile(r"(?i)\b(?:validat(?:ion|ing|e)|evaluat(?:ion|ing|e)|eval(?:uation)?[ _](?:loop|step|batch|epoch|loss)|"
+                   r"running eval|test(?:ing)? (?:loop|batch|step)|comput(?:e|ing) metrics|generat(?:e|ing) samples|"
+                   r"wandb|tensorboard|mlflow|profil(?:er|ing)|exporting)\b")
 _CKPT = re.compile(r"(?i)checkpoint|saving|save_checkpoint|\.distcp|torch\.save")
 _STORAGE_PIDS = ("loader.batch_loader_error", "ais.resource_pressure", "ais.out_of_bounds", "ais.shared_dm_error",
                  "io.no_space")
@@ -41,6 +46,10 @@ def straggler(f: RuleInputs):
         cat, why, s = "storage_io", f"{base}, after storage errors on the same rank", 0.85
     elif exhausted or (retries and _DATA.search(retries[-1].text)):
         cat, why, s = "data_loading_stall", f"{base}, in data loading (its reads were retrying)", 0.85
+    elif _ASYM.search(last):
+        cat, why, s = "software", (f"{base}: it was doing work the others did not (its last line: evaluation, metrics "
+                                   f"or logging on {'these ranks' if len(culprits) > 1 else 'one rank'} only) while "
+                                   f"they waited in the collective"), 0.75
     elif _CKPT.search(last):
         cat, why, s = "storage_io", f"{base}, while saving a checkpoint (its last line)", 0.75
     elif _DATA.search(last):
@@ -49,11 +58,15 @@ def straggler(f: RuleInputs):
         cat, why, s = "data_loading_stall", f"{base}; its last line does not say what it was doing", 0.6
     recs = {"storage_io": ["check the storage backend for the window before the hang (AIStore: `ais log get cluster`)",
                            "add timeouts and bounded retries to the loader's reads"],
+            "software": [f"run that work on every rank, or make the others wait for it outside the collective "
+                         f"(a barrier with a timeout long enough for it), or move it off the training loop",
+                         "if it must run on one rank, raise the collective timeout above its length"],
             "data_loading_stall": ["put a timeout on data reads (a read with no timeout blocks the rank forever)",
                                    f"inspect rank {r0}'s data shard / loader worker at the time of its last line",
                                    "a py-spy dump of the stuck rank shows the exact frame next time"]}[cat]
     return [candidate("collective.straggler", cat, why, s, ev, f, status="hung", ranks=culprits,
-                 nodes=[rep.ranks[r].node for r in culprits if rep.ranks[r].node], restart="restart as is",
+                 nodes=[rep.ranks[r].node for r in culprits if rep.ranks[r].node],
+                 restart="fix first" if cat == "software" else "restart as is",
                  recommendations=recs, facts={"nccl_verdict": rep.verdict})]
 
 

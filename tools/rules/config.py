@@ -21,14 +21,61 @@ def port_in_use(f: RuleInputs):
                      "kill leftover processes from a previous run on that node"])]
 
 
+def launch_agents(f: RuleInputs) -> dict[tuple[str, str | None], dict[str, tuple[str, Evidence]]]:
+    """The elastic agents whose launch configuration the logs print, keyed by (file, agent pid): per agent, each
+    rendezvous setting with the line that states it. Several agents may share one file (srun on two nodes into one
+    output); the pid tells them apart."""
+    agents: dict[tuple[str, str | None], dict[str, tuple[str, Evidence]]] = {}
+    for ev in f.hits("torchrun.launch_config"):
+        fx = f.fields_of(ev, "torchrun.launch_config")
+        if fx.get("key"):
+            agents.setdefault((ev.file, fx.get("pid")), {}).setdefault(fx["key"], (fx["value"], ev))
+    return agents
+
+
 def rendezvous_timeout(f: RuleInputs):
+    """A rendezvous that never filled. The agents' own launch configurations decide what was at fault (TAXONOMY:
+    wrong rendezvous settings → config; a node that never came up → infrastructure): agents that name different run
+    ids or endpoints each waited alone in their own rendezvous (config); agents that agree, fewer of them in the logs
+    than the nodes the rendezvous waits for, mean the missing node's agent never started or never reached the
+    endpoint (infrastructure, with config as the alternative when its settings are unseen)."""
     evs = f.hits("torchrun.rendezvous_timeout")
     if not evs:
         return []
     fx = f.fields_of(evs[0], "torchrun.rendezvous_timeout")
     joined = f" ({fx['joined']}/{fx['expected']} joined)" if fx.get("joined") is not None else ""
+    recs = ["check MASTER_ADDR/port reachability from every node and that every node started"]
+    agents = launch_agents(f)
+    for key in ("run_id", "rdzv_endpoint"):
+        vals = {a[key][0]: a[key][1] for a in agents.values() if key in a}
+        if len(vals) > 1:
+            shown = ", ".join(sorted(vals)[:4])
+            return [candidate(
+                "config.rendezvous_timeout", "config", f"rendezvous timed out at start-up{joined}: the agents were "
+                f"launched with different {key} ({shown}), so each waited in its own rendezvous", 0.85,
+                evs[:1] + list(vals.values())[:3], f, facts={"setting": key, "values": sorted(vals)},
+                recommendations=[f"launch every node's torchrun with the same --rdzv-id and --rdzv-endpoint (derive "
+                                 f"them from the scheduler's job id and first host, e.g. $SLURM_JOB_ID)"] + recs)]
+    mins = [int(a["min_nodes"][0]) for a in agents.values() if a.get("min_nodes", ("",))[0].isdigit()]
+    want = max(mins) if mins else None
+    if want and 0 < len(agents) < want <= 10_000 and (fx.get("joined") is None or fx["joined"] < fx.get("expected", want)):
+        ev_min = next(a["min_nodes"][1] for a in agents.values() if "min_nodes" in a)
+        return [c for c in (
+            candidate("infrastructure.node_never_joined", "infrastructure",
+                      f"rendezvous timed out at start-up{joined}: it waits for {want} nodes and only "
+                      + (f"{len(agents)} agents, with the same settings, appear" if len(agents) > 1 else "1 agent appears")
+                      + " in the logs: the missing node's agent never started or never reached the endpoint (a node "
+                      "that never came up)",
+                      0.6, evs[:1] + [ev_min], f, status="crashed", facts={"min_nodes": want, "agents": len(agents)},
+                      recommendations=["check that every allocated node started its torchrun (scheduler logs, "
+                                       "`sinfo`/`scontrol show job`, the node's own output)",
+                                       "if that node's agent did run, compare its --rdzv-id/--rdzv-endpoint with "
+                                       "these"]),
+            candidate("config.rendezvous_timeout", "config", f"rendezvous timed out at start-up{joined}: the missing "
+                      f"node may have been launched with other rendezvous settings (its log is not in the bundle)",
+                      0.45, evs[:1], f, recommendations=recs)) if c]
     return [candidate("config.rendezvous_timeout", "config", f"rendezvous timed out at start-up{joined}", 0.65, evs[:2], f,
-                 recommendations=["check MASTER_ADDR/port reachability from every node and that every node started"])]
+                      recommendations=recs)]
 
 
 def nccl_version_mismatch(f: RuleInputs):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 
 from trainlog_debugger.tools.bundle.open import natural_key
-from trainlog_debugger.tools.lines.timestamps import order_then_place
+from trainlog_debugger.tools.lines.timestamps import order_key, order_then_place
 from trainlog_debugger.tools.model import Coverage, Evidence
 from trainlog_debugger.tools.ranks import parse_ranges
 from trainlog_debugger.tools.scan.result import FileScan, PatternSummary, RankSummary, ScanResult, to_evidence
@@ -264,6 +264,10 @@ def _coverage(files: list[FileScan], rank_files: dict[int, set[str]], skipped: l
 
 
 def _last_lines(files: list[FileScan]) -> dict[int, Evidence]:
+    """Where each rank's log stops, over all its files (torchrun's stdout.log and stderr.log, a per-rank file and the
+    launcher's prefixed copy). A line with a time beats one without: an undated last line of one file (a banner
+    printed at start-up to stdout) says nothing about when it came, while the other file's dated line does.
+    Between undated lines, the later file wins."""
     out: dict[int, Evidence] = {}
     for f in files:
         for r, ll in f.last_lines.items():
@@ -271,7 +275,9 @@ def _last_lines(files: list[FileScan]) -> dict[int, Evidence]:
                 continue
             ev = Evidence(file=f.rel, line=ll.line, text=ll.text, time=ll.time, rank=r, kind=f.kind)
             prev = out.get(r)
-            if prev is None or order_then_place(ev.time) > order_then_place(prev.time):
+            new_k, prev_k = (order_key(ev.time), order_key(prev.time)) if prev is not None else (None, None)
+            if prev is None or (new_k is not None and (prev_k is None or new_k > prev_k)) \
+                    or (new_k is None and prev_k is None):
                 out[r] = ev
     return out
 

@@ -62,6 +62,13 @@ PATTERNS = [
       "torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 15/16 clients joined.",
       "rendezvous / store timeout at start-up",
       fields=r"(?P<joined>\d+)/(?P<expected>\d+) clients joined", ints=("joined", "expected")),
+    P("torchrun.launch_config", 0, None, "context",
+      r"  (?:run_id|rdzv_endpoint|rdzv_backend|min_nodes|max_nodes) +: \S",
+      ("run_id ", "rdzv_endpoint ", "rdzv_backend ", "min_nodes ", "max_nodes "),
+      "I1124 03:54:48.120000 30792 torch/distributed/launcher/api.py:254]   run_id                   : 73143",
+      "the elastic agent's launch configuration (one line per setting): which rendezvous each agent joined",
+      fields=r"(?:(?P<pid>\d+) \S*launcher/api\.py:\d+\])? +(?P<key>run_id|rdzv_endpoint|rdzv_backend|min_nodes|max_nodes)"
+             r" +: (?P<value>\S+)"),
     P("torchrun.address_in_use", 1, "config", "root_candidate",
       r"(?:Address already in use|failed to listen on any local network address)",
       ("Address already in use", "failed to listen on any local network address"),

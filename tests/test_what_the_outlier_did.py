@@ -1,0 +1,166 @@
+"""Issue 10, mechanisms 3-5 read from where each rank stops: what the one rank that never entered the collective was
+doing decides the category (TAXONOMY edge case: evaluation on one rank → software, data reads → data_loading_stall);
+a rank's last line is its last dated line across its files; the same error on every rank names no culprit; and a
+rendezvous that never filled is judged by the agents' own launch settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainlog_debugger.tools.bundle.open import open_bundle
+from trainlog_debugger.tools.pipeline import investigate
+
+
+def _write(root, files: dict[str, list[str]]):
+    for name, lines in files.items():
+        p = root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("\n".join(lines) + "\n")
+
+
+def _investigate(root, files):
+    _write(root, files)
+    with open_bundle(root) as b:
+        return investigate(b)
+
+
+GLOO_TIMEOUT = ("RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:129] "
+                "Timed out waiting 20000ms for send operation to complete")
+
+
+def _gloo_hang(odd_rank_tail: list[str], odd: int = 0, world: int = 4) -> dict[str, list[str]]:
+    """Per-rank stdout/stderr files: every rank trains to step 9; the odd rank then prints `odd_rank_tail` and stops
+    (the launcher killed it) while the others wait in the step's all-reduce until gloo's timeout."""
+    files = {}
+    for r in range(world):
+        d = f"out/rank_{r}"
+        files[f"{d}.out"] = [f"rank {r}/{world} (local {r}) pid {3000 + r} backend gloo torch 2.13.0+cpu"]
+        body = [f"2026-11-24 03:55:4{s // 5},{100 + 10 * s + r:03d} INFO train: step {s} loss 2.07 lr 0.05"
+                for s in range(10)]
+        if r == odd:
+            body += odd_rank_tail
+        else:
+            body += ["[rank%d]: Traceback (most recent call last):" % r,
+                     '[rank%d]:   File "/work/train.py", line 212, in <module>' % r,
+                     "[rank%d]:     dist.all_reduce(loss)" % r,
+                     f"[rank{r}]: {GLOO_TIMEOUT}"]
+        files[f"{d}.err"] = body
+    return files
+
+
+@pytest.mark.parametrize("tail", [
+    ["2026-11-24 03:55:54,612 INFO train: validation batch 40/200 acc 0.236 elapsed 6.0s",
+     "2026-11-24 03:56:06,671 INFO train: validation batch 120/200 acc 0.253 elapsed 18.1s"],
+    ["Validation DataLoader 0:  61%|██████    | 122/200 [00:18<00:11,  6.71it/s]"],
+    ["2026-11-24 03:55:52,000 INFO eval: running evaluation on 5000 held-out samples",
+     "2026-11-24 03:56:06,000 INFO eval: computing metrics (bleu, rouge)"],
+])
+def test_one_rank_evaluating_while_the_others_wait_is_software(tmp_path, tail):
+    d = _investigate(tmp_path, _gloo_hang(tail, odd=0))
+    assert (d.category, d.culprit_ranks) == ("software", [0]), d.headline
+    assert d.restart == "fix first"
+
+
+def test_one_rank_reading_data_while_the_others_wait_stays_a_loading_stall(tmp_path):
+    d = _investigate(tmp_path, _gloo_hang(
+        ["2026-11-24 03:55:50,002 INFO data: opening shard data/train/shard-00417.tar (records 1024-1279)"], odd=2))
+    assert (d.category, d.culprit_ranks) == ("data_loading_stall", [2]), d.headline
+
+
+def test_a_rank_last_line_is_its_last_dated_line_not_an_undated_banner_in_another_file(tmp_path):
+    """stdout.log holds one undated start-up banner; stderr.log's dated lines come later. The banner is not where
+    the rank stopped (it would hide the validation loop it was in)."""
+    d = _investigate(tmp_path, _gloo_hang(
+        ["2026-11-24 03:56:06,671 INFO train: validation batch 120/200 acc 0.253"], odd=1))
+    assert d.culprit_ranks == [1]
+    assert any("validation batch 120/200" in e.text for f in d.chain for e in f.evidence), \
+        [e.text for f in d.chain for e in f.evidence]
+
+
+# -- the same error on every rank ------------------------------------------------------------------------------
+
+def _nan_on(ranks: list[int], times: dict[int, str] | None = None, world: int = 4) -> dict[str, list[str]]:
+    out = {}
+    for r in range(world):
+        lines = [f"[rank{r}]: 2025-05-01 10:00:00,000 INFO train: step 99 loss 2.31"]
+        if r in ranks:
+            t = (times or {}).get(r)
+            lines += ([f"[rank{r}]: {t} INFO train: step 100"] if t else []) + [
+                f"[rank{r}]: Traceback (most recent call last):",
+                f'[rank{r}]:   File "/work/train.py", line 301, in <module>',
+                f"[rank{r}]:     loss.backward()",
+                f"[rank{r}]: RuntimeError: Function 'LogSoftmaxBackward0' returned nan values in its 0th output."]
+        out[f"rank_{r}.log"] = lines
+    return out
+
+
+def test_the_same_error_on_every_rank_names_no_culprit(tmp_path):
+    d = _investigate(tmp_path, _nan_on([0, 1, 2, 3]))
+    assert d.category == "numerical", d.headline
+    assert d.culprit_ranks == [] and d.culprit_nodes == []
+    assert "every rank (4 of 4)" in d.headline
+
+
+def test_the_same_error_on_one_rank_names_it(tmp_path):
+    d = _investigate(tmp_path, _nan_on([2]))
+    assert (d.category, d.culprit_ranks) == ("numerical", [2]), d.headline
+
+
+def test_the_same_error_on_every_rank_but_one_rank_minutes_earlier_names_that_rank(tmp_path):
+    times = {0: "2025-05-01 10:05:00,000", 1: "2025-05-01 10:05:00,500", 2: "2025-05-01 10:01:00,000",
+             3: "2025-05-01 10:05:01,000"}
+    d = _investigate(tmp_path, _nan_on([0, 1, 2, 3], times))
+    assert d.culprit_ranks == [2], d.headline
+
+
+def test_every_rank_of_a_partial_bundle_is_not_every_rank_of_the_job(tmp_path):
+    """Four ranks' logs, and a stated world size of 8: the unseen four may not have failed."""
+    files = _nan_on([0, 1, 2, 3])
+    files["rank_0.log"].insert(0, "[rank0]: 2025-05-01 09:59:00,000 INFO train: world_size=8 global_batch=256")
+    d = _investigate(tmp_path, files)
+    assert d.culprit_ranks, d.headline
+
+
+# -- rendezvous that never filled -------------------------------------------------------------------------------
+
+def _agent(pid: int, run_id: str, endpoint: str = "10.0.0.1:29400", min_nodes: int = 2) -> list[str]:
+    h = f"I1124 03:54:48.120000 {pid} torch/distributed/launcher/api.py:254]"
+    return [f"{h} Starting elastic_operator with launch configs:",
+            f"{h}   entrypoint               : train.py",
+            f"{h}   min_nodes                : {min_nodes}",
+            f"{h}   max_nodes                : {min_nodes}",
+            f"{h}   nproc_per_node           : 8",
+            f"{h}   run_id                   : {run_id}",
+            f"{h}   rdzv_backend             : c10d",
+            f"{h}   rdzv_endpoint            : {endpoint}",
+            f"I1124 03:54:48.124000 {pid} torch/distributed/elastic/agent/server/api.py:707] [default] Rendezvous'ing "
+            f"worker group",
+            "Traceback (most recent call last):",
+            '  File "/usr/lib/python3/site-packages/torch/distributed/elastic/rendezvous/dynamic_rendezvous.py", '
+            'line 680, in run',
+            "    raise RendezvousTimeoutError",
+            "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError"]
+
+
+def test_agents_with_different_run_ids_are_a_config_mistake(tmp_path):
+    d = _investigate(tmp_path, {"node0/torchrun.out": _agent(111, "job-7"), "node1/torchrun.out": _agent(222, "job-8")})
+    assert d.category == "config", d.headline
+    assert "run_id" in d.headline and "job-7" in d.headline
+
+
+def test_agents_with_different_endpoints_in_one_file_are_a_config_mistake(tmp_path):
+    """srun on two nodes into one output: the agents' pids tell them apart."""
+    d = _investigate(tmp_path, {"slurm-4242.out": _agent(111, "4242", "10.0.0.1:29400")
+                                + _agent(222, "4242", "10.0.0.2:29400")})
+    assert d.category == "config" and "rdzv_endpoint" in d.headline, d.headline
+
+
+def test_one_agent_of_two_nodes_is_a_node_that_never_came_up(tmp_path):
+    d = _investigate(tmp_path, {"node0/torchrun.out": _agent(111, "4242")})
+    assert d.category == "infrastructure", d.headline
+    assert any(a.category == "config" for a in d.alternatives)
+
+
+def test_every_agent_present_and_agreeing_stays_a_rendezvous_setting(tmp_path):
+    d = _investigate(tmp_path, {"node0/torchrun.out": _agent(111, "4242"), "node1/torchrun.out": _agent(222, "4242")})
+    assert d.category == "config", d.headline
