@@ -58,7 +58,7 @@ def test_an_exception_with_no_resource_behind_it_stays_weak_software(tmp_path):
     ("OSError: [Errno 116] Stale file handle", "storage_io"),
     ("OSError: [Errno 24] Too many open files", "config"),
     ("RuntimeError: DataLoader worker (pid 4121) is killed by signal: Bus error.", None),  # shm: the infra rule's
-    ("ValueError: too many values to unpack (expected 2)", None),
+    ("ValueError: too many values to unpack (expected 2)", "software"),
     ("OSError: [Errno 111] Connection refused", None),  # refused: config, network or a dead peer; not decided here
 ])
 def test_classifier_table(text, expected):
@@ -143,10 +143,45 @@ def test_a_bare_exception_line_is_classified_by_its_meaning(tmp_path, line, cate
 
 
 @pytest.mark.parametrize("text", [
-    "ValueError: too many values to unpack (expected 2)",
-    "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
-    "KeyError: 'image_features'",  # a key name is not a mismatch
+    "KeyError: 'image_features'",  # a key name is not a mismatch, nor proof of a bug
+    "IndexError: list index out of range",
     "ValueError: number of tokens in prompt exceeds max_length",
+    "RuntimeError: NCCL communicator was aborted on rank 3.",
 ])
-def test_the_table_leaves_program_errors_alone(text):
+def test_the_table_leaves_ambiguous_errors_alone(text):
     assert classify_terminal(text) is None
+
+
+@pytest.mark.parametrize("text,exception", [
+    ("RuntimeError: mat1 and mat2 shapes cannot be multiplied (16x28 and 32x64)", "RuntimeError"),
+    ("RuntimeError: The size of tensor a (1024) must match the size of tensor b (1023) at non-singleton dimension 1",
+     "RuntimeError"),
+    ("RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
+     "RuntimeError"),
+    ("ValueError: too many values to unpack (expected 2)", "ValueError"),
+    ("TypeError: forward() got an unexpected keyword argument 'attention_mask'", "TypeError"),
+    ("AttributeError: 'DistributedDataParallel' object has no attribute 'generate'", "AttributeError"),
+    ("RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one. This error "
+     "indicates that your module has parameters that were not used in producing loss.", "RuntimeError"),
+    ("NameError: name 'tokenizer' is not defined", "NameError"),
+    ("ModuleNotFoundError: No module named 'flash_attn'", "ModuleNotFoundError"),
+])
+def test_program_errors_are_software(text, exception):
+    assert classify_terminal(text, (), exception)[0] == "software"
+
+
+def test_a_shape_error_in_a_forward_pass_is_a_decisive_software_crash(tmp_path):
+    """lab-2node-b's wording: a clearly classified program error on the first failing rank is decisive."""
+    (tmp_path / "rank_2.log").write_text("\n".join(_traceback("[rank2]: ", FORWARD, "RuntimeError: mat1 and mat2 shapes "
+                                                             "cannot be multiplied (16x28 and 32x64)")) + "\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert (d.category, d.status, d.culprit_ranks) == ("software", Status.crashed, [2]), d.headline
+
+
+def test_the_same_shape_error_inside_getitem_is_the_record(tmp_path):
+    (tmp_path / "rank_2.log").write_text("\n".join(_traceback("[rank2]: ", GETITEM, "RuntimeError: shape '[3, 224, 224]' "
+                                                             "is invalid for input of size 150000")) + "\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.category == "data", d.headline

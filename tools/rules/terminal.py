@@ -10,10 +10,15 @@ first match wins:
 2. where it was raised: the innermost frames. Code that produces a sample (`Dataset.__getitem__`, a collate
    function, PyTorch's fetch/collate helpers, image/audio/arrow decoders) makes it the data's fault; a finiteness
    check makes it numerical;
-3. the type: `MemoryError` is host memory, `FloatingPointError` is numerics.
+3. a program error by its message (tensor shapes/devices/dtypes that do not fit, a call with the wrong arguments,
+   a name that does not exist, autograd/DDP misuse): `software`, decisive, but only after step 2, because the same
+   shape error raised inside `__getitem__` is the record's fault;
+4. the type: `MemoryError` is host memory, `FloatingPointError` is numerics, `NameError`/`SyntaxError`/
+   `ImportError` are the code or its environment.
 
 No match means the classifier has nothing to say and the exception stays weak `software` (an exception with no
-resource behind it is a program bug, TAXONOMY's `software`, but only the traceback can prove that).
+resource behind it is a program bug, TAXONOMY's `software`, but a bare `KeyError` or `IndexError` is as often a
+config or a record, and only more evidence can prove which).
 Extending it: add a row below and a variant to tests/test_terminal_errors.py.
 """
 
@@ -77,10 +82,40 @@ BY_FRAME = (
                                 fn) is not None, "numerical", "raised by a finiteness check"),
 )
 
-# 3. the type
+# 3. a program error by its message, once the frames said it was not raised while producing a sample (a shape that
+# does not fit inside Dataset.__getitem__ is the record's fault, TAXONOMY `data`; in a forward pass, the code's).
+# Only wordings that name a contract the code broke: tensor shapes/devices/dtypes that disagree, a call with the
+# wrong arguments, a name or attribute that does not exist, autograd misuse, DDP's unused-parameter error. A bare
+# KeyError or IndexError is not here: a missing key is as often a config or a record as a bug.
+PROGRAM_ERRORS = (
+    _r(r"mat1 and mat2 shapes cannot be multiplied|The size of tensor a \(\d+\) must match the size of tensor b|"
+       r"shape '\[[\d, -]*\]' is invalid for input of size|size mismatch for [\w.]+: copying a param|"
+       r"Error\(s\) in loading state_dict|Given groups=\d+, weight of size|Dimension out of range|"
+       r"Expected all tensors to be on the same device|expected scalar type \w+ but found \w+|"
+       r"Input type \(\S+\) and weight type \(\S+\) should be the same|too many values to unpack|"
+       r"not enough values to unpack", "software", "tensor shapes, devices or dtypes the code combined do not fit"),
+    _r(r"takes \d+ positional arguments? but \d+ (?:were|was) given|got an unexpected keyword argument|"
+       r"missing \d+ required positional argument|object is not (?:callable|subscriptable|iterable)|"
+       r"object has no attribute|has no attribute '|name '\w+' is not defined|cannot import name|"
+       r"No module named ", "software", "the code calls something that does not exist or with the wrong arguments "
+       "(a bug, or a library version it was not written for)"),
+    _r(r"Trying to backward through the graph a second time|modified by an inplace operation|"
+       r"element \d+ of tensors does not require grad|Expected to have finished reduction in the prior iteration|"
+       r"parameters that were not used in producing (?:the )?loss", "software",
+       "autograd or DDP used against its contract (backward twice, an in-place change, unused parameters)"),
+)
+
+# 4. the type
 BY_TYPE = {
     "MemoryError": ("oom", "host memory ran out"),
     "FloatingPointError": ("numerical", "a floating-point check failed (NaN/Inf)"),
+    "NameError": ("software", "a name the code uses is not defined"),
+    "SyntaxError": ("software", "the code does not parse"),
+    "IndentationError": ("software", "the code does not parse"),
+    "UnboundLocalError": ("software", "a variable is used before it is assigned"),
+    "NotImplementedError": ("software", "the code reached a path that is not implemented"),
+    "ModuleNotFoundError": ("software", "a module the code imports is not installed (an environment mismatch)"),
+    "ImportError": ("software", "an import failed (a library version the code was not written for)"),
 }
 
 
@@ -108,5 +143,8 @@ def classify(text: str, frames: list[str] | tuple[str, ...] = (), exception: str
         for test, category, why in BY_FRAME:
             if test(path, fn):
                 return category, f"{why}: {fn} in {path.rsplit('/', 1)[-1]}"
+    for row in PROGRAM_ERRORS:
+        if row.rx.search(text):
+            return row.category, row.why
     name = (exception or "").rsplit(".", 1)[-1]
     return BY_TYPE.get(name)
