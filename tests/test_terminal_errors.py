@@ -185,3 +185,56 @@ def test_the_same_shape_error_inside_getitem_is_the_record(tmp_path):
     with open_bundle(tmp_path) as b:
         d = investigate(b)
     assert d.category == "data", d.headline
+
+
+def _torchrun_report(rank: int, host: str, last: str) -> list[str]:
+    """torchrun's console when the workers' own output is gone (--redirects to a lost dir): its failure report copies
+    the worker's error.json (`@record`) under `  traceback : `, frames indented four, the exception line two."""
+    return [
+        "E0612 10:21:36.402000 32100 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) "
+        f"local_rank: {rank % 8} (pid: 32131) of binary: /opt/conda/bin/python",
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "============================================================",
+        "train.py FAILED",
+        "------------------------------------------------------------",
+        "Failures:",
+        "  <NO_OTHER_FAILURES>",
+        "------------------------------------------------------------",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2024-06-12_10:21:33",
+        f"  host      : {host}",
+        f"  rank      : {rank} (local_rank: {rank % 8})",
+        "  exitcode  : 1 (pid: 32131)",
+        f"  error_file: /tmp/torchelastic_abc/none_xyz/attempt_0/{rank % 8}/error.json",
+        "  traceback : Traceback (most recent call last):",
+        '    File "/opt/conda/lib/python3.10/site-packages/torch/distributed/elastic/multiprocessing/errors/'
+        '__init__.py", line 346, in wrapper',
+        "      return f(*args, **kwargs)",
+        '    File "/workspace/train.py", line 412, in main',
+        "      torch.save(state, path)",
+        f"  {last}",
+        "  ",
+        "============================================================"]
+
+
+@pytest.mark.parametrize("last,category", [
+    ("OSError: [Errno 28] No space left on device", "storage_io"),
+    ("RuntimeError: mat1 and mat2 shapes cannot be multiplied (16x28 and 32x64)", "software"),
+])
+def test_torchrun_failure_report_alone_names_the_rank_and_host(tmp_path, last, category):
+    (tmp_path / "torchrun.out").write_text("\n".join(_torchrun_report(13, "gpu-node-3", last)) + "\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert (d.category, d.culprit_ranks, d.culprit_nodes) == (category, [13], ["gpu-node-3"]), d.headline
+    assert d.chain[0].evidence[0].text.strip() == last
+
+
+def test_a_waiting_rank_in_the_root_cause_entry_is_not_the_trigger(tmp_path):
+    """torchrun's Root Cause is only the first rank to exit: a collective timeout copied there is cascade."""
+    (tmp_path / "torchrun.out").write_text("\n".join(_torchrun_report(
+        2, "gpu-node-1", "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:"
+                         "78] Timed out waiting 20000ms for recv operation to complete")) + "\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.status == Status.inconclusive and d.culprit_ranks != [2], d.headline

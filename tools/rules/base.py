@@ -119,6 +119,26 @@ class RuleInputs:
         last.sort(key=by_time)
         return last
 
+    def failure_entry(self, ev: Evidence) -> tuple[int, str | None] | None:
+        """(rank, host) of the torchrun failure entry (`Root Cause (first observed failure)` / `Failures:`) whose
+        `traceback :` field holds `ev`: torchrun copies the worker's error.json there, under the entry's own
+        `rank : R (local_rank: L)` and `host :` lines, so a launcher console alone still says which rank raised it.
+        None when `ev` is not inside such an entry."""
+        entries = [h for h in self.by_pattern.get("torchrun.failure_rank", ()) if h.file == ev.file and h.line < ev.line]
+        if not entries:
+            return None
+        head = max(entries, key=lambda h: h.line)
+        inside = any(t.file == ev.file and head.line < t.line <= head.line + 4
+                     and t.line <= ev.line <= self.fields_of(t, "python.traceback").get("exception_line", t.line)
+                     for t in self.by_pattern.get("python.traceback", ()))
+        if not inside:
+            return None
+        rank = self.fields_of(head, "torchrun.failure_rank").get("failed_rank")
+        hosts = [h for h in self.by_pattern.get("torchrun.failure_host", ()) if h.file == ev.file
+                 and head.line - 2 <= h.line < head.line]
+        host = self.fields_of(hosts[0], "torchrun.failure_host").get("host") if hosts else None
+        return (rank, host) if isinstance(rank, int) and 0 <= rank < 1_000_000 else None
+
     def nodes_of(self, evs: list[Evidence]) -> list[str]:
         out = []
         for e in evs:
@@ -136,10 +156,13 @@ def candidate(rule: str, category: str, summary: str, strength: float, evs: list
     story)."""
     if not evs:
         return None
+    entry = None
     if ranks is None:
         ranks = sorted({e.rank for e in evs if e.rank is not None})
+        if not ranks and (entry := src.failure_entry(evs[0])):
+            ranks = [entry[0]]
     if nodes is None:
-        nodes = src.nodes_of(evs)
+        nodes = src.nodes_of(evs) or ([entry[1]] if entry and entry[1] else [])
     finding = Finding(id=rule, summary=summary, role=Role.root_candidate, category=category, ranks=ranks, nodes=nodes,
                       facts=dict(facts or {}), evidence=evs)
     return Candidate(finding, strength, **weighing)

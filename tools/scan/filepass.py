@@ -344,8 +344,12 @@ def _bracketed(prev, nxt) -> bool:
 def _final_exception(buf: bytes, end: int, rank: int | None, tb_line: int) -> dict:
     """The exception that ended a traceback: the first unindented line after the frames (same rank label), and the
     innermost frames (`file:function`, innermost last): where it was raised decides what was at fault as much as
-    its class does (a ValueError inside a Dataset's __getitem__ is the data's; in a forward pass it is the code's)."""
+    its class does (a ValueError inside a Dataset's __getitem__ is the data's; in a forward pass it is the code's).
+    "Unindented" is relative to the header: torchrun's failure report copies a worker's error.json under
+    `  traceback : Traceback (...)`, frames indented four, the exception line two."""
     pos = end + 1
+    head = strip_prefixes(_decode(buf[buf.rfind(b"\n", 0, end) + 1:end]))
+    base = len(head) - len(head.lstrip(" \t"))
     frames: deque = deque(maxlen=MAX_FRAMES)
     for k in range(1, LOOKAHEAD_LINES + 1):
         if pos >= len(buf):
@@ -359,6 +363,10 @@ def _final_exception(buf: bytes, end: int, rank: int | None, tb_line: int) -> di
             if a.rank is not None and a.rank != rank:
                 continue
         body = strip_prefixes(text)
+        if base:
+            if body[:base].strip():  # less indented than the header: the block ended
+                return {}
+            body = body[base:]
         fm = _FRAME.match(body)
         if fm:
             frames.append(f"{fm.group(1)[-120:]}:{fm.group(2)[:60]}")
