@@ -32,3 +32,24 @@ def test_a_subgroup_rank_number_is_not_a_global_rank(tmp_path):
     with open_bundle(tmp_path) as b:
         d = investigate(b)
     assert d.culprit_ranks == [2] and d.culprit_nodes == [], d.headline
+
+
+ECC = "RuntimeError: CUDA error: uncorrectable ECC error encountered"
+
+
+def test_a_hardware_fault_with_no_host_anywhere_asks_for_the_node(tmp_path):
+    """A bare paste: the category is certain, the node is not in it. The answer names no node and asks for one."""
+    (tmp_path / "paste.log").write_text(ECC + "\nCUDA kernel errors might be asynchronously reported at some other "
+                                              "API call, so the stacktrace below might be incorrect.\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.category == "gpu_cuda" and d.culprit_nodes == [], d.headline
+    assert any("no line in the bundle names a host" in m for m in d.missing), d.missing
+
+
+def test_a_hardware_fault_on_a_named_host_does_not_ask_for_it(tmp_path):
+    _node_file(tmp_path, "job.part-a.txt", "trn-r3-12", 0, 4, [f"[rank2]: {ECC}"])
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.category == "gpu_cuda" and d.culprit_nodes == ["trn-r3-12"], d.headline
+    assert not any("names a host" in m for m in d.missing), d.missing

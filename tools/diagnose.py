@@ -241,6 +241,10 @@ def _missing(inputs: RuleInputs, t: Candidate) -> list[str]:
     kinds = set(inputs.kinds.values())
     if t.category in ("gpu_cuda", "infrastructure") and not kinds & HARDWARE_KINDS and t.rule.startswith("gpu."):
         out.append("the kernel log (dmesg / kern.log) of the culprit node, for Xid and ECC lines")
+    if t.category in ("gpu_cuda", "infrastructure") and not t.nodes and not _nodes_of_ranks(inputs, t.ranks) \
+            and not inputs.scan.rank_nodes:
+        out.append("which node ran it: no line in the bundle names a host (the scheduler's record of the job, "
+                   "`scontrol show job` / `sacct -j <job> -o NodeList`, or a `hostname` printed at start)")
     if t.category in ("storage_io", "data_loading_stall") and not kinds & {"ais_target", "ais_proxy"}:
         out.append("the storage side for the failure window (AIStore: `ais log get cluster`)")
     if t.status == "hung" and inputs.nccl and inputs.nccl.with_state and not any(
