@@ -61,9 +61,12 @@ def test_one_rank_evaluating_while_the_others_wait_is_software(tmp_path, tail):
     assert d.restart == "fix first"
 
 
-def test_one_rank_reading_data_while_the_others_wait_stays_a_loading_stall(tmp_path):
-    d = _investigate(tmp_path, _gloo_hang(
-        ["2026-11-24 03:55:50,002 INFO data: opening shard data/train/shard-00417.tar (records 1024-1279)"], odd=2))
+@pytest.mark.parametrize("tail", [
+    "2026-11-24 03:55:50,002 INFO data: opening shard data/train/shard-00417.tar (records 1024-1279)",
+    "2026-11-24 03:55:50,002 INFO data:  > building train, validation, and test datasets ...",  # not an evaluation
+])
+def test_one_rank_reading_data_while_the_others_wait_stays_a_loading_stall(tmp_path, tail):
+    d = _investigate(tmp_path, _gloo_hang([tail], odd=2))
     assert (d.category, d.culprit_ranks) == ("data_loading_stall", [2]), d.headline
 
 

@@ -133,8 +133,15 @@ def _on_every_rank(inputs: RuleInputs, t: Candidate) -> str | None:
     key = template_of(strip_prefixes(t.evidence[0].text))
     if len(key) < 12:
         return None
+    # only the trigger line's own patterns, and the lines that end a traceback: masking every hit of a large
+    # bundle would be per-hit Python work on the whole scan
+    at = (t.evidence[0].file, t.evidence[0].line)
+    pools = [evs for evs in inputs.by_pattern.values() if any((e.file, e.line) == at for e in evs)]
+    pools.append([e.model_copy(update={"text": fx["exception_text"]})
+                  for e in inputs.by_pattern.get("python.traceback", ())
+                  if (fx := inputs.fields_of(e, "python.traceback")).get("exception_text")])
     first: dict[int, Evidence] = {}
-    for evs in inputs.by_pattern.values():
+    for evs in pools:
         for e in evs:
             if e.rank is not None and e.rank not in first and template_of(strip_prefixes(e.text)) == key:
                 first[e.rank] = e

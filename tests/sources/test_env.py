@@ -44,16 +44,12 @@ INTERFACES = [
      {"env.gloo_iface_missing": dict(iface="eth1")}),
 ]
 
+# a healthy run prints these every few hundred steps: they are not scanned (tools/rules/config.py reads them on the
+# line where a rank's log stops), so the scan records nothing for them
 PHASES = [
-    ("megatron save start", " saving checkpoint at iteration    1000 to /ckpt/gpt in torch_dist format",
-     {"phase.ckpt_save_start": dict(iteration=1000, path="/ckpt/gpt")}),
-    ("megatron save end", "  successfully saved checkpoint from iteration    1000 to /ckpt/gpt [ t 1/8, p 1/1 ]",
-     {"phase.ckpt_save_end": dict(iteration=1000)}),
-    ("deepspeed torch engine", "[2024-05-01 10:00:00,000] [INFO] [torch_checkpoint_engine.py:21:save] [Torch] Saving /ckpt/global_step100/mp_rank_00_model_states.pt...",
-     {"phase.ckpt_save_start": dict(path="/ckpt/global_step100/mp_rank_00_model_states.pt...")}),
-    ("mcore index build", "\tBuild and save the document index to 6a1c0b2e-GPTDataset-train-document_index.npy",
-     {"phase.index_build_start": dict(what="Build and save the document index")}),
-    ("mcore index built", "\t> time elapsed: 812.300000 seconds", {"phase.index_build_end": dict(seconds="812.300000")}),
+    ("megatron save start", " saving checkpoint at iteration    1000 to /ckpt/gpt in torch_dist format", {}),
+    ("deepspeed torch engine", "[2024-05-01 10:00:00,000] [INFO] [torch_checkpoint_engine.py:21:save] [Torch] Saving /ckpt/global_step100/mp_rank_00_model_states.pt...", {}),
+    ("mcore index build", "\tBuild and save the document index to 6a1c0b2e-GPTDataset-train-document_index.npy", {}),
 ]
 
 NEAR_MISSES = [

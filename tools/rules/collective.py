@@ -19,6 +19,8 @@ _DATA = re.compile(r"(?i)data ?loader|dataset|loading|shard|lhotse|fetch|prefetc
 _ASYM = re.compile(r"(?i)\b(?:validat(?:ion|ing|e)|evaluat(?:ion|ing|e)|eval(?:uation)?[ _](?:loop|step|batch|epoch|loss)|"
                    r"running eval|test(?:ing)? (?:loop|batch|step)|comput(?:e|ing) metrics|generat(?:e|ing) samples|"
                    r"wandb|tensorboard|mlflow|profil(?:er|ing)|exporting)\b")
+# "building train, validation, and test datasets": preparing data, not evaluating
+_BUILD = re.compile(r"(?i)\b(?:build(?:ing)?|load(?:ing)?|index(?:es)?|indices|shards?|datasets?)\b")
 _CKPT = re.compile(r"(?i)checkpoint|saving|save_checkpoint|\.distcp|torch\.save")
 _STORAGE_PIDS = ("loader.batch_loader_error", "ais.resource_pressure", "ais.out_of_bounds", "ais.shared_dm_error",
                  "io.no_space")
@@ -46,7 +48,7 @@ def straggler(f: RuleInputs):
         cat, why, s = "storage_io", f"{base}, after storage errors on the same rank", 0.85
     elif exhausted or (retries and _DATA.search(retries[-1].text)):
         cat, why, s = "data_loading_stall", f"{base}, in data loading (its reads were retrying)", 0.85
-    elif _ASYM.search(last):
+    elif _ASYM.search(last) and not _BUILD.search(last):
         cat, why, s = "software", (f"{base}: it was doing work the others did not (its last line: evaluation, metrics "
                                    f"or logging on {'these ranks' if len(culprits) > 1 else 'one rank'} only) while "
                                    f"they waited in the collective"), 0.75

@@ -308,24 +308,29 @@ def nccl_interface(f: RuleInputs):
 # NCCL before 2.2 (also DeepSpeed's default_pg_timeout).
 DEFAULT_TIMEOUTS = {600_000: "10 min (ProcessGroupNCCL's default since PyTorch 2.2, Megatron's default)",
                     1_800_000: "30 min (PyTorch's default before 2.2 and gloo's; DeepSpeed's default)"}
-PHASES = (("phase.index_build_start", "phase.index_build_end", "a dataset index build", 0.6),
-          ("phase.ckpt_save_start", "phase.ckpt_save_end", "a checkpoint save", 0.5))
+# Long phases, by the line that starts them (Megatron-LM checkpointing.py and megatron.core datasets, DeepSpeed's
+# torch_checkpoint_engine.py, HF Trainer). Read only on the last line of each rank: a phase whose start is where a
+# rank's log stops was still running when the job died, and its end line need not be looked for.
+#     saving checkpoint at iteration    1000 to /ckpt in torch_dist format
+#     [Torch] Saving /ckpt/global_step100/mp_rank_00_model_states.pt...
+#     Saving model checkpoint to /out/checkpoint-500
+#     	Build and save the document index to 6a1c...-GPTDataset-train-document_index.npy
+#     > building indices for blendable datasets ...
+PHASES = (
+    (re.compile(r"Build and save the (?:document|sample|shuffle) index|> building (?:indices|shuffle index|sample index)|"
+                r"> compiling dataset index builder"), "a dataset index build", 0.6),
+    (re.compile(r"saving checkpoint at iteration|Saving model checkpoint|\[Torch\] Saving /|Saving checkpoint to "),
+     "a checkpoint save", 0.5),
+)
 # a decisive fault of its own in the bundle: the phase is not the story, and this stays context
 _DECISIVE_CATEGORIES = ("oom", "gpu_cuda", "storage_io", "infrastructure", "numerical", "data")
 
 
-def _unfinished(f: RuleInputs, start_pid: str, end_pid: str) -> list[Evidence]:
-    ends = f.hits(end_pid)
-    return [s for s in f.hits(start_pid)
-            if not any(e.file == s.file and e.line > s.line and (e.rank == s.rank or e.rank is None or s.rank is None)
-                       for e in ends)]
-
-
 def default_timeout_phase(f: RuleInputs):
     """A collective timed out at a PyTorch default timeout while a phase that legitimately takes long (a dataset index
-    build, a checkpoint save) had started and not finished (TAXONOMY edge case: `config`). A default timeout alone is
-    no evidence (every job has one): this needs the phase. A decisive fault elsewhere (OOM, ECC, ENOSPC...) keeps it
-    weak context; storage errors make the slow save a storage problem, left to the storage rules."""
+    build, a checkpoint save) was where some rank's log stops (TAXONOMY edge case: `config`). A default timeout alone
+    is no evidence (every job has one): this needs the phase. A decisive fault elsewhere (OOM, ECC, ENOSPC...) keeps
+    it weak context; storage errors make the slow save a storage problem, left to the storage rules."""
     tos = []
     for pid in ("pytorch.watchdog_timeout", "gloo.timeout"):
         tos += [(e, f.fields_of(e, pid).get("timeout_ms")) for e in f.hits(pid)]
@@ -333,22 +338,21 @@ def default_timeout_phase(f: RuleInputs):
     if not tos:
         return []
     to_ev, ms = tos[0]
-    t_to = time_key(to_ev)
-    for start_pid, end_pid, what, strength in PHASES:
-        running = [s for s in _unfinished(f, start_pid, end_pid)
-                   if t_to is None or time_key(s) is None or time_key(s) <= t_to]
+    last = f.last_lines()
+    for rx, what, strength in PHASES:
+        running = [e for e in last if rx.search(e.text)]
         if not running:
             continue
         ph = running[-1]
         other = [s.id for s in f.summaries.values() if s.count and s.role == "root_candidate"
-                 and s.category in _DECISIVE_CATEGORIES and not s.id.startswith(("env.", "phase."))]
+                 and s.category in _DECISIVE_CATEGORIES and not s.id.startswith("env.")]
         weak = bool(other)
         who = f" on rank {ph.rank}" if ph.rank is not None else ""
         return [candidate(
             "config.default_timeout", "config",
-            f"the collective timeout is the default {DEFAULT_TIMEOUTS[ms]}, and {what}{who} started and had not finished "
-            f"when it fired: the phase outlasted the default timeout", 0.3 if weak else strength, [to_ev, ph], f,
-            ranks=[ph.rank] if ph.rank is not None else [], status="hung",
+            f"the collective timeout is the default {DEFAULT_TIMEOUTS[ms]}, and {what}{who} was still running when "
+            f"it fired (that rank's log stops there): the phase outlasted the default timeout", 0.3 if weak else strength,
+            [to_ev, ph], f, ranks=[ph.rank] if ph.rank is not None else [], status="hung",
             facts={"timeout_ms": ms, "phase": what, **({"fallback": True} if weak else {})},
             recommendations=[f"raise the timeout above the phase's length: init_process_group(timeout=timedelta("
                              f"minutes=...)), Megatron --distributed-timeout-minutes, DeepSpeed DEEPSPEED_TIMEOUT "

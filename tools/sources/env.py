@@ -1,5 +1,7 @@
-"""Printed settings: the environment a job ran with, the interface NCCL/gloo picked, and the long phases whose length
-those settings (the collective timeout) must cover. All context: tools/rules/config.py decides what they mean.
+"""Printed settings: the environment a job ran with and the interface NCCL/gloo picked. All context:
+tools/rules/config.py decides what they mean. (The long phases a collective timeout must cover are read there from
+where each rank's log stops, not scanned: a checkpoint-save line is printed every few hundred steps on a healthy run,
+and a scan pattern for it would be per-line work on most of a large bundle.)
 
 Real lines:
     node1:2345:2345 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth0     (misc/socket.cc, all 2.x)
@@ -13,10 +15,6 @@ Real lines:
     node1:2345:2400 [0] transport/net_socket.cc:61 NCCL WARN NET/Socket : no interface found
     RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:83] ifa != nullptr. Unable to find
         address for: eth1                                                            (GLOO_SOCKET_IFNAME names none)
-Phases (Megatron-LM checkpointing.py / megatron.core datasets, DeepSpeed torch_checkpoint_engine.py, HF Trainer):
-    saving checkpoint at iteration    1000 to /ckpt in torch_dist format  ...  successfully saved checkpoint from iteration    1000 to /ckpt
-    [Torch] Saving /ckpt/global_step100/mp_rank_00_model_states.pt...  ...  [Torch] Saved /ckpt/...
-    	Build and save the document index to 6a1c...-GPTDataset-train-document_index.npy  ...  	> time elapsed: 812.3 seconds
 """
 
 from trainlog_debugger.tools.sources.pattern import P
@@ -63,28 +61,4 @@ PATTERNS = [
       "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:83] ifa != nullptr. Unable to find address for: eth1",
       "gloo found no address for the interface it was given (GLOO_SOCKET_IFNAME)",
       fields=r"Unable to find address for: (?P<iface>\S+)"),
-    # -- long phases: a start without its end on the same rank is a phase still running when the logs stop
-    P("phase.ckpt_save_start", 0, None, "context",
-      r"(?:saving checkpoint at iteration|Saving model checkpoint|\[Torch\] Saving /)",
-      ("saving checkpoint at iteration", "Saving model checkpoint", "[Torch] Saving /"),
-      " saving checkpoint at iteration    1000 to /ckpt/gpt in torch_dist format",
-      "a checkpoint save started", fields=r"(?:iteration\s+(?P<iteration>\d+) to |checkpoint:? (?:to )?|Saving )(?P<path>/\S+)",
-      ints=("iteration",)),
-    P("phase.ckpt_save_end", 0, None, "context",
-      r"(?:successfully saved checkpoint|\[Torch\] Saved /|zero checkpoint saved|Checkpoint \S+ is ready now)",
-      ("successfully saved checkpoint", "[Torch] Saved /", "zero checkpoint saved", " is ready now"),
-      "  successfully saved checkpoint from iteration    1000 to /ckpt/gpt [ t 1/8, p 1/1 ]",
-      "a checkpoint save finished", fields=r"(?:iteration\s+(?P<iteration>\d+)|Saved (?P<path>/\S+?)\.?$|Checkpoint (?P<tag>\S+) is ready)",
-      ints=("iteration",)),
-    P("phase.index_build_start", 0, None, "context",
-      r"(?:Build and save the (?:document|sample|shuffle) index|> building (?:indices|shuffle index|sample index)|> compiling dataset index builder)",
-      ("Build and save the", "> building ", "> compiling dataset index builder"),
-      "\tBuild and save the document index to 6a1c0b2e-GPTDataset-train-document_index.npy",
-      "a dataset index build started (megatron: on one rank while the others wait)",
-      fields=r"(?P<what>Build and save the \w+ index|building (?:indices|shuffle index|sample index)|compiling dataset index builder)"),
-    P("phase.index_build_end", 0, None, "context",
-      r"(?:> time elapsed: \d|> finished creating|done with dataset index builder|> ela[ps]+ed time to build and save)",
-      ("> time elapsed: ", "> finished creating", "done with dataset index builder", "time to build and save"),
-      "\t> time elapsed: 812.300000 seconds",
-      "a dataset index build finished", fields=r"(?:time elapsed: (?P<seconds>[\d.]+)|(?P<what>finished creating[^.]*|done with dataset index builder))"),
 ]
