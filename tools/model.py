@@ -147,6 +147,38 @@ class Alternative(BaseModel):
     evidence: list[Evidence] = Field(default_factory=list)
 
 
+class AgentClaim(BaseModel):
+    """One statement of the agent's answer with the lines it cited, after the code's check (agent/graph/verify.py)."""
+
+    statement: str
+    evidence: list[Evidence] = Field(default_factory=list)  # as re-read from the bundle (secrets redacted)
+    verified: bool = False
+    dropped_because: str | None = None
+
+
+class AgentSection(BaseModel):
+    """What the LLM agent added to a Diagnosis (`agent` in `ask --json`). The Diagnosis beside it stays the
+    deterministic one; `verdict` is the agent's, kept only where the code could verify it, and `changes` says what
+    differs from the deterministic answer and why."""
+
+    model: str
+    outcome: str  # answered | no_answer | budget | api_error | offline
+    notice: str | None = None  # one line for the user when the agent could not run or finish
+    question: str | None = None
+    narrative: str | None = None
+    verdict: dict[str, Any] = Field(default_factory=dict)  # status, category, culprit_ranks, culprit_nodes, confidence
+    claims: list[AgentClaim] = Field(default_factory=list)
+    changes: list[str] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=list)  # what the verifier rejected along the way
+    rounds: int = 0
+    tool_calls: list[str] = Field(default_factory=list)
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    cost_exact: bool = True
+    secrets_redacted: int = 0
+
+
 class Diagnosis(BaseModel):
     """What `debugger ask --json` prints. Field names are a public contract; add, never rename."""
 
@@ -168,6 +200,7 @@ class Diagnosis(BaseModel):
     notes: list[str] = Field(default_factory=list)
     narrative: str | None = None  # filled by the agent only
     verified: bool = False  # every cited line was re-read from the raw file and matched
+    agent: AgentSection | None = None  # the LLM agent's part, when it ran (debugger ask with a key)
 
     @field_validator("category")
     @classmethod

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trainlog_debugger.agent.render.text import cite, row, short
-from trainlog_debugger.tools.model import Diagnosis
+from trainlog_debugger.tools.model import AgentSection, Diagnosis
 from trainlog_debugger.tools.ranks import ranks_str
 
 TIMELINE_CAP = 20
@@ -82,6 +82,36 @@ def render_report(d: Diagnosis, console: Console) -> None:
             console.print(f"  - {m}", markup=False)
     for n in d.notes:
         console.print(f"note: {n}", style="yellow", markup=False)
+    if d.agent is not None:
+        render_agent(d.agent, console)
+
+
+def render_agent(a: AgentSection, console: Console) -> None:
+    """The agent's part, apart from the deterministic report and labelled as such: its verdict as verified by
+    code, the narrative, each claim with verified/removed, what it changed and why, rounds, tokens and cost."""
+    console.print()
+    if a.outcome in ("offline", "api_error"):
+        console.print(f"[bold]agent[/bold]: did not run: {a.notice}", markup=True, highlight=False)
+        return
+    v = a.verdict
+    head = (f"[bold]agent[/bold] ({a.model}): " + (f"{v.get('status', '?')} {v.get('category', '?')}, culprit "
+            f"{ranks_str(v.get('culprit_ranks') or []) or 'none'}, confidence {v.get('confidence', '?')}"
+            if v else f"no verified answer ({a.outcome})"))
+    console.print(head, markup=True, highlight=False)
+    if a.question:
+        console.print(f"  question: {a.question}", markup=False)
+    if a.narrative:
+        console.print(f"  {a.narrative}", markup=False)
+    for c in a.claims:
+        mark = "verified" if c.verified else f"REMOVED ({c.dropped_because})"
+        console.print(f"  - {c.statement}  [{mark}]", markup=False, style=None if c.verified else "dim")
+        for ev in c.evidence[:2]:
+            console.print(f"      {cite(ev)}  {short(ev.text, 140)}", style="dim", markup=False)
+    for ch in a.changes:
+        console.print(f"  changed: {ch}", markup=False)
+    console.print(f"  {a.rounds} round(s), tools: {', '.join(a.tool_calls) or 'none'}; tokens in {a.tokens_in:,} / out "
+                  f"{a.tokens_out:,}; cost ${a.cost_usd:.4f}{'' if a.cost_exact else ' (estimate)'}", style="dim",
+                  markup=False)
 
 
 def to_markdown(d: Diagnosis) -> str:
@@ -110,4 +140,17 @@ def to_markdown(d: Diagnosis) -> str:
         out += [f"- {a.category}: {a.summary} — rejected: {a.rejected_because}" for a in d.alternatives]
     if d.notes:
         out += ["", "## Notes", ""] + [f"- {n}" for n in d.notes]
+    a = d.agent
+    if a is not None:
+        out += ["", f"## Agent ({a.model})", ""]
+        if a.outcome in ("offline", "api_error"):
+            out.append(f"Did not run: {a.notice}")
+        else:
+            if a.narrative:
+                out += [a.narrative, ""]
+            for c in a.claims:
+                out.append(f"- {c.statement} ({'verified' if c.verified else 'removed: ' + str(c.dropped_because)})")
+                out += [f"  - `{cite(ev)}`: `{ev.text.strip()[:300]}`" for ev in c.evidence[:2]]
+            out += [f"- changed: {ch}" for ch in a.changes]
+            out.append(f"- {a.rounds} round(s); tokens in {a.tokens_in}, out {a.tokens_out}; cost ${a.cost_usd:.4f}")
     return "\n".join(out) + "\n"

@@ -1,0 +1,157 @@
+"""One agent session over one bundle: the model, the toolbox, the redaction, the history on disk, the fallbacks.
+
+What the user must be able to trust: without a key, or when the API fails (unreachable, 401, 429, 529, overloaded),
+they get one line naming what happened and the deterministic report, exit 0, and the report says the agent did not
+run (`agent.outcome` offline / api_error). Secrets never reach the model: every text the model sees goes through
+tools/redact.py first (and host names too with --redact-hosts; the user sees them unmasked).
+
+History: a LangGraph SQLite checkpointer under the user's state directory (DEBUGGER_HOME, else
+$XDG_STATE_HOME/trainlog-debugger, else ~/.local/state/trainlog-debugger), one thread per bundle (its absolute
+paths, sizes and mtimes). It stores only what the model saw, i.e. redacted text. Nothing is written near the bundle.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainlog_debugger.agent.llm import model as M
+from trainlog_debugger.tools.model import AgentClaim, AgentSection, Diagnosis
+
+
+@dataclass
+class AgentOptions:
+    model: str | None = None
+    budget_tokens: int = 200_000
+    max_rounds: int = 12
+    redact_hosts: bool = False
+    resume: bool = False
+    history: bool = True  # keep the thread on disk (chat, --resume)
+
+
+def state_dir() -> Path:
+    if os.environ.get("DEBUGGER_HOME"):
+        return Path(os.environ["DEBUGGER_HOME"])
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "trainlog-debugger"
+
+
+def bundle_thread(paths) -> str:
+    """A stable id for 'this bundle': the absolute paths with their sizes and mtimes (a rewritten log is another
+    bundle)."""
+    h = hashlib.sha256()
+    for p in sorted(str(Path(x).resolve()) for x in paths):
+        h.update(p.encode())
+        try:
+            st = os.stat(p)
+            h.update(f"{st.st_size}:{int(st.st_mtime)}".encode())
+        except OSError:
+            pass
+    return "bundle-" + h.hexdigest()[:20]
+
+
+def offline_section(notice: str, outcome: str = "offline", model: str | None = None,
+                    question: str | None = None) -> AgentSection:
+    return AgentSection(model=M.model_name(model), outcome=outcome, notice=notice, question=question)
+
+
+@dataclass
+class Session:
+    """The graph over one open bundle and its Investigation. `chat(question)` → the AgentSection of that answer."""
+
+    bundle: object
+    inv: object
+    paths: list
+    opts: AgentOptions = field(default_factory=AgentOptions)
+    model: object = None  # a LangChain chat model; made from opts when None
+    checkpointer: object = None
+
+    def __post_init__(self):
+        from trainlog_debugger.agent.graph.build import Limits, build_graph
+        from trainlog_debugger.agent.graph.toolbox import Toolbox
+        from trainlog_debugger.tools.redact import Redactor
+        hosts = {n for rs in self.inv.scan.ranks.values() for n in rs.nodes}
+        hosts |= {n for f in self.inv.scan.files for n in getattr(f, "nodes", ()) if n}
+        self.redactor = Redactor(hosts=self.opts.redact_hosts, known_hosts=sorted(hosts))
+        self.box = Toolbox(self.bundle, self.inv, redact=self.redactor.redact)
+        self.model_id = M.model_name(self.opts.model)
+        if self.model is None:
+            self.model = M.make_model(self.model_id)
+        if self.checkpointer is None and self.opts.history:
+            self.checkpointer = _sqlite_saver()
+            if self.checkpointer is None:  # no writable state dir: history for this run only
+                from langgraph.checkpoint.memory import MemorySaver
+                self.checkpointer = MemorySaver()
+        self.thread = bundle_thread(self.paths)
+        if self.checkpointer is not None and not self.opts.resume:
+            try:
+                self.checkpointer.delete_thread(self.thread)
+            except Exception:
+                pass
+        self.graph = build_graph(self.model, self.box, self.checkpointer,
+                                 limits=Limits(max_rounds=self.opts.max_rounds, budget_tokens=self.opts.budget_tokens))
+        self.tokens_in = self.tokens_out = 0
+
+    def chat(self, question: str | None, on_event=None) -> AgentSection:
+        from trainlog_debugger.agent.graph.build import ask
+        try:
+            raw = ask(self.graph, question, self.thread, on_event=on_event)
+        except Exception as e:
+            line = M.describe_api_error(e)
+            if line is None:
+                raise
+            return offline_section(line, "api_error", self.model_id, question)
+        sec = AgentSection.model_validate(raw) if raw else offline_section("the agent returned nothing", "no_answer",
+                                                                          self.model_id, question)
+        sec.model = self.model_id
+        self.tokens_in += sec.tokens_in
+        self.tokens_out += sec.tokens_out
+        sec.cost_usd = M.cost_usd(self.model_id, sec.tokens_in, sec.tokens_out)
+        sec.cost_exact = M.price(self.model_id)[2]
+        sec.secrets_redacted = self.redactor.secrets_found
+        return self._unmasked(sec)
+
+    def sent(self) -> list[dict]:
+        from trainlog_debugger.agent.graph.build import sent_messages
+        if self.checkpointer is None:
+            return []
+        return sent_messages(self.graph, self.thread)
+
+    def cost(self) -> tuple[int, int, float]:
+        return self.tokens_in, self.tokens_out, M.cost_usd(self.model_id, self.tokens_in, self.tokens_out)
+
+    def _unmasked(self, sec: AgentSection) -> AgentSection:
+        """Host names back for the user (secrets stay redacted: they were never kept)."""
+        if not self.opts.redact_hosts:
+            return sec
+        u = self.redactor.unmask
+        claims = [AgentClaim(statement=u(c.statement), verified=c.verified, dropped_because=c.dropped_because,
+                             evidence=[e.model_copy(update={"text": u(e.text)}) for e in c.evidence])
+                  for c in sec.claims]
+        verdict = {k: ([u(x) for x in v] if k == "culprit_nodes" else u(v) if isinstance(v, str) else v)
+                   for k, v in sec.verdict.items()}
+        return sec.model_copy(update={"narrative": u(sec.narrative) if sec.narrative else sec.narrative,
+                                      "claims": claims, "verdict": verdict,
+                                      "changes": [u(c) for c in sec.changes]})
+
+
+def _sqlite_saver():
+    """The on-disk checkpointer; None (history off, one line on stderr by the caller) when it cannot be opened."""
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    d = state_dir()
+    try:
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        conn = sqlite3.connect(str(d / "history.sqlite"), check_same_thread=False)
+        saver = SqliteSaver(conn)
+        saver.setup()
+        return saver
+    except (OSError, sqlite3.Error):
+        return None
+
+
+def with_agent(diag: Diagnosis, sec: AgentSection) -> Diagnosis:
+    return diag.model_copy(update={"agent": sec, "narrative": sec.narrative})

@@ -1,0 +1,276 @@
+"""tools.redact: secrets leave log text before it goes to an LLM/Slack/a report; evidence (near misses) stays.
+
+Token-shaped fixtures are assembled from pieces so that secret scanners (GitHub push protection) do not flag this
+file; the AWS pair is AWS's own documented example.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from trainlog_debugger.tools.redact import SECRET_MARK, Redactor, redact_secrets
+
+HF = "hf_" + "abcdefghijklmnopqrstuvwxyzABCDEFGH"
+WANDB = "0123456789abcdef0123456789abcdef01234567"
+ANTHROPIC = ("sk-" + "ant-api03-" + "Xq7vR2mN9pL4kJ8hG3fD6sA1zW5yT0uBcVeQiOoP-_aZbYcXdW9x8v7u6t5s4r3q2p1o0n"
+             "MlKjIhGfEdCbA-AAAA")
+OPENAI = "sk-" + "proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
+GITHUB = "gh" + "p_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+SLACK = "xox" + "b-" + "123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx"
+GOOGLE = "AI" + "za" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"
+JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9" + ".eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ"
+       ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c")
+AWS_ID = "AKIAIOSFODNN7EXAMPLE"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+PEM_BODY = [
+    "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gunVTLw",
+    "7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u+qKhbwKfBstIs+bMY2Zkp18gnTxKLxoS2tFc",
+    "zGkPLPgizskuemMghRniWaoLcyehkd3qqGElvW/VDL5AaWTg0nLVkjRo9z+40RQzuVaE",
+]
+
+
+# (log line, the secret that must be gone, what must be kept)
+SECRET_LINES = [
+    (f"HF_TOKEN={HF}", HF, "HF_TOKEN="),
+    (f"export WANDB_API_KEY={WANDB}", WANDB, "export WANDB_API_KEY="),
+    (
+        "torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d train.py --hf-token xyz123secret --bf16",
+        "xyz123secret",
+        "--hf-token [REDACTED] --bf16",
+    ),
+    ("python serve.py --api-key=Zk29fjQ01x --port 8000", "Zk29fjQ01x", "--api-key=[REDACTED] --port 8000"),
+    (f"DEBUG:urllib3: send: Authorization: Bearer {JWT}", JWT, "Authorization: Bearer [REDACTED]"),
+    ("Authorization: Basic dXNlcjpwNHNzdzByZA==", "dXNlcjpwNHNzdzByZA==", "Authorization: Basic [REDACTED]"),
+    (f"curl -H 'x-api-key: {ANTHROPIC}' https://api.anthropic.com/v1/messages", "Xq7vR2mN9pL4", "x-api-key: "),
+    (
+        "Looking in indexes: https://user:p4ssw0rd@artifactory.example.com/simple",
+        "p4ssw0rd",
+        "https://user:[REDACTED]@artifactory.example.com/simple",
+    ),
+    (f"AWS_ACCESS_KEY_ID={AWS_ID}", AWS_ID, "AWS_ACCESS_KEY_ID="),
+    (f"aws_secret_access_key = {AWS_SECRET}", AWS_SECRET, "aws_secret_access_key = "),
+    (f"client = Anthropic(api_key='{ANTHROPIC}')", ANTHROPIC, "api_key='[REDACTED]'"),
+    (f"[rank0]: retrying with key {ANTHROPIC} after 429", "Xq7vR2mN9pL4", "key sk-ant-[REDACTED] after 429"),
+    (f"openai key in config: {OPENAI}", OPENAI, "sk-[REDACTED]"),
+    (f"remote: https://github.com/org/repo.git token {GITHUB}", GITHUB, "token ghp_[REDACTED]"),
+    (f"SLACK_BOT_TOKEN={SLACK}", SLACK, "SLACK_BOT_TOKEN=[REDACTED]"),
+    (f"posting to slack with {SLACK}", "AbCdEfGhIj", "xoxb-[REDACTED]"),
+    (f"maps client ready ({GOOGLE})", GOOGLE, "(AIza[REDACTED])"),
+    (f"Downloading with token {HF}", HF, "hf_[REDACTED]"),
+    (f"loaded credentials for {AWS_ID}", AWS_ID, "AKIA[REDACTED]"),
+    (f"session cookie {JWT}", JWT, "session cookie [REDACTED]"),
+    (f'{{"hf_token": "{HF}", "lr": 0.0003}}', HF, '"hf_token": "[REDACTED]", "lr": 0.0003'),
+    (f"Namespace(hub_token='{HF}', max_steps=1000)", HF, "hub_token='[REDACTED]', max_steps=1000"),
+    ("DB_PASSWORD=hunter2", "hunter2", "DB_PASSWORD=[REDACTED]"),
+    ("MYSQL_PWD=123456", "123456", "MYSQL_PWD=[REDACTED]"),  # a number is a password under a password name
+    ("  api_key ........................................ s3cr3tV4lue", "s3cr3tV4lue", "api_key ...."),  # Megatron
+    ("os.environ['OPENAI_API_KEY'] = 'abcDEF0123456789'", "abcDEF0123456789", "['OPENAI_API_KEY'] = '[REDACTED]'"),
+    ("GET https://s3.amazonaws.com/b/k?X-Amz-Signature=9f86d081884c7d65&X-Amz-Expires=60", "9f86d081884c7d65",
+     "X-Amz-Signature=[REDACTED]&X-Amz-Expires=60"),
+    (f"wandb login {WANDB}", WANDB, "wandb login [REDACTED]"),
+    ("machine api.wandb.ai login user password 9c1f0a2b3c4d5e6f", "9c1f0a2b3c4d5e6f", "login user password [REDACTED]"),
+]
+
+
+@pytest.mark.parametrize("line,secret,kept", SECRET_LINES, ids=[s[2][:30] for s in SECRET_LINES])
+def test_secret_value_is_replaced_and_its_name_kept(line, secret, kept):
+    out = redact_secrets(line)
+    assert secret not in out
+    assert kept in out
+    assert SECRET_MARK in out
+
+
+NEAR_MISSES = [
+    "TOKENIZERS_PARALLELISM=false",
+    "max_new_tokens=512",
+    "MAX_TOKENS=4096",
+    "num_tokens: 512",
+    "NCCL_IB_GID_INDEX=3",
+    "NCCL_IB_PKEY=0",
+    "torchrun train.py --num-tokens 4096 --max-tokens=1e6",
+    "NCCL version 2.21.5+cuda12.4",
+    "2024-11-05 12:34:56,789 - INFO - step 100 loss=2.345 tokens/s=12345.6",
+    "[rank3]:[E1105 12:00:00.123456 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation timeout",
+    "HF_TOKEN_PATH=/root/.cache/huggingface/token",
+    "PWD=/workspace/megatron",
+    "use_auth_token=True, trust_remote_code=False",
+    "TrainingArguments(hub_token=<HUB_TOKEN>, hub_model_id=None)",
+    "HF_TOKEN=$HF_TOKEN srun python train.py",
+    "_IncompatibleKeys(missing_keys=['lm_head.weight'], unexpected_keys=[])",
+    "Unexpected key: model.layers.0.self_attn.q_proj.weight",
+    'eos_token: "</s>", pad_token: <pad>, unk_token=[UNK]',
+    "tokenizer.pad_token = tokenizer.eos_token",
+    "KeyError: 'input_ids'",
+    "max_num_batched_tokens=8192 max_model_len=4096",
+    "  hf_token ........................................ None",
+    "Bearer authentication failed for user",
+    "git clone ssh://git@github.com:22/org/repo.git",
+    "https://artifactory.example.com:8443/simple/torch/",
+    "sk-learn is not a package; scikit-learn is",
+]
+
+
+@pytest.mark.parametrize("line", NEAR_MISSES)
+def test_near_misses_stay_untouched(line):
+    r = Redactor()
+    assert r.redact(line) == line
+    assert r.secrets_found == 0
+
+
+def test_env_dump_counts_and_keeps_everything_else():
+    dump = "\n".join([
+        "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7",
+        f"HF_TOKEN={HF}",
+        "TOKENIZERS_PARALLELISM=false",
+        f"WANDB_API_KEY={WANDB}",
+        "NCCL_IB_GID_INDEX=3",
+        f"AWS_ACCESS_KEY_ID={AWS_ID}",
+        f"AWS_SECRET_ACCESS_KEY={AWS_SECRET}",
+        "MASTER_PORT=29500",
+    ])
+    r = Redactor()
+    out = r.redact(dump)
+    assert r.secrets_found == 4
+    lines = out.splitlines()
+    assert lines == [
+        "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7",
+        "HF_TOKEN=[REDACTED]",
+        "TOKENIZERS_PARALLELISM=false",
+        "WANDB_API_KEY=[REDACTED]",
+        "NCCL_IB_GID_INDEX=3",
+        "AWS_ACCESS_KEY_ID=[REDACTED]",
+        "AWS_SECRET_ACCESS_KEY=[REDACTED]",
+        "MASTER_PORT=29500",
+    ]
+    assert r.redact(out) == out  # idempotent
+    assert r.secrets_found == 4
+
+
+def test_pem_block_is_replaced_whole_and_line_count_kept():
+    text = "\n".join([
+        "+ cat /root/.ssh/id_rsa",
+        "-----BEGIN RSA PRIVATE KEY-----",
+        *PEM_BODY,
+        "-----END RSA PRIVATE KEY-----",
+        "[rank0]: step 1 loss 2.3",
+    ])
+    r = Redactor()
+    out = r.redact(text)
+    assert all(b not in out for b in PEM_BODY)
+    assert "-----BEGIN RSA PRIVATE KEY-----\n[REDACTED]\n" in out
+    assert "-----END RSA PRIVATE KEY-----\n[rank0]: step 1 loss 2.3" in out
+    assert out.count("\n") == text.count("\n")
+    assert r.secrets_found == 1
+    assert r.redact(out) == out and r.secrets_found == 1
+
+
+def test_pem_in_service_account_json_and_truncated():
+    sa = ('{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\\n' + PEM_BODY[0]
+          + '\\n-----END PRIVATE KEY-----\\n"}')
+    assert PEM_BODY[0] not in redact_secrets(sa)
+    cut = "-----BEGIN OPENSSH PRIVATE KEY-----\n" + "\n".join(PEM_BODY) + "\n"
+    out = redact_secrets(cut + "srun: error: task 0 killed")
+    assert all(b not in out for b in PEM_BODY) and out.endswith("srun: error: task 0 killed")
+
+
+def test_secrets_found_counts_each_value():
+    r = Redactor()
+    r.redact(f"HF_TOKEN={HF} --hf-token abc123XYZ")
+    r.redact("Authorization: Bearer abcdef0123456789xyz")
+    assert r.secrets_found == 3
+
+
+# --- hosts -----------------------------------------------------------------------------------------------------------
+
+NCCL_LOG = "\n".join([
+    "[default0]:node-17:1234:1290 [0] NCCL INFO Bootstrap : Using eth0:10.0.3.17<0>",
+    "[default3]:node-18:2231:2290 [3] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.0.3.18<0>",
+    "MASTER_ADDR=node-17 MASTER_PORT=29500",
+    "[W socket.cpp:464] [c10d] The server socket has failed to bind to [::]:29500 (errno: 98). 0.0.0.0:29500",
+    "connecting to localhost:29500 (127.0.0.1) and fe80::1ff:fe23:4567:890a",
+    "srun: error: node-18: task 11: Exited with exit code 1",
+    "NCCL version 2.21.5+cuda12.4 at 2024-11-05 12:34:56,789 [rank3]:[E1105 12:00:00.123]",
+])
+
+
+def test_nccl_prefix_host_and_ips_are_masked():
+    r = Redactor(hosts=True)
+    out = r.redact(NCCL_LOG)
+    for real in ("node-17", "node-18", "10.0.3.17", "10.0.3.18", "fe80::1ff:fe23:4567:890a"):
+        assert real not in out
+    assert "[default0]:host-1:1234:1290 [0] NCCL INFO" in out
+    assert "MASTER_ADDR=host-1 " in out  # the same node, the same placeholder
+    assert "srun: error: host-2: task 11" in out
+    assert "eth0:ip-1<0>" in out and "eth0:ip-2<0>" in out
+    # never masked: loopback, any-address, versions, timestamps
+    for kept in ("localhost:29500", "127.0.0.1", "0.0.0.0:29500", "[::]:29500", "NCCL version 2.21.5+cuda12.4",
+                 "2024-11-05 12:34:56,789", "[E1105 12:00:00.123]"):
+        assert kept in out
+
+
+def test_host_mapping_is_consistent_across_calls_and_unmask_round_trips():
+    r = Redactor(hosts=True, known_hosts=["gpu-a100-03", "gpu-a100-03.cluster.local"])
+    first = r.redact(NCCL_LOG)
+    second = r.redact("node-18 timed out talking to 10.0.3.17; gpu-a100-03.cluster.local and gpu-a100-03 are fine")
+    # longest name first: the FQDN is one host (host-3), not host-4 + '.cluster.local'
+    assert second == "host-2 timed out talking to ip-1; host-3 and host-4 are fine"
+    assert r.unmask(first) == NCCL_LOG
+    assert r.unmask(second) == ("node-18 timed out talking to 10.0.3.17; "
+                                "gpu-a100-03.cluster.local and gpu-a100-03 are fine")
+
+
+def test_hosts_are_whole_words():
+    r = Redactor(hosts=True, known_hosts=["node-1"])
+    text = "node-1 failed; node-10 and node-1-ib and xnode-1 are other names; node-1.cluster too"
+    out = r.redact(text)
+    assert out == "host-1 failed; node-10 and node-1-ib and xnode-1 are other names; host-1.cluster too"
+    assert r.unmask(out) == text
+
+
+def test_unmask_restores_hosts_but_never_secrets():
+    r = Redactor(hosts=True)
+    out = r.redact(f"node-17:1:2 [0] NCCL WARN HF_TOKEN={HF}")
+    assert r.unmask(out) == "node-17:1:2 [0] NCCL WARN HF_TOKEN=[REDACTED]"
+
+
+def test_literal_placeholder_in_logs_is_not_reused():
+    r = Redactor(hosts=True, known_hosts=["node-9"])
+    text = "cluster names: host-1 host-2; node-9 failed"
+    out = r.redact(text)
+    assert out == "cluster names: host-1 host-2; host-3 failed"
+    assert r.unmask(out) == text
+
+
+def test_hosts_off_by_default_and_localhost_never_masked():
+    assert Redactor().redact(NCCL_LOG) == NCCL_LOG
+    r = Redactor(hosts=True, known_hosts=["localhost", "127.0.0.1"])
+    assert r.redact("localhost 127.0.0.1 0.0.0.0 ::1") == "localhost 127.0.0.1 0.0.0.0 ::1"
+
+
+@pytest.mark.parametrize("line", [
+    "NCCL version 2.21.5+cuda12.4",
+    "driver 535.104.05 cuda 12.2.140.1.5",
+    "v1.2.3.4",
+    "12:34:56.789",
+    "mac aa:bb:cc:dd:ee:ff",
+    "at c10::add( x[1::2]",
+    "c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout",
+])
+def test_ip_patterns_stay_conservative(line):
+    assert Redactor(hosts=True).redact(line) == line
+
+
+def test_large_text_is_fast():
+    line = (f"[default3]:node-%d:1234:1290 [3] NCCL INFO Channel 00/0 : 3[3] -> 4[4] via P2P/IPC 10.0.%d.%d "
+            f"step=%d loss=2.3 max_new_tokens=512 HF_TOKEN={HF}")
+    text = "\n".join(line % (i % 64, i % 200, i % 250, i) for i in range(500))  # ~90k characters
+    pathological = "a-" * 20000 + "--a" * 10000 + ":" * 20000 + "0:" * 20000
+    r = Redactor(hosts=True, known_hosts=[f"gpu-{i:03d}" for i in range(500)])
+    t = time.perf_counter()
+    out = r.redact(text)
+    r.redact(pathological)
+    assert time.perf_counter() - t < 3.0
+    assert HF not in out and r.secrets_found == 500
+    assert r.unmask(out) == text.replace(HF, SECRET_MARK)
