@@ -30,7 +30,10 @@ from trainlog_debugger.eval.cases import Case, CaseError, discover, filter_tags,
 from trainlog_debugger.eval.score import beats, failed_scores, got_view, per_origin, per_tag, regressions, score, totals
 
 MODES = ("offline", "baseline", "llm")
-LLM_NOT_BUILT = "llm mode needs the agent (not built yet)"
+# llm mode: the agent's diagnose function (handed in by agent/cli/eval.py: eval does not import the agent), where
+# its cassettes are read (and written with record). Set by main() before the cases run; forked workers inherit it.
+LLM = {"diagnose": None, "cassettes": None, "record": False}
+CASSETTES = Path(__file__).resolve().parent / "cassettes"
 MAX_JOBS = 2
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -80,7 +83,7 @@ def _investigate(bundle, scans: list):
     return inv.diagnosis
 
 
-def _diagnose(mode: str, bundle, scans: list):
+def _diagnose(mode: str, bundle, scans: list, case: Case | None = None):
     if mode == "offline":
         return _investigate(bundle, scans)
     if mode == "baseline":
@@ -88,13 +91,19 @@ def _diagnose(mode: str, bundle, scans: list):
         if scans:
             return baseline_from_scan(scans[0])
         return baseline_diagnosis(bundle, workers=1)
-    raise EvalError(LLM_NOT_BUILT if mode == "llm" else f"unknown mode {mode!r}")
+    if mode == "llm":
+        if LLM["diagnose"] is None:
+            raise EvalError("llm mode runs through `debugger eval --mode llm` (it needs the agent)")
+        diag, scan = LLM["diagnose"](bundle, case.id, Path(LLM["cassettes"] or CASSETTES), bool(LLM["record"]))
+        scans.append(scan)
+        return diag
+    raise EvalError(f"unknown mode {mode!r}")
 
 
 def _scored(case: Case, mode: str, bundle, scans: list) -> dict:
     t0 = time.perf_counter()
     try:
-        diag = _diagnose(mode, bundle, scans)
+        diag = _diagnose(mode, bundle, scans, case)
     except EvalError:
         raise
     except Exception as e:  # one case's failure is that case's score, never the whole run's
@@ -103,8 +112,11 @@ def _scored(case: Case, mode: str, bundle, scans: list) -> dict:
     rt = time.perf_counter() - t0
     if mode == "baseline" and scans:
         rt += scans[0].seconds  # the scan it shared with the real diagnosis
-    return {"got": got_view(diag), "scores": score(case.truth, diag, bundle), "runtime_s": round(rt, 3),
-            "error": None}
+    out = {"got": got_view(diag), "scores": score(case.truth, diag, bundle), "runtime_s": round(rt, 3), "error": None}
+    if mode == "llm" and diag.agent is not None:
+        out.update(agent_outcome=diag.agent.outcome, tokens=diag.agent.tokens_in + diag.agent.tokens_out,
+                   cost_usd=diag.agent.cost_usd)
+    return out
 
 
 def evaluate_case(case: Case, mode: str = "offline", *, with_baseline: bool | None = None) -> dict:
@@ -134,8 +146,6 @@ def evaluate_case(case: Case, mode: str = "offline", *, with_baseline: bool | No
             scans: list = []
             row.update(_scored(case, mode, bundle, scans))
             row["runtime_s"] = round(row["runtime_s"] + opening, 3)
-            if mode == "llm":
-                row.update(tokens=None, cost_usd=None)
             if with_baseline:
                 b = _scored(case, "baseline", bundle, scans)
                 row["baseline"] = b | {"runtime_s": round(b["runtime_s"] + opening, 3)}
@@ -152,8 +162,6 @@ def run_cases(cases: list[Case], mode: str = "offline", *, jobs: int | None = No
     """Rows in case order; cases spread over `jobs` forked processes (default up to MAX_JOBS)."""
     if mode not in MODES:
         raise EvalError(f"unknown mode {mode!r} (one of {', '.join(MODES)})")
-    if mode == "llm":
-        raise EvalError(LLM_NOT_BUILT)
     wb = (mode == "offline") if with_baseline is None else with_baseline
     jobs = max(1, jobs or min(MAX_JOBS, os.cpu_count() or 1))
     tasks = [(c, mode, wb) for c in cases]
@@ -181,8 +189,6 @@ def evaluate(paths: Sequence[str | Path], mode: str = "offline", *, tags: Sequen
     """Discover, run and score: the whole report (raises EvalError / CaseError on bad input)."""
     if mode not in MODES:
         raise EvalError(f"unknown mode {mode!r} (one of {', '.join(MODES)})")
-    if mode == "llm":
-        raise EvalError(LLM_NOT_BUILT)
     cases = filter_tags(discover(paths), tags)
     if not cases:
         raise EvalError(f"no case has the tag(s) {', '.join(tags or ())}")
@@ -209,10 +215,14 @@ def write_report(rep: dict, path: str | Path) -> None:
 
 def main(paths: Sequence[str | Path], *, json_: bool = False, mode: str = "offline",
          baseline: str | Path | None = None, tags: Sequence[str] | None = None,
-         write_baseline: str | Path | None = None, jobs: int | None = None, console=None) -> int:
+         write_baseline: str | Path | None = None, jobs: int | None = None, console=None,
+         cassettes: str | Path | None = None, record: bool = False, llm=None) -> int:
     """The `debugger eval` command: returns the exit code: 2 bad input (one line on stderr), 1 a regression
     against `baseline` or a case whose diagnosis raised (listed on stderr, see `crashes`), else 0."""
+    LLM.update(cassettes=cassettes, record=record, diagnose=llm)
     try:
+        if mode == "llm" and record and not os.environ.get("ANTHROPIC_API_KEY"):
+            raise EvalError("--record needs ANTHROPIC_API_KEY")
         stored = load_report(baseline) if baseline else None
         if stored is not None and stored.get("mode", mode) != mode:
             raise EvalError(f"{baseline} was written in mode {stored.get('mode')}, this run is mode {mode}")

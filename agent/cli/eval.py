@@ -15,13 +15,18 @@ def eval_cmd(paths: list[Path] = typer.Argument(..., help="Case folders (a folde
                                                        "of them."),
              json_: bool = JsonOpt,
              mode: str = typer.Option("offline", "--mode", help="offline (the deterministic diagnosis, beside the "
-                                      "regex baseline), baseline (first tier-1 match only) or llm."),
+                                      "regex baseline), baseline (first tier-1 match only) or llm (the agent, its "
+                                      "HTTP replayed from per-case cassettes)."),
              baseline: Path = typer.Option(None, "--baseline", help="A stored report (--json) to compare with: every "
                                            "case that got worse is listed, exit code 1."),
              tags: list[str] = typer.Option(None, "--tags", help="Only cases with this tag (repeatable)."),
              write_baseline: Path = typer.Option(None, "--write-baseline", help="Also write the JSON report to this "
                                                  "file (update eval/baseline.json only in a commit that says why)."),
-             jobs: int = typer.Option(None, "--jobs", help="Cases diagnosed in parallel (default: up to 2).")):
+             jobs: int = typer.Option(None, "--jobs", help="Cases diagnosed in parallel (default: up to 2)."),
+             cassettes: Path = typer.Option(None, "--cassettes", help="llm mode: the folder of per-case cassettes "
+                                            "(default: eval/cassettes)."),
+             record: bool = typer.Option(False, "--record", help="llm mode: record the cassettes against the real "
+                                         "API (needs ANTHROPIC_API_KEY); without it they are only replayed.")):
     """Score the diagnosis on labelled cases: category, culprit, first failure time, grounding, controls, runtime.
 
     Exit codes: 0 fine; 1 a case got worse than --baseline, or a case's diagnosis raised (a bug, a module that
@@ -29,7 +34,11 @@ def eval_cmd(paths: list[Path] = typer.Argument(..., help="Case folders (a folde
     """
     with guarded():
         from trainlog_debugger.eval.run import main as eval_main
+        llm = None
+        if mode == "llm":
+            from trainlog_debugger.agent.graph.evaluate import llm_diagnose as llm
         code = eval_main(paths, json_=json_, mode=mode, baseline=baseline, tags=tags or None,
-                         write_baseline=write_baseline, jobs=jobs, console=out)
+                         write_baseline=write_baseline, jobs=jobs, console=out, cassettes=cassettes, record=record,
+                         llm=llm)
     if code:
         raise typer.Exit(code)

@@ -55,8 +55,37 @@ def record(name: str, real: bool = False) -> Path:
     return out
 
 
+def record_eval(case_dir: str) -> Path:
+    """eval/cassettes/<case>.handwritten.yaml for `debugger eval --mode llm`: the tool-loop scenario's scripted
+    replies, the requests exactly as eval's llm mode makes them (its own neutral copy of the bundle)."""
+    import os
+
+    from trainlog_debugger.agent.graph.evaluate import llm_diagnose
+    from trainlog_debugger.agent.llm import cassettes as C
+    from trainlog_debugger.eval import run as R
+    from trainlog_debugger.eval.cases import discover
+    (case,) = discover([case_dir])
+    with open_bundle(case.path) as b:  # the script needs the trigger line: truth.yaml is not evidence of it
+        facts = run(b).diagnosis
+    out = R.CASSETTES / f"{C.case_name(case.id)}.handwritten.yaml"
+    out.unlink(missing_ok=True)
+    with StandIn(SCENARIOS["tool_loop.handwritten"].respond(facts)) as s:
+        os.environ.update(ANTHROPIC_BASE_URL=s.url, ANTHROPIC_API_KEY="sk-ant-record-placeholder")
+        R.LLM.update(cassettes=str(R.CASSETTES), record=True, diagnose=llm_diagnose)
+        tmp = R.CASSETTES / f"{C.case_name(case.id)}.yaml"
+        row = R.evaluate_case(case, "llm", with_baseline=False)
+        tmp.rename(out)
+        out.write_text(out.read_text().replace(s.url, "https://api.anthropic.com"))
+    assert not row["error"], row["error"]
+    return out
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
+    if args[:1] == ["--eval"]:
+        for c in args[1:]:
+            print(record_eval(c))
+        sys.exit(0)
     real = "--real" in args
     names = [a for a in args if a != "--real"] or [n for n in SCENARIOS if n.endswith(".handwritten")]
     for n in names:

@@ -11,6 +11,7 @@ import pytest
 from replay import CASSETTES, cassette
 from scenarios import CASE, SCENARIOS, make_session
 
+from trainlog_debugger.eval.run import CASSETTES as EVAL_CASSETTES
 from trainlog_debugger.tools.bundle.open import open_bundle
 from trainlog_debugger.tools.pipeline import run
 from trainlog_debugger.tools.redact import Redactor
@@ -73,7 +74,7 @@ SECRETISH = re.compile(r"sk-ant-[\w-]{6,}|x-api-key|authorization: bearer", re.I
 
 def test_no_cassette_holds_a_secret():
     """Every cassette and every request body in it: no key header, no key, nothing the redactor would remove."""
-    files = sorted(CASSETTES.glob("*.yaml"))
+    files = sorted(CASSETTES.glob("*.yaml")) + sorted(EVAL_CASSETTES.glob("*.yaml"))
     assert files, "no cassettes"
     red = Redactor()
     for f in files:
@@ -81,3 +82,16 @@ def test_no_cassette_holds_a_secret():
         assert not SECRETISH.search(text), f"{f.name}: {SECRETISH.search(text)[0]}"
         red.redact(text)
     assert red.secrets_found == 0
+
+
+def test_eval_llm_mode_replays_a_case_cassette(capsys):
+    """`debugger eval --mode llm` on a bundled case: the agent runs, its HTTP replayed from
+    eval/cassettes/cases__gen-slurm-8r-a.handwritten.yaml, and its verified verdict is scored."""
+    import json
+
+    from trainlog_debugger.agent.graph.evaluate import llm_diagnose
+    from trainlog_debugger.eval.run import main
+    assert main([CASE], mode="llm", json_=True, llm=llm_diagnose) == 0
+    row = json.loads(capsys.readouterr().out)["cases"][0]
+    assert row["error"] is None and row["agent_outcome"] == "answered"
+    assert row["scores"]["category"] is True and row["tokens"] > 0 and row["cost_usd"] > 0

@@ -11,7 +11,7 @@ import yaml
 
 from trainlog_debugger.eval.synth import generate as g
 from trainlog_debugger.eval.baseline import baseline_diagnosis, first_tier1
-from trainlog_debugger.eval.run import LLM_NOT_BUILT, evaluate, main
+from trainlog_debugger.eval.run import evaluate, main
 from trainlog_debugger.tools.bundle.open import open_bundle
 from trainlog_debugger.tools.scan.driver import scan_bundle
 from trainlog_debugger.tools.lines.timestamps import order_key
@@ -117,8 +117,8 @@ def test_missing_case_is_a_regression_new_case_is_not(suite, tmp_path, capsys):
 
 
 def test_bad_input_exits_2(suite, tmp_path, capsys):
-    assert main([suite], mode="llm") == 2
-    assert capsys.readouterr().err.strip() == f"error: {LLM_NOT_BUILT}"
+    assert main([suite], mode="llm", record=True) == 2  # recording needs a key (tests run without one)
+    assert capsys.readouterr().err.strip() == "error: --record needs ANTHROPIC_API_KEY"
     assert main([tmp_path / "nope"]) == 2
     assert main([suite], tags=["no-such-tag"]) == 2
     bad = tmp_path / "bad.json"
@@ -172,3 +172,12 @@ def test_the_stored_baseline_is_an_offline_report_over_the_cases():
     assert any(c["id"].startswith("cases/") for c in rep["cases"])
     for c in rep["cases"]:
         assert set(c["scores"]) >= {"category", "culprit", "time", "grounding", "control"}
+
+
+def test_llm_mode_without_a_cassette_fails_and_says_how_to_record(suite, tmp_path, capsys):
+    from trainlog_debugger.agent.graph.evaluate import llm_diagnose
+    assert main([suite / "a-oom"], mode="llm") == 2  # eval alone has no agent: the command hands it in
+    assert "needs the agent" in capsys.readouterr().err
+    assert main([suite / "a-oom"], mode="llm", cassettes=tmp_path, llm=llm_diagnose) == 1
+    err = capsys.readouterr().err
+    assert "no cassette for suite/a-oom" in err and "--record" in err

@@ -1,0 +1,89 @@
+"""The session around the graph: the bundled tokenizer needs no network, the trailing question is split from the
+paths, the history on disk continues with --resume and starts over without it, and the terminal chat loop's
+slash commands."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+from fake_model import ScriptedModel, reply, tool_call
+
+from trainlog_debugger.agent.cli import ask as ask_cli
+from trainlog_debugger.agent.graph.session import AgentOptions, Session, bundle_thread
+from trainlog_debugger.tools.bundle.open import open_bundle
+from trainlog_debugger.tools.pipeline import run
+
+CASE = Path(__file__).resolve().parents[2] / "cases" / "gen-slurm-8r-a"
+
+
+def test_the_tokenizer_is_bundled_and_needs_no_network(monkeypatch):
+    from trainlog_debugger.agent.llm import tokens
+    tokens.encoding.cache_clear()
+
+    def no_network(*a, **k):
+        raise AssertionError("the tokenizer tried to reach the network")
+    monkeypatch.setattr(socket, "socket", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    assert tokens.count("[rank3]: NCCL WARN NET/IB : Got completion from peer") > 5
+    text, kept, total = tokens.cap("line of log text\n" * 500, 100)
+    assert kept <= 100 < total and text.endswith("text")
+
+
+def test_a_trailing_question_is_split_from_the_paths(tmp_path):
+    assert ask_cli.split_question([str(CASE), "why did rank 5 stop?"]) == ([CASE], "why did rank 5 stop?")
+    assert ask_cli.split_question([str(CASE)]) == ([CASE], None)
+    assert ask_cli.split_question([str(CASE), str(tmp_path)]) == ([CASE, tmp_path], None)
+    assert ask_cli.split_question(["no-such-dir"]) == ([Path("no-such-dir")], None)  # a typo stays a path: exit 2
+
+
+def test_the_thread_is_the_bundle(tmp_path):
+    f = tmp_path / "rank_0.log"
+    f.write_text("a\n")
+    t1 = bundle_thread([str(f)])
+    assert t1 == bundle_thread([str(f)])
+    f.write_text("a longer log\n")
+    assert bundle_thread([str(f)]) != t1
+
+
+def _answer(inv):
+    d = inv.diagnosis
+    return {"status": d.status.value, "category": d.category, "culprit_ranks": d.culprit_ranks,
+            "confidence": "medium", "summary": "s", "claims": []}
+
+
+@pytest.fixture(scope="module")
+def opened():
+    with open_bundle(CASE) as b:
+        yield b, run(b)
+
+
+def test_history_on_disk_continues_with_resume_and_not_without(opened, tmp_path, monkeypatch):
+    monkeypatch.setenv("DEBUGGER_HOME", str(tmp_path / "home"))
+    b, inv = opened
+    m1 = ScriptedModel(script=[reply(tool_call("submit_answer", _answer(inv), 1))])
+    Session(b, inv, [str(CASE)], AgentOptions(), model=m1).chat(None)
+    assert (tmp_path / "home" / "history.sqlite").exists()
+    m2 = ScriptedModel(script=[reply(tool_call("submit_answer", _answer(inv), 2))])
+    Session(b, inv, [str(CASE)], AgentOptions(resume=True), model=m2).chat("and then?")
+    assert any("Deterministic analysis" in str(m.content) for m in m2.requests[0]), "resumed the first turn"
+    m3 = ScriptedModel(script=[reply(tool_call("submit_answer", _answer(inv), 3))])
+    Session(b, inv, [str(CASE)], AgentOptions(resume=False), model=m3).chat("fresh")
+    first = [m for m in m3.requests[0] if type(m).__name__ == "HumanMessage"]
+    assert len(first) == 1 and "Question: fresh" in first[0].content
+
+
+def test_the_chat_loop_answers_and_takes_slash_commands(opened, monkeypatch, capsys):
+    b, inv = opened
+    m = ScriptedModel(script=[reply(tool_call("submit_answer", _answer(inv), 1)),
+                              reply(tool_call("submit_answer", _answer(inv) | {"summary": "follow-up"}, 2))])
+    from langgraph.checkpoint.memory import MemorySaver
+    s = Session(b, inv, [str(CASE)], AgentOptions(), model=m, checkpointer=MemorySaver())
+    s.chat(None)
+    typed = iter(["/cost", "/evidence", "what about rank 5?", "/quit"])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(typed))
+    from trainlog_debugger.agent.render.report import render_agent
+    ask_cli._chat_loop(s, render_agent)
+    out = capsys.readouterr().out
+    assert "tokens in" in out and "[user]" in out and "question: what about rank 5?" in out
