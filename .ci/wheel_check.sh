@@ -58,6 +58,14 @@ mkdir "$T/elsewhere"
 cd "$T/elsewhere"
 "$V/debugger" --help > help.txt || die "debugger --help exited $?"
 grep -q "ask" help.txt && grep -q "catalog" help.txt || die "debugger --help does not list the commands: $(cat help.txt)"
+# The agent's package data (the bundled tokenizer, the prompts, the graph) loads from the wheel with no network.
+"$V/python" -c "
+from trainlog_debugger.agent.llm.tokens import count
+from trainlog_debugger.prompts import load
+from trainlog_debugger.agent.graph.build import build_graph
+assert count('NCCL WARN') > 0 and 'submit_answer' in load('investigator')
+" || die "the agent's package data (tokenizer, prompts) did not load from the wheel"
+say "agent package data loads (tokenizer, prompts, graph)"
 "$V/debugger" ask --help > ask-help.txt || die "debugger ask --help exited $?"
 grep -q -- "--json" ask-help.txt || die "debugger ask --help does not show --json: $(cat ask-help.txt)"
 "$V/debugger" --version | grep -q "^debugger [0-9]" || die "debugger --version: $("$V/debugger" --version 2>&1)"

@@ -117,7 +117,7 @@ def build_graph(model, tools, checkpointer=None, *, limits: Limits = Limits(), s
             text = redact(evidence_text(facts, q))
             for f in facts.chain[:8]:
                 for e in f.evidence[:3]:
-                    if f'"{e.cite()}"' in text:
+                    if redact(f'"{e.cite()}"') in text:
                         shown[e.cite()] = e.text
             msg = HumanMessage(text)
         else:
@@ -172,7 +172,7 @@ def build_graph(model, tools, checkpointer=None, *, limits: Limits = Limits(), s
         replies = [ToolMessage("not run: an answer was submitted in the same turn", tool_call_id=c["id"],
                                name=c["name"]) for c in calls if c is not sub]
         answer, parse_problems = V.parse(dict(sub.get("args") or {}))
-        ch = V.check(answer, state.get("shown", {}), facts, tools.sources, redact) if answer else None
+        ch = V.check(answer, state.get("shown", {}), facts, tools.sources, redact, tools.unmask) if answer else None
         problems = parse_problems or (ch.problems if ch else [])
         vr = state.get("verify_rounds", 0) + 1
         last = vr > limits.max_verify_rounds or state.get("rounds", 0) >= limits.max_rounds or \

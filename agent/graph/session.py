@@ -75,7 +75,7 @@ class Session:
         hosts = {n for rs in self.inv.scan.ranks.values() for n in rs.nodes}
         hosts |= {n for f in self.inv.scan.files for n in getattr(f, "nodes", ()) if n}
         self.redactor = Redactor(hosts=self.opts.redact_hosts, known_hosts=sorted(hosts))
-        self.box = Toolbox(self.bundle, self.inv, redact=self.redactor.redact)
+        self.box = Toolbox(self.bundle, self.inv, redact=self.redactor.redact, unmask=self.redactor.unmask)
         self.model_id = M.model_name(self.opts.model)
         if self.model is None:
             self.model = M.make_model(self.model_id)

@@ -57,10 +57,12 @@ class Toolbox:
     NAMES = ("overview", "where_ranks_stop", "grep", "read_lines", "nccl_state", "step_times", "storage", "timeline",
              "rank_diff")
 
-    def __init__(self, bundle, investigation, *, redact=lambda s: s, max_tokens: int = MAX_TOOL_TOKENS):
+    def __init__(self, bundle, investigation, *, redact=lambda s: s, unmask=lambda s: s,
+                 max_tokens: int = MAX_TOOL_TOKENS):
         self.bundle = bundle
         self.inv = investigation
         self.redact = redact
+        self.unmask = unmask  # the model's view back to the bundle's names (file paths that hold a host name)
         self.max_tokens = max_tokens
         self.sources = {s.rel: s for s in bundle.sources}
 
@@ -72,11 +74,13 @@ class Toolbox:
         kept, n, total = cap(text, self.max_tokens)
         if n < total:
             kept += f"\n[showing {n} of {total} tokens of this result: ask a narrower question to see the rest]"
-        shown = [e for e in res.evidence if f'"{e.cite()}"' in kept]
+        shown = [e for e in res.evidence if self.redact(f'"{e.cite()}"') in kept]
         return kept, shown
 
     def call(self, name: str, args: dict) -> ToolResult:
-        """Run a tool by name; bad arguments and failures come back as a status=error result, never an exception."""
+        """Run a tool by name; bad arguments and failures come back as a status=error result, never an exception.
+        String arguments are unmasked first: the model names files and hosts as it saw them."""
+        args = {k: (self.unmask(v) if isinstance(v, str) else v) for k, v in args.items()}
         if name not in self.NAMES:
             return ToolResult(name, "error", args, f"no tool named {name!r}; tools: {', '.join(self.NAMES)}")
         try:

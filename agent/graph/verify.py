@@ -99,10 +99,15 @@ def parse(args: dict) -> tuple[Answer | None, list[str]]:
                       for err in e.errors()[:5]]
 
 
-def check(answer: Answer, shown: dict[str, str], facts: Diagnosis, sources: dict, redact=lambda s: s) -> Checked:
+def check(answer: Answer, shown: dict[str, str], facts: Diagnosis, sources: dict, redact=lambda s: s,
+          unmask=lambda s: s) -> Checked:
     """All the rules above. `shown`: "file:line" → text of every line a tool result showed the model; `sources`:
-    bundle rel → Source (re-read from disk here); `redact`: the same redaction the model's view went through."""
+    bundle rel → Source (re-read from disk here); `redact`/`unmask`: the model's view of the text and back (a file
+    name that holds a host name is cited as the model saw it)."""
     out = Checked(answer)
+    for c in answer.claims:
+        for ci in c.citations:
+            ci.file = unmask(ci.file)
     wanted: dict[str, set[int]] = {}
     for c in answer.claims:
         for ci in c.citations:

@@ -132,3 +132,17 @@ def test_the_budget_stops_the_investigation(opened):
     sec = ask(build_graph(model, box, limits=Limits(budget_tokens=100_000)), None, "t6")
     assert sec["outcome"] == "budget" and sec["rounds"] == 2
     assert any("token budget" in p for p in sec["problems"])
+
+
+def test_all_ranks_is_checked_against_coverage(opened):
+    """'every rank' is a claim about coverage: with ranks missing from the bundle it is a problem."""
+    from trainlog_debugger.agent.graph import verify as V
+    box = _box(opened)
+    facts = box.inv.diagnosis.model_copy(update={"coverage": box.inv.diagnosis.coverage.model_copy(
+        update={"missing_ranks": [6, 7]})})
+    ans = V.Answer(status="hung", category=facts.category, culprit_ranks=facts.culprit_ranks, confidence="medium",
+                   summary="every rank timed out in the same collective", claims=[])
+    problems = V.check(ans, {}, facts, box.sources).problems
+    assert any("have no log" in p and "6-7" in p for p in problems), problems
+    full = box.inv.diagnosis
+    assert not [p for p in V.check(ans, {}, full, box.sources).problems if "no log" in p]

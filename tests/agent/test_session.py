@@ -87,3 +87,25 @@ def test_the_chat_loop_answers_and_takes_slash_commands(opened, monkeypatch, cap
     ask_cli._chat_loop(s, render_agent)
     out = capsys.readouterr().out
     assert "tokens in" in out and "[user]" in out and "question: what about rank 5?" in out
+
+
+def test_redact_hosts_masks_them_for_the_model_and_unmasks_them_for_the_user(opened):
+    b, inv = opened
+    d = inv.diagnosis
+    node = d.culprit_nodes[0]
+    from langgraph.checkpoint.memory import MemorySaver
+    probe = Session(b, inv, [str(CASE)], AgentOptions(redact_hosts=True), model=ScriptedModel(script=[]),
+                    checkpointer=MemorySaver())
+    masked = probe.redactor.redact(node)
+    assert masked != node
+    t = d.chain[0].evidence[0]
+    cite = {"file": probe.redactor.redact(t.file), "line": t.line, "quote": probe.redactor.redact(t.text)[:40]}
+    probe.model.script = [reply(tool_call("submit_answer", {
+        "status": d.status.value, "category": d.category, "culprit_ranks": d.culprit_ranks, "culprit_nodes": [masked],
+        "confidence": "medium", "summary": f"{masked} stalled", "narrative": f"rank on {masked} stalled",
+        "claims": [{"statement": f"the trigger on {masked}", "citations": [cite]}]}, 1))]
+    sec = probe.chat(None)
+    sent = " ".join(str(m.content) for req in probe.model.requests for m in req)
+    assert all(n not in sent for n in {node, *d.culprit_nodes}), "a host name reached the model"
+    assert sec.verdict["culprit_nodes"] == [node] and node in sec.narrative
+    assert sec.claims[0].verified and node in sec.claims[0].statement
