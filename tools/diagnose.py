@@ -18,8 +18,8 @@ from __future__ import annotations
 from trainlog_debugger.tools.model import Alternative, Diagnosis, Evidence, Finding, JobDetails, Role, Status, TimelineEvent
 from trainlog_debugger.tools.ranks import ranks_str
 from trainlog_debugger.tools.rules import RULES, Candidate, RuleInputs
-from trainlog_debugger.tools.lines.timestamps import order_key
-from trainlog_debugger.tools.rules.base import by_time
+from trainlog_debugger.tools.lines.timestamps import human_time, order_key
+from trainlog_debugger.tools.rules.base import by_time, restart_without
 from trainlog_debugger.tools.lines.attribution import strip_prefixes
 from trainlog_debugger.tools.rankdiff.mask import template_of
 
@@ -110,7 +110,9 @@ def diagnose(inputs: RuleInputs) -> Diagnosis:
     return Diagnosis(
         status=status, category=trigger.category, culprit_ranks=culprit_ranks, culprit_nodes=culprit_nodes,
         confidence=confidence, headline=headline, chain=chain, timeline=_timeline(inputs, chain), job=job,
-        key_files=_key_files(chain), recommendations=recs, restart=trigger.restart, alternatives=alternatives,
+        key_files=_key_files(chain), recommendations=recs, alternatives=alternatives,
+        restart=(restart_without(culprit_nodes[0]) if trigger.restart == restart_without(None) and len(culprit_nodes) == 1
+                 else trigger.restart),
         missing=missing, coverage=scan.coverage, notes=caps + list(inputs.nccl.notes if inputs.nccl else []))
 
 
@@ -190,7 +192,7 @@ def _cascade(inputs: RuleInputs, trigger: Candidate) -> list[Finding]:
         if pid == "pytorch.watchdog_timeout" and inputs.nccl and inputs.nccl.groups:
             g = inputs.nccl.groups[0]
             summary = f"{what}: {g.op or 'collective'} SeqNum {g.stuck_seq}{scope}" + (
-                f", collective started {g.start_time}" if g.start_time else "")
+                f", collective started {human_time(g.start_time)}" if g.start_time else "")
         out.append(Finding(id=pid, summary=summary, role=Role.cascade, ranks=sorted(s.rank_counts)[:64] if s else [],
                            count=s.count if s else len(evs), evidence=evs[:1]))
     return out

@@ -38,7 +38,9 @@ def ask(args: list[str] = ArgsArg, json_: bool = JsonOpt,
         resume: bool = typer.Option(False, "--resume", help="Continue this bundle's earlier conversation."),
         redact_hosts: bool = typer.Option(False, "--redact-hosts",
                                           help="Also mask host names and IPs before anything reaches the model."),
-        offline: bool = typer.Option(False, "--offline", help="Deterministic analysis only; never call the API.")):
+        offline: bool = typer.Option(False, "--offline", help="Deterministic analysis only; never call the API."),
+        full: bool = typer.Option(False, "--full", "-v", help="The whole report: timeline, every recommendation, "
+                                                            "alternatives, notes.")):
     """Investigate a bundle: status, category, culprit, the root-cause chain with file:line proof; with an
     ANTHROPIC_API_KEY, the agent checks and extends it and answers questions."""
     paths, question = split_question(args)
@@ -73,7 +75,7 @@ def ask(args: list[str] = ArgsArg, json_: bool = JsonOpt,
             if json_:
                 print_json(diag)
             else:
-                render_report(diag, out)
+                render_report(diag, out, full=full)
             if interactive and session is not None and diag.agent and diag.agent.outcome not in ("api_error",):
                 _chat_loop(session, render_agent)
 

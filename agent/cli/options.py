@@ -17,10 +17,14 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-out = Console(highlight=False, soft_wrap=False)
-if not out.is_terminal:  # pipes and files get wide lines: rows of file:line are meant to be grepped
-    out = Console(highlight=False, soft_wrap=False, width=200)
-err = Console(stderr=True, highlight=False)
+# soft_wrap: rich never inserts a line break of its own: a terminal wraps long lines itself, and piped output keeps
+# every line whole (rows of file:line are meant to be grepped). Piped output lays tables out at $COLUMNS when set.
+out = Console(highlight=False, soft_wrap=True)
+if not out.is_terminal:
+    _cols = os.environ.get("COLUMNS", "")
+    out = Console(highlight=False, soft_wrap=True, width=int(_cols) if _cols.isdigit() and 20 <= int(_cols) <= 1000
+                  else 200)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 PathsArg = typer.Argument(..., help="Log bundle(s): directory, .tar/.tar.gz/.tgz/.zip, or files (.gz ok).")
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON.")

@@ -128,7 +128,7 @@ def test_ask_json_validates_against_the_schema(tmp_path):
 def test_ask_terminal_report():
     r = runner.invoke(app, ["ask", str(CASE)])
     assert r.exit_code == 0
-    assert "root-cause chain" in r.output and "culprit: rank 5" in r.output
+    assert "chain (trigger first)" in r.output and "culprit: rank 5" in r.output
 
 
 def test_schema_command():

@@ -153,4 +153,4 @@ def test_unreachable_api_and_no_key(bundle, tmp_path):
     assert r.returncode == 0 and "unreachable" in r.stderr, r.stderr
     r = _cli([str(d)], None, tmp_path, key=None)
     assert r.returncode == 0 and "no ANTHROPIC_API_KEY" in r.stderr
-    assert "agent: did not run" in r.stdout
+    assert "agent: no ANTHROPIC_API_KEY: the agent did not run" in r.stdout

@@ -148,6 +148,11 @@ class RuleInputs:
         return out
 
 
+def restart_without(node: str | None) -> str:
+    """The restart advice for a fault on one node: named when the logs name it, said plainly when they do not."""
+    return f"restart without node {node}" if node else "drain the failing node (the logs do not name it), then restart"
+
+
 def candidate(rule: str, category: str, summary: str, strength: float, evs: list[Evidence], src: RuleInputs, *,
               ranks: list[int] | None = None, nodes: list[str] | None = None, facts: dict[str, Any] | None = None,
               **weighing: Any) -> Candidate | None:

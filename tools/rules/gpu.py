@@ -6,7 +6,7 @@ point at the GPU or its links; 13/31/43/45 are usually the program's own bad acc
 
 from __future__ import annotations
 
-from trainlog_debugger.tools.rules.base import RuleInputs, candidate
+from trainlog_debugger.tools.rules.base import RuleInputs, candidate, restart_without
 from trainlog_debugger.tools.sources.kernel import XID_MEANING
 
 HW_XIDS = {48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 154}
@@ -17,11 +17,12 @@ def xid(f: RuleInputs):
     for ev in f.hits("kernel.xid")[:1] + [e for e in f.hits("kernel.xid")[1:] if f.fields_of(e, "kernel.xid").get("xid") in HW_XIDS][:1]:
         n = f.fields_of(ev, "kernel.xid").get("xid")
         hw = n in HW_XIDS
-        node = ev.node or "the node"
-        out.append(candidate("gpu.xid", "gpu_cuda", f"Xid {n} ({XID_MEANING.get(n, 'driver-reported GPU error')}) on {node}",
+        node = ev.node or (f.nodes_of([ev]) or [None])[0]
+        where = node or "the node that logged it"
+        out.append(candidate("gpu.xid", "gpu_cuda", f"Xid {n} ({XID_MEANING.get(n, 'driver-reported GPU error')}) on {where}",
                         0.9 if hw else 0.5, [ev], f, status="crashed",
-                        restart=f"restart without node {node}" if hw else "fix first",
-                        recommendations=[f"drain {node} and reset or replace the GPU (Xid {n} is a hardware/link fault)"]
+                        restart=restart_without(node) if hw else "fix first",
+                        recommendations=[f"drain {where} and reset or replace the GPU (Xid {n} is a hardware/link fault)"]
                         if hw else ["Xid %s is usually the program's own fault or a consequence: read the CUDA error "
                                     "on the same rank" % n]))
     return out
@@ -34,7 +35,7 @@ def ecc(f: RuleInputs):
     node = f.nodes_of(evs[:1])
     where = node[0] if node else "the node that ran the failing rank"
     return [candidate("gpu.ecc", "gpu_cuda", f"uncorrectable ECC error on {where}", 0.9, evs[:3], f,
-                 restart=f"restart without node {where}",
+                 restart=restart_without(node[0] if node else None),
                  recommendations=[f"drain {where}; check `nvidia-smi -q -d ECC,ROW_REMAPPER` and reset or RMA the GPU",
                                   "if several jobs failed on the same node, that node is the common factor"])]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from trainlog_debugger.tools.lines.attribution import attribute_line
-from trainlog_debugger.tools.rules.base import RuleInputs, candidate
+from trainlog_debugger.tools.rules.base import RuleInputs, candidate, restart_without
 
 
 def _status(f: RuleInputs) -> str:
@@ -39,7 +39,7 @@ def ib_completion(f: RuleInputs):
                  ("retries exhausted, link or peer unreachable" if primary in (12, 13) else "transport failure"),
                  0.85 if primary in (12, 13) else 0.7, [ev0] + [e for e in evs if e is not ev0][:2], f, nodes=nodes,
                  status=_status(f), ranks=[],  # a link fault: the hosts are the suspects, not the ranks' code
-                 restart=f"restart without node {nodes[0]}" if len(nodes) == 1 else "fix first",
+                 restart=restart_without(nodes[0]) if len(nodes) == 1 else "fix first",
                  recommendations=["check the IB links/cables and switch ports of the named hosts (ibstat, port counters)",
                                   "NCCL_IB_TIMEOUT / NCCL_IB_RETRY_CNT only mask a flaky link"])]
 

@@ -7,7 +7,7 @@ timers give one (communication-bound → network, data-bound → data_loading_st
 
 from __future__ import annotations
 
-from trainlog_debugger.tools.rules.base import RuleInputs, candidate
+from trainlog_debugger.tools.rules.base import RuleInputs, candidate, restart_without
 
 BY_BOUND = {"communication": "network", "data": "data_loading_stall"}
 
@@ -20,7 +20,7 @@ def slowdown(f: RuleInputs):
     for fd in rep.findings():
         if fd.id == "steps.straggler":
             out.append(candidate("perf.straggler", "infrastructure", fd.summary, 0.55, fd.evidence, f, status="slow",
-                            ranks=fd.ranks, nodes=fd.nodes, restart="restart without node %s" % fd.nodes[0]
+                            ranks=fd.ranks, nodes=fd.nodes, restart=restart_without(fd.nodes[0])
                             if fd.nodes else "restart as is",
                             recommendations=["check that rank's GPU (clocks, temperature, ECC, PCIe width) and node "
                                              "(other jobs, CPU/memory pressure)"]))

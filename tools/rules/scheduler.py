@@ -3,7 +3,7 @@ earlier was already wrong (the diagnosis orders candidates by time)."""
 
 from __future__ import annotations
 
-from trainlog_debugger.tools.rules.base import RuleInputs, candidate
+from trainlog_debugger.tools.rules.base import RuleInputs, candidate, restart_without
 
 
 def slurm_cancel(f: RuleInputs):
@@ -19,10 +19,11 @@ def slurm_cancel(f: RuleInputs):
             recs = {"slurm.cancelled_time_limit": ["resume from the last checkpoint; raise --time or checkpoint more "
                                                    "often"],
                     "slurm.cancelled_preemption": ["resume from the last checkpoint (requeue)"]}.get(
-                pid, [f"check node {node} in slurmctld's log; resume without it"])
+                pid, [f"check node {node} in slurmctld's log; resume without it" if node else
+                      "find the failed node in slurmctld's log (`sacct -j <job> -o NodeList,State`); resume without it"])
             out.append(candidate(f"scheduler.{pid.split('.')[1]}", "infrastructure", what, strength, evs[:2], f,
                             status="cancelled", ranks=[], nodes=[node] if node and restart is None else [],
-                            restart=restart or f"restart without node {node}", recommendations=recs))
+                            restart=restart or restart_without(node or None), recommendations=recs))
     return out
 
 

@@ -39,7 +39,9 @@ def retries_exhausted(f: RuleInputs):
         return []
     evs = [e for e in f.hits("io.retrying") if e.rank in ranks]
     evs = sorted(evs, key=lambda e: -(f.fields_of(e, "io.retrying").get("attempt") or 0))[:2]
-    return [candidate("storage.retries_exhausted", "storage_io", f"retries ran out (M/M) on rank(s) "
+    r0 = f.scan.ranks[ranks[0]].retry
+    tries = f" ({r0['max_attempt']}/{r0['max_attempts']})" if r0.get("max_attempts") else ""
+    return [candidate("storage.retries_exhausted", "storage_io", f"retries ran out{tries} on rank(s) "
                  f"{', '.join(map(str, ranks[:8]))}", 0.55, evs, f, ranks=ranks,
                  recommendations=["check the storage endpoint those ranks read from"])] if evs else []
 

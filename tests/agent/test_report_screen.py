@@ -1,0 +1,119 @@
+"""The report an on-call engineer reads (issue 12): the verdict first and last, one screen by default, the proof
+(`file:line` and the time) never cut at any width, times a person can read, an inconclusive answer that says why,
+sentence templates always filled. Checked on the bundled cases at 8, 128 and 1,024 ranks, in a real 120×40
+terminal (tmux) where tmux exists."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from trainlog_debugger.agent.render.report import render_report, verdict_line
+from trainlog_debugger.tools.bundle.open import open_bundle
+from trainlog_debugger.tools.pipeline import investigate
+
+CASES = Path(__file__).resolve().parents[2] / "cases"
+SCALES = ["gen-slurm-8r-a", "gen-128r-026", "gen-1024r-027"]
+INCIDENTS = Path(__file__).resolve().parents[3] / "shared" / "incidents"
+
+
+@pytest.fixture(scope="module", params=SCALES)
+def diag(request):
+    with open_bundle(CASES / request.param) as b:
+        return investigate(b)
+
+
+def _render(d, width: int, terminal: bool, full: bool = False) -> str:
+    c = Console(width=width, force_terminal=terminal, no_color=True, soft_wrap=True, record=True,
+                file=open(os.devnull, "w"))
+    render_report(d, c, full=full)
+    return c.export_text(styles=False)
+
+
+def test_verdict_first_and_last_and_one_screen(diag):
+    text = _render(diag, 120, True)
+    lines = text.rstrip("\n").split("\n")
+    assert lines[0] == lines[-1] == verdict_line(diag)
+    # one 120x40 screen: every physical row counted, long lines wrapping
+    rows = sum(max(1, -(-len(ln) // 120)) for ln in lines)
+    assert rows <= 40, f"{rows} rows"
+
+
+@pytest.mark.parametrize("width", [60, 120])
+def test_file_line_and_time_are_never_cut(diag, width):
+    for full in (False, True):
+        text = _render(diag, width, True, full)
+        for f in diag.chain[:4]:
+            assert f.evidence[0].cite() in text, (width, f.evidence[0].cite())
+        if full:
+            for e in diag.timeline:
+                assert e.evidence.cite() in text
+    t = diag.chain[0].evidence[0]
+    assert re.search(rf"trigger  {re.escape(t.cite())}", _render(diag, 60, True))
+
+
+def test_piped_output_keeps_every_line_whole(diag):
+    text = _render(diag, 80, False, full=True)
+    for e in diag.timeline:
+        assert any(e.evidence.cite() in ln and e.what[:40] in ln for ln in text.split("\n")), e.what
+
+
+def test_times_read_like_times(diag):
+    """The report's own words (not the quoted log lines, which stay verbatim)."""
+    raw = {e.text.strip()[:30] for f in diag.chain for e in f.evidence} | {t.evidence.text.strip()[:30]
+                                                                           for t in diag.timeline}
+    text = _render(diag, 120, True, full=True)
+    ours = "\n".join(ln for ln in text.split("\n") if not any(r and r in ln for r in raw))
+    assert ".000000" not in ours and "--11-" not in ours and "T12:" not in ours, ours
+    assert re.search(r"\b(?:Nov 05|2024-11-05) \d\d:\d\d:\d\d\b", ours)
+
+
+def test_every_template_is_filled(diag):
+    text = _render(diag, 120, True, full=True)
+    for bad in ("M/M", "node the node", "{", "}", "None", "restart without node \n"):
+        assert bad not in text, bad
+
+
+@pytest.mark.skipif(not INCIDENTS.is_dir(), reason="the shared incidents are not next to the checkout")
+def test_an_inconclusive_answer_says_why():
+    with open_bundle(INCIDENTS / "megatron-ckpt-save-slow-io-timeout") as b:
+        d = investigate(b)
+    text = _render(d, 120, True)
+    assert d.status.value == "inconclusive"
+    assert re.search(r"why inconclusive: the strongest lead is not decisive \(.+\); what would decide it: ", text)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed: the 120x40 terminal check needs it")
+@pytest.mark.parametrize("case", SCALES)
+def test_the_verdict_is_on_screen_when_ask_ends_in_a_120x40_terminal(case, tmp_path):
+    """A real terminal: tmux at 120×40 runs `debugger ask`, then the pane is captured; the last verdict line must be
+    on the screen and the first line of the report too (the whole report fits)."""
+    sock = str(tmp_path / "tmux.sock")
+    done = tmp_path / "done"
+    cmd = (f"{sys.executable} -m trainlog_debugger.agent.cli.app ask {CASES / case} 2>/dev/null; "
+           f"touch {done}; sleep 30")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TMUX")}
+    subprocess.run(["tmux", "-S", sock, "new-session", "-d", "-x", "120", "-y", "40", cmd], check=True, env=env)
+    try:
+        for _ in range(600):
+            if done.exists():
+                break
+            time.sleep(0.1)
+        time.sleep(0.3)
+        screen = subprocess.run(["tmux", "-S", sock, "capture-pane", "-p"], capture_output=True, text=True,
+                                check=True).stdout
+    finally:
+        subprocess.run(["tmux", "-S", sock, "kill-server"], capture_output=True)
+    rows = [r.rstrip() for r in screen.split("\n") if r.strip()]
+    assert done.exists(), screen
+    verdict = rows[-1]
+    assert re.match(r"(HUNG|CRASHED|INCONCLUSIVE|COMPLETED|SLOW|CANCELLED)  \w+  culprit: ", verdict), screen
+    assert rows[0] == verdict, f"the report did not fit 40 rows:\n{screen}"
