@@ -18,7 +18,8 @@ from trainlog_debugger.agent.cli.ask import ask
 from trainlog_debugger.agent.cli.eval import eval_cmd
 from trainlog_debugger.agent.cli.options import out
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+app = typer.Typer(add_completion=True, no_args_is_help=True, rich_markup_mode=None,
+                  context_settings={"help_option_names": ["-h", "--help"]},
                   help="Find the root cause of a failed distributed training job from its logs.")
 
 
@@ -49,9 +50,41 @@ for _cmd in (tools.schema, tools.scan, tools.grep, tools.nccl, tools.diff, tools
     app.command()(_cmd)
 
 
-def run():  # pragma: no cover - console-script shim
-    app()
+def _click_errors() -> tuple[tuple, tuple]:
+    """Click's UsageError and Abort classes, wherever this Typer keeps them: older Typer uses `click`, newer
+    versions vendor it as `typer._click`."""
+    import importlib
+    usage, abort = [], []
+    for mod in ("click.exceptions", "typer._click.exceptions", "typer.exceptions"):
+        try:
+            m = importlib.import_module(mod)
+        except ImportError:
+            continue
+        usage += [m.UsageError] if hasattr(m, "UsageError") else []
+        abort += [m.Abort] if hasattr(m, "Abort") else []
+    return tuple(usage) or (RuntimeError,), tuple(abort) or (KeyboardInterrupt,)
+
+
+def run() -> None:
+    """The console script: usage errors (a bad option value, a missing argument) are ONE line on stderr and exit 2,
+    like every other bad input; a closed pipe on stdout exits 0 quietly."""
+    usage, abort = _click_errors()
+    try:
+        code = app(standalone_mode=False)
+    except usage as e:
+        ctx = getattr(e, "ctx", None)
+        cmd = ctx.command_path if ctx is not None else "debugger"
+        sys.stderr.write(f"error: {' '.join(e.format_message().split())} (see `{cmd} --help`)\n")
+        sys.exit(2)
+    except abort:
+        sys.stderr.write("error: interrupted\n")
+        sys.exit(130)
+    except BrokenPipeError:
+        from trainlog_debugger.agent.cli.options import quiet_pipe
+        quiet_pipe()
+        sys.exit(0)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(app())
+    run()

@@ -15,21 +15,25 @@ from pathlib import Path
 
 import typer
 
-from trainlog_debugger.agent.cli.options import JsonOpt, err, guarded, opened, out, print_json, progress
+from trainlog_debugger.agent.cli.options import (JsonOpt, err, guarded, opened, out, print_json, progress,
+                                                 writable)
 
-ArgsArg = typer.Argument(..., help="Log bundle(s) (directory, .tar/.tar.gz/.tgz/.zip, files, .gz ok), then "
-                                   "optionally a question in quotes.")
+ArgsArg = typer.Argument(..., metavar="PATH... [QUESTION]",
+                         help="Log bundle(s) (directory, .tar/.tar.gz/.tgz/.zip, files, .gz ok; - for one log on "
+                              "stdin), then optionally a question in quotes.")
 
 
 def split_question(args: list[str]) -> tuple[list[Path], str | None]:
-    """The trailing argument is a question when there are several and it names nothing on disk."""
-    if len(args) >= 2 and not Path(args[-1]).exists():
+    """The trailing argument is a question when there are several and it names nothing on disk (nor stdin)."""
+    if len(args) >= 2 and args[-1] != "-" and not Path(args[-1]).exists():
         return [Path(a) for a in args[:-1]], args[-1]
     return [Path(a) for a in args], None
 
 
 def ask(args: list[str] = ArgsArg, json_: bool = JsonOpt,
-        markdown: Path = typer.Option(None, "--markdown", help="Also write a Markdown post-mortem to this file."),
+        markdown: Path = typer.Option(None, "--markdown", metavar="FILE",
+                                      help="Also write a Markdown post-mortem to FILE (- for stdout, instead of the "
+                                           "terminal report)."),
         model: str = typer.Option(None, "--model", help="Claude model id (default: $DEBUGGER_MODEL, else "
                                                         "claude-sonnet-5-5)."),
         budget: int = typer.Option(200_000, "--budget", min=1_000, max=5_000_000,
@@ -44,6 +48,8 @@ def ask(args: list[str] = ArgsArg, json_: bool = JsonOpt,
     """Investigate a bundle: status, category, culprit, the root-cause chain with file:line proof; with an
     ANTHROPIC_API_KEY, the agent checks and extends it and answers questions."""
     paths, question = split_question(args)
+    writable(markdown, "--markdown")
+    to_stdout_md = markdown is not None and str(markdown) == "-"
     with guarded():
         from trainlog_debugger.agent.graph.session import AgentOptions, offline_section, with_agent
         from trainlog_debugger.agent.llm.model import has_key, model_name
@@ -70,10 +76,12 @@ def ask(args: list[str] = ArgsArg, json_: bool = JsonOpt,
                 if sec.notice:
                     _notice(f"agent: {sec.notice}; showing the deterministic analysis")
                 diag = with_agent(diag, sec)
-            if markdown:
+            if markdown and not to_stdout_md:
                 markdown.write_text(to_markdown(diag), encoding="utf-8")
             if json_:
                 print_json(diag)
+            elif to_stdout_md:
+                sys.stdout.write(to_markdown(diag))
             else:
                 render_report(diag, out, full=full)
             if interactive and session is not None and diag.agent and diag.agent.outcome not in ("api_error",):

@@ -17,12 +17,21 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+class _Console(Console):
+    """rich's Console, except that a closed pipe (`| head -1`) ends the command quietly with exit code 0, as
+    ripgrep and git do (rich's own handler exits 1)."""
+
+    def on_broken_pipe(self) -> None:
+        quiet_pipe()
+        raise SystemExit(0)
+
+
 # soft_wrap: rich never inserts a line break of its own: a terminal wraps long lines itself, and piped output keeps
 # every line whole (rows of file:line are meant to be grepped). Piped output lays tables out at $COLUMNS when set.
-out = Console(highlight=False, soft_wrap=True)
+out = _Console(highlight=False, soft_wrap=True)
 if not out.is_terminal:
     _cols = os.environ.get("COLUMNS", "")
-    out = Console(highlight=False, soft_wrap=True, width=int(_cols) if _cols.isdigit() and 20 <= int(_cols) <= 1000
+    out = _Console(highlight=False, soft_wrap=True, width=int(_cols) if _cols.isdigit() and 20 <= int(_cols) <= 1000
                   else 200)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -51,13 +60,27 @@ def _is_bundle_error(e: BaseException) -> bool:
     return isinstance(e, BundleError)
 
 
+def quiet_pipe() -> None:
+    """The reader went away (`debugger ask … | head -1`): nothing more to say, and Python's flush at exit must not
+    complain either."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 @contextmanager
 def guarded():
-    """The body's errors as one line on stderr: BundleError → exit 2, anything else (imports too) → exit 1."""
+    """The body's errors as one line on stderr: BundleError → exit 2, anything else (imports too) → exit 1; a closed
+    pipe on stdout → exit 0, quietly."""
     try:
         yield
     except typer.Exit:
         raise
+    except BrokenPipeError:
+        quiet_pipe()
+        raise typer.Exit(0)
     except KeyboardInterrupt:
         fail("interrupted", 130)
     except Exception as e:  # never a traceback for the user
@@ -68,12 +91,54 @@ def guarded():
         fail(f"{type(e).__name__}: {e}", 1)
 
 
+STDIN_LIMIT = 8 << 30  # a log on stdin is copied to a private temp file; past this it is refused
+
+
 @contextmanager
 def opened(paths: list[Path]):
-    """The bundle of `paths` (use inside `guarded()`: its errors are the user's one line)."""
-    from trainlog_debugger.tools.bundle.open import open_bundle
-    with open_bundle([str(p) for p in paths]) as b:
-        yield b
+    """The bundle of `paths` (use inside `guarded()`: its errors are the user's one line). `-` is one log read from
+    stdin (`kubectl logs pod | debugger ask -`), copied into a private temporary directory removed afterwards."""
+    import shutil
+    import tempfile
+
+    from trainlog_debugger.tools.bundle.open import BundleError, open_bundle
+    tmp = None
+    try:
+        real = []
+        for p in paths:
+            if str(p) != "-":
+                real.append(str(p))
+                continue
+            if sys.stdin.isatty():
+                raise BundleError("`-` reads a log from stdin, and stdin is a terminal: pipe a log in")
+            tmp = tmp or tempfile.mkdtemp(prefix="debugger-stdin-")
+            dest = os.path.join(tmp, "stdin.log")
+            with open(dest, "wb") as fh:
+                n = 0
+                while chunk := sys.stdin.buffer.read(1 << 20):
+                    n += len(chunk)
+                    if n > STDIN_LIMIT:
+                        raise BundleError(f"stdin holds more than {STDIN_LIMIT >> 30} GiB: save it to a file")
+                    fh.write(chunk)
+            real.append(dest)
+        with open_bundle(real) as b:
+            yield b
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def writable(path: Path | None, what: str) -> None:
+    """Fail now, before a long analysis, when an output path cannot be written (`-` is stdout)."""
+    if path is None or str(path) == "-":
+        return
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        fail(f"{what} {path} is a directory")
+    if not parent.is_dir():
+        fail(f"{what} {path}: no directory {parent}")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        fail(f"{what} {path} is not writable")
 
 
 @contextmanager

@@ -50,6 +50,8 @@ def grep(pattern: str = typer.Argument(..., help="Python regular expression."), 
                 print_json(res)
             else:
                 render.render_grep(res, out, max_lines=max_lines)
+        if not res.total:  # grep's convention: 1 when nothing matched (scripts test it)
+            raise typer.Exit(1)
 
 
 def nccl(paths: list[Path] = PathsArg, json_: bool = JsonOpt,

@@ -1,0 +1,74 @@
+"""Command-line conventions (issue 12, item 5), the way ripgrep and git behave: each tested through the real
+console script in a subprocess, since exit codes, pipes and stdin are the point."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CASE = Path(__file__).resolve().parents[2] / "cases" / "gen-slurm-8r-a"
+BIG = Path(__file__).resolve().parents[2] / "cases" / "gen-1024r-027"
+DEBUGGER = [sys.executable, "-c", "from trainlog_debugger.agent.cli.app import run; run()"]
+
+
+def _run(args, **kw):
+    return subprocess.run(DEBUGGER + list(args), capture_output=True, text=True, timeout=300, **kw)
+
+
+def test_markdown_dash_writes_to_stdout():
+    r = _run(["ask", str(CASE), "--markdown", "-"])
+    assert r.returncode == 0 and r.stdout.startswith("# Post-mortem: hung"), r.stdout[:200]
+
+
+def test_an_unwritable_output_path_fails_before_the_analysis(tmp_path):
+    r = _run(["ask", str(BIG), "--markdown", str(tmp_path / "no" / "such" / "dir" / "pm.md")])
+    assert r.returncode == 2 and r.stderr.startswith("error: --markdown") and len(r.stderr.splitlines()) == 1
+    assert r.stdout == ""  # nothing was analysed
+
+
+def test_grep_exits_1_when_nothing_matched():
+    assert _run(["grep", "no-such-text-anywhere-xyz", str(CASE)]).returncode == 1
+    assert _run(["grep", "Watchdog caught", str(CASE)]).returncode == 0
+
+
+@pytest.mark.parametrize("args", [["scan", str(BIG)], ["ask", str(BIG), "--full"], ["ask", str(BIG), "--json"]])
+def test_a_closed_pipe_exits_quietly_with_0(args):
+    p = subprocess.Popen(DEBUGGER + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.readline()
+    p.stdout.close()  # the reader went away, like `| head -1`
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=300) == 0 and "Traceback" not in err and "Broken pipe" not in err, err
+
+
+@pytest.mark.parametrize("args", [["ask", str(CASE), "--budget", "5"], ["ask", str(CASE), "--max-rounds", "x"],
+                                  ["nosuchcommand"], ["ask"]])
+def test_invalid_usage_is_one_line_and_exit_2(args):
+    r = _run(args)
+    assert r.returncode == 2 and r.stderr.startswith("error: ") and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_help_short_flag_version_and_completion():
+    r = _run(["-h"])
+    assert r.returncode == 0 and "ask" in r.stdout
+    assert "--install-completion" in r.stdout
+    r = _run(["ask", "-h"])
+    assert r.returncode == 0 and "PATH... [QUESTION]" in r.stdout
+    assert _run(["--version"]).stdout.startswith("debugger ")
+
+
+def test_a_single_log_on_stdin():
+    log = (CASE / "error-4891784-1.out").read_text()
+    r = _run(["ask", "-"], input=log)
+    assert r.returncode == 0 and "data_loading_stall" in r.stdout.splitlines()[0]
+    assert "stdin.log:" in r.stdout  # cited as the file it was read into
+
+
+def test_every_command_takes_json():
+    for cmd in (["schema"], ["catalog"], ["scan", str(CASE)], ["nccl", str(CASE)], ["grep", "NCCL", str(CASE)],
+                ["diff", str(CASE)], ["steps", str(CASE)], ["fr", str(CASE)], ["ais", str(CASE)]):
+        r = _run(cmd + ["--json"])
+        assert r.returncode in (0, 2), (cmd, r.stderr)
+        assert "--json" in _run(cmd[:1] + ["-h"]).stdout, cmd
