@@ -274,3 +274,12 @@ def test_large_text_is_fast():
     assert time.perf_counter() - t < 3.0
     assert HF not in out and r.secrets_found == 500
     assert r.unmask(out) == text.replace(HF, SECRET_MARK)
+
+
+def test_a_line_that_is_only_base64_is_a_key_body_seen_alone():
+    """A PEM body line on its own (a grep hit, a window that cut the BEGIN line off): redacted whole."""
+    r = Redactor()
+    body = "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun"
+    assert r.redact(body) == SECRET_MARK and r.redact(f"[rank0]: {body}") == f"[rank0]: {SECRET_MARK}"
+    for keep in ("-" * 60, "step 100 loss 2.31 " * 3, "a" * 50):
+        assert r.redact(keep) == keep

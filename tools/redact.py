@@ -209,6 +209,13 @@ def _trie_regex(words: Iterable[str]) -> str:
     return build(trie)
 
 
+# A line that is nothing but base64 (a PEM key's body seen one line at a time, as a grep hit or a window that cut
+# the BEGIN line off; a key pasted into a log). Such a line is never evidence of anything else, so it goes whole.
+# Digits AND letters required, so a row of dashes or a long word is not taken for one.
+_B64_LINE = re.compile(r"(?m)^([ \t]*(?:\[[^\]\n]{0,40}\]:?[ \t]*)?)(?=[A-Za-z0-9+/]*\d)(?=[A-Za-z0-9+/]*[A-Za-z])"
+                       r"[A-Za-z0-9+/]{40,}={0,2}[ \t]*$")
+
+
 class Redactor:
     """Redacts secrets (always) and masks hosts/IPs (with hosts=True), consistently across calls.
 
@@ -236,6 +243,8 @@ class Redactor:
     def redact(self, text: str) -> str:
         """The text with secret values replaced by SECRET_MARK, and hosts/IPs masked when hosts=True."""
         out = _SECRET_RE.sub(self._secret_sub, text)
+        if len(out) >= 40:
+            out = _B64_LINE.sub(self._b64_sub, out)
         if self._hosts:
             out = self._mask_hosts(out)
         return out
@@ -247,6 +256,10 @@ class Redactor:
         return _PLACEHOLDER_RE.sub(lambda m: self._reverse.get(m.group(), m.group()), text)
 
     # --- secrets ---
+
+    def _b64_sub(self, m: re.Match[str]) -> str:
+        self._secrets += 1
+        return m.group(1) + SECRET_MARK
 
     def _secret_sub(self, m: re.Match[str]) -> str:
         kind = m.lastgroup  # the outer group of the alternative that matched (it closes last)

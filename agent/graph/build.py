@@ -78,8 +78,9 @@ class AgentState(TypedDict, total=False):
     section: dict | None
 
 
-def evidence_text(diag, question: str | None) -> str:
-    """The first message: the deterministic answer with its cited lines, then the question."""
+def evidence_text(diag, question: str | None, redact=lambda s: s) -> str:
+    """The first message: the deterministic answer with its cited lines, then the question. Each quoted line is
+    redacted whole before it is shortened (a token cut in half is no longer recognisable as one)."""
     lines = [f"Deterministic analysis of the bundle (every line of every rank was read):",
              f"status: {diag.status.value}; category: {diag.category}; culprit ranks: {diag.culprit_ranks or 'none'}; "
              f"culprit nodes: {diag.culprit_nodes or 'none'}; confidence: {diag.confidence}",
@@ -89,9 +90,9 @@ def evidence_text(diag, question: str | None) -> str:
              "chain (trigger first):"]
     for f in diag.chain[:8]:
         lines.append(f"- [{f.role.value}] {f.summary}")
-        lines += [f'    "{e.cite()}": {e.text[:300]}' for e in f.evidence[:3]]
+        lines += [f'    "{e.cite()}": {redact(e.text)[:300]}' for e in f.evidence[:3]]
     if diag.alternatives:
-        lines.append("alternatives considered: " + "; ".join(f"{a.category}: {a.summary[:120]}"
+        lines.append("alternatives considered: " + "; ".join(f"{a.category}: {redact(a.summary)[:120]}"
                                                              for a in diag.alternatives[:4]))
     if diag.missing:
         lines.append("missing evidence: " + "; ".join(diag.missing[:4]))
@@ -113,16 +114,18 @@ def build_graph(model, tools, checkpointer=None, *, limits: Limits = Limits(), s
     def evidence(state: AgentState) -> dict:
         q = state.get("question")
         shown: dict[str, str] = {}
+        repair = []
         if not state.get("messages"):
-            text = redact(evidence_text(facts, q))
+            text = redact(evidence_text(facts, q, redact))
             for f in facts.chain[:8]:
                 for e in f.evidence[:3]:
-                    if redact(f'"{e.cite()}"') in text:
+                    if redact(f'"{e.cite()}"') in text and redact(e.text)[:40] in text:
                         shown[e.cite()] = e.text
             msg = HumanMessage(text)
         else:
+            repair = _unanswered(state["messages"])
             msg = HumanMessage(redact(q or "Go on."))
-        return {"messages": [msg], "shown": shown, "rounds": 0, "verify_rounds": 0, "tokens_in": 0, "tokens_out": 0,
+        return {"messages": repair + [msg], "shown": shown, "rounds": 0, "verify_rounds": 0, "tokens_in": 0, "tokens_out": 0,
                 "outcome": None, "answer": None, "section": None, "tool_calls": [], "problems": []}
 
     def investigate(state: AgentState) -> dict:
@@ -151,7 +154,7 @@ def build_graph(model, tools, checkpointer=None, *, limits: Limits = Limits(), s
             text, evs = tools.render(res)
             shown.update({e.cite(): e.text for e in evs})
             names.append(c["name"])
-            out.append(ToolMessage(text, tool_call_id=c["id"], name=c["name"], status="success"
+            out.append(ToolMessage(text, tool_call_id=c.get("id") or "", name=c["name"], status="success"
                                    if res.status != "error" else "error"))
         return {"messages": out, "shown": shown, "tool_calls": list(state.get("tool_calls") or []) + names}
 
@@ -160,7 +163,8 @@ def build_graph(model, tools, checkpointer=None, *, limits: Limits = Limits(), s
 
     def stop(state: AgentState) -> dict:
         over = state.get("tokens_in", 0) + state.get("tokens_out", 0) >= limits.budget_tokens
-        return {"outcome": "budget" if over else "no_answer",
+        return {"messages": _unanswered(state["messages"], "not run: the investigation's limit was reached"),
+                "outcome": "budget" if over else "no_answer",
                 "problems": list(state.get("problems") or []) + [f"stopped after {state.get('rounds', 0)} round(s): "
                              + (f"token budget {limits.budget_tokens} reached" if over else
                                 f"round limit {limits.max_rounds} reached") + " before an answer"]}
@@ -178,7 +182,7 @@ def build_graph(model, tools, checkpointer=None, *, limits: Limits = Limits(), s
         last = vr > limits.max_verify_rounds or state.get("rounds", 0) >= limits.max_rounds or \
             state.get("tokens_in", 0) + state.get("tokens_out", 0) >= limits.budget_tokens
         if problems and not last:
-            text = ("Rejected by the verifier. Fix these and call submit_answer again:\n- " + "\n- ".join(problems))
+            text = redact("Rejected by the verifier. Fix these and call submit_answer again:\n- " + "\n- ".join(problems))
             return {"messages": replies + [ToolMessage(text, tool_call_id=sub["id"], name="submit_answer",
                                                        status="error")],
                     "verify_rounds": vr, "problems": list(state.get("problems") or []) + problems}
@@ -187,12 +191,12 @@ def build_graph(model, tools, checkpointer=None, *, limits: Limits = Limits(), s
                     "verify_rounds": vr, "problems": list(state.get("problems") or []) + problems,
                     "outcome": "no_answer"}
         verdict, claims, changes = V.finalize(ch, facts)
-        ack = "Accepted." + (" Removed: " + "; ".join(c.dropped_because for c in claims if c.dropped_because)
-                             if any(not c.verified for c in claims) else "")
+        ack = redact("Accepted." + (" Removed: " + "; ".join(c.dropped_because for c in claims if c.dropped_because)
+                                    if any(not c.verified for c in claims) else ""))
         return {"messages": replies + [ToolMessage(ack, tool_call_id=sub["id"], name="submit_answer")],
                 "verify_rounds": vr, "problems": list(state.get("problems") or []) + problems, "outcome": "answered",
                 "answer": {"verdict": verdict, "claims": [c.model_dump(mode="json") for c in claims],
-                           "changes": changes, "narrative": ch.answer.narrative}}
+                           "changes": changes, "narrative": verdict.pop("narrative", None) or None}}
 
     def after_verify(state: AgentState) -> str:
         return "report" if state.get("outcome") else "investigate"
@@ -222,6 +226,17 @@ def build_graph(model, tools, checkpointer=None, *, limits: Limits = Limits(), s
     g.add_conditional_edges("verify", after_verify, {"report": "report", "investigate": "investigate"})
     g.add_edge("report", END)
     return g.compile(checkpointer=checkpointer)
+
+
+def _unanswered(messages: list, text: str = "not run: the investigation was interrupted") -> list:
+    """A tool_result for every tool call of the last assistant turn that has none yet (the Messages API rejects a
+    tool_use without its tool_result): after a stop at the limit, or an interrupted turn resumed from history."""
+    last = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)), None)
+    if last is None:
+        return []
+    answered = {m.tool_call_id for m in messages[last + 1:] if isinstance(m, ToolMessage)}
+    return [ToolMessage(text, tool_call_id=c["id"], name=c["name"], status="error")
+            for c in (getattr(messages[last], "tool_calls", None) or []) if c.get("id") and c["id"] not in answered]
 
 
 def ask(graph, question: str | None, thread_id: str, *, on_event=None) -> dict:

@@ -75,6 +75,9 @@ class Session:
         hosts = {n for rs in self.inv.scan.ranks.values() for n in rs.nodes}
         hosts |= {n for f in self.inv.scan.files for n in getattr(f, "nodes", ()) if n}
         self.redactor = Redactor(hosts=self.opts.redact_hosts, known_hosts=sorted(hosts))
+        for h in sorted(hosts):  # placeholders in a fixed order, so a resumed conversation maps host-N the same way
+            self.redactor.redact(h)
+        self._secrets_at_start = self.redactor.secrets_found
         self.box = Toolbox(self.bundle, self.inv, redact=self.redactor.redact, unmask=self.redactor.unmask)
         self.model_id = M.model_name(self.opts.model)
         if self.model is None:
@@ -95,14 +98,24 @@ class Session:
         self.tokens_in = self.tokens_out = 0
 
     def chat(self, question: str | None, on_event=None) -> AgentSection:
+        """One question → the AgentSection of its answer. Never raises for the user: an API failure is `api_error`,
+        anything else `error`, each with a one-line notice; tokens already spent are still counted."""
         from trainlog_debugger.agent.graph.build import ask
+        before = self.redactor.secrets_found
         try:
             raw = ask(self.graph, question, self.thread, on_event=on_event)
         except Exception as e:
-            line = M.describe_api_error(e)
-            if line is None:
+            if isinstance(e, KeyboardInterrupt):
                 raise
-            return offline_section(line, "api_error", self.model_id, question)
+            line = M.describe_api_error(e)
+            sec = offline_section(line or f"the agent failed ({type(e).__name__}: {' '.join(str(e).split())[:200]})",
+                                  "api_error" if line else "error", self.model_id, question)
+            spent = self._spent()
+            sec.tokens_in, sec.tokens_out = spent
+            self.tokens_in += spent[0]
+            self.tokens_out += spent[1]
+            sec.cost_usd = M.cost_usd(self.model_id, *spent)
+            return sec
         sec = AgentSection.model_validate(raw) if raw else offline_section("the agent returned nothing", "no_answer",
                                                                           self.model_id, question)
         sec.model = self.model_id
@@ -110,8 +123,16 @@ class Session:
         self.tokens_out += sec.tokens_out
         sec.cost_usd = M.cost_usd(self.model_id, sec.tokens_in, sec.tokens_out)
         sec.cost_exact = M.price(self.model_id)[2]
-        sec.secrets_redacted = self.redactor.secrets_found
+        sec.secrets_redacted = self.redactor.secrets_found - before
         return self._unmasked(sec)
+
+    def _spent(self) -> tuple[int, int]:
+        """Tokens of the question in progress, from the thread's last saved state (0, 0 without history)."""
+        try:
+            v = self.graph.get_state({"configurable": {"thread_id": self.thread}}).values
+            return int(v.get("tokens_in", 0) or 0), int(v.get("tokens_out", 0) or 0)
+        except Exception:
+            return 0, 0
 
     def sent(self) -> list[dict]:
         from trainlog_debugger.agent.graph.build import sent_messages

@@ -26,6 +26,9 @@ MAX_TOOL_TOKENS = 3000  # per tool result
 MAX_GREP_RANKS = 40     # ranks listed with their lines; the rest are counted
 MAX_LINES_PER_RANK = 3
 MAX_WINDOW = 60
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+# a group that holds a quantifier and is itself quantified: `(\w+\s?)*`, `(a|aa)+` (catastrophic backtracking)
+_NESTED_QUANT = re.compile(r"\((?:[^()\\]|\\.)*(?:[*+]|\{\d*,?\d*\})(?:[^()\\]|\\.)*\)(?:[*+]|\{\d*,\d*\})")
 
 
 @dataclass
@@ -67,14 +70,33 @@ class Toolbox:
         self.sources = {s.rel: s for s in bundle.sources}
 
     # -- what the model sees ---------------------------------------------------------------------------------------
+    def scrub(self, value):
+        """Every string the model will see, cleaned one value at a time BEFORE it is encoded or shortened: ANSI
+        colours dropped (they hide a name from the patterns), secrets redacted on the raw text (JSON would turn a
+        tab into `\\t` and defeat them), hosts masked when asked."""
+        if isinstance(value, str):
+            return self.redact(_ANSI.sub("", value))
+        if isinstance(value, dict):
+            return {k: self.scrub(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.scrub(v) for v in value]
+        return value
+
     def render(self, res: ToolResult) -> tuple[str, list[Evidence]]:
-        """(the text sent to the model, the lines it shows). Redacted, then capped by tokens; a line counts as shown
-        only if its `file:line` is still in the text after the cap."""
-        text = self.redact(json.dumps(res.payload(), ensure_ascii=False, default=str))
+        """(the text sent to the model, the lines it shows). Scrubbed value by value, then capped by tokens; a line
+        counts as shown only if its `file:line` AND the start of its text are still there after the cap."""
+        try:
+            text = json.dumps(self.scrub(res.payload()), ensure_ascii=False, default=str)
+        except Exception as e:  # a result that does not encode is an error result, never an exception
+            text = json.dumps({"tool": res.tool, "status": "error", "data": f"{type(e).__name__}: {e}"})
         kept, n, total = cap(text, self.max_tokens)
         if n < total:
             kept += f"\n[showing {n} of {total} tokens of this result: ask a narrower question to see the rest]"
-        shown = [e for e in res.evidence if self.redact(f'"{e.cite()}"') in kept]
+        shown = []
+        for e in res.evidence:
+            head = json.dumps(self.scrub(e.text.strip()), ensure_ascii=False)[1:41].rstrip("\\")
+            if json.dumps(self.scrub(e.cite()), ensure_ascii=False) in kept and head in kept:
+                shown.append(e)
         return kept, shown
 
     def call(self, name: str, args: dict) -> ToolResult:
@@ -132,6 +154,9 @@ class Toolbox:
             re.compile(pattern)
         except re.error as e:
             return ToolResult("grep", "error", params, f"not a valid Python regex: {e}")
+        if _NESTED_QUANT.search(pattern):
+            return ToolResult("grep", "error", params, "nested quantifiers such as (\\w+\\s?)* can take hours on a "
+                              "large bundle: use a simpler pattern (e.g. a literal phrase, or .*? between literals)")
         g = grep_bundle(self.bundle, pattern, ignore_case=bool(ignore_case))
         if not g.total:
             return ToolResult("grep", "no_data", params, {"matches": 0, "ranks_seen": g.seen_ranks})
@@ -241,7 +266,7 @@ class Toolbox:
             ex = [td.example] + ([td.missing_example] if td.missing_example else [])
             shown += ex
             rows.append({"kind": td.kind, "ranks": ranks_str(td.ranks), "present_in": td.present_in,
-                         "template": td.template[:200], "example": _ev(td.example),
+                         "template": td.template, "example": _ev(td.example),
                          **({"missing_example": _ev(td.missing_example)} if td.missing_example else {})})
         if not rows:
             return ToolResult("rank_diff", "no_data", {}, f"no template differs between the {len(d.ranks)} ranks")

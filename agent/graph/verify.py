@@ -77,7 +77,8 @@ ANSWER_TOOL = {
     },
 }
 
-_ALL_RANKS = re.compile(r"(?i)\b(?:all|every)(?: (?:the|of the))?(?: \d+)? ranks?\b")
+_ALL_RANKS = re.compile(r"(?i)\b(?:all|every|each)(?: (?:the|of the))?(?: \d+)? (?:ranks?|gpus?|workers?|processes)\b")
+MIN_QUOTE = 12  # characters a quote must have (or the whole line, when shorter): one letter proves nothing
 _CONF = ("low", "medium", "high")
 
 
@@ -89,6 +90,8 @@ class Checked:
     problems: list[str] = field(default_factory=list)
     claims: list[AgentClaim] = field(default_factory=list)
     verified_ranks: set[int] = field(default_factory=set)
+    unsupported_nodes: list[str] = field(default_factory=list)
+    all_ranks_unproven: bool = False
 
 
 def parse(args: dict) -> tuple[Answer | None, list[str]]:
@@ -131,7 +134,9 @@ def check(answer: Answer, shown: dict[str, str], facts: Diagnosis, sources: dict
                 why = why or f"{at}: no such file in the bundle"
             elif real is None:
                 why = why or f"{at}: no such line"
-            elif not ci.quote.strip() or (ci.quote.strip() not in redact(real) and ci.quote.strip() not in real):
+            elif len(ci.quote.strip()) < min(MIN_QUOTE, len(real.strip())):
+                why = why or f"{at}: the quote is too short to prove anything (at least {MIN_QUOTE} characters)"
+            elif ci.quote.strip() not in redact(real) and ci.quote.strip() not in real:
                 why = why or f"{at}: the quote is not in that line"
             elif at not in shown:
                 why = why or f"{at}: no tool showed you this line"
@@ -147,6 +152,13 @@ def check(answer: Answer, shown: dict[str, str], facts: Diagnosis, sources: dict
     if answer.category not in CATEGORIES:
         out.problems.append(f"category {answer.category!r} is not one of {', '.join(CATEGORIES)}")
     verified_any = any(c.verified for c in out.claims)
+    if not verified_any:
+        out.problems.append("no claim is backed by a verified citation: an answer needs at least one")
+    cited_text = " ".join(unmask(e.text) for c in out.claims if c.verified for e in c.evidence)
+    out.unsupported_nodes = [n for n in answer.culprit_nodes
+                             if unmask(n) not in facts.culprit_nodes and unmask(n) not in cited_text]
+    for n in out.unsupported_nodes:
+        out.problems.append(f"culprit node {n} appears in no verified cited line and not in the deterministic facts")
     for r in answer.culprit_ranks:
         if r not in facts.culprit_ranks and r not in out.verified_ranks:
             out.problems.append(f"culprit rank {r} appears in no verified cited line and not in the deterministic "
@@ -158,6 +170,7 @@ def check(answer: Answer, shown: dict[str, str], facts: Diagnosis, sources: dict
     cov = facts.coverage
     said = " ".join([answer.summary, answer.narrative] + [c.statement for c in answer.claims])
     if cov.missing_ranks and _ALL_RANKS.search(said):
+        out.all_ranks_unproven = True
         out.problems.append(f"you say all/every rank, but rank(s) {ranks_str(cov.missing_ranks)} have no log in the "
                             f"bundle")
     if answer.status == "completed" and facts.status.value != "completed":
@@ -182,19 +195,39 @@ def finalize(ch: Checked, facts: Diagnosis) -> tuple[dict, list[AgentClaim], lis
         ranks = [r for r in ranks if r not in unsupported]
         changes.append(f"culprit rank(s) {ranks_str(unsupported)} removed: no verified line supports them")
         drops += 1
+    nodes = [n for n in a.culprit_nodes if n not in ch.unsupported_nodes]
+    if ch.unsupported_nodes:
+        changes.append(f"culprit node(s) {', '.join(ch.unsupported_nodes)} removed: no verified line names them")
+        drops += 1
+    narrative, summary = a.narrative, a.summary
+    if ch.all_ranks_unproven:
+        for c in ch.claims:
+            if c.verified and _ALL_RANKS.search(c.statement):
+                c.verified, c.dropped_because = False, "says all/every rank, but some ranks have no log"
+        narrative = " ".join(x for x in re.split(r"(?<=[.!?])\s+", narrative or "") if not _ALL_RANKS.search(x))
+        summary = "" if _ALL_RANKS.search(summary or "") else summary
+        changes.append("'all ranks' statements removed: some ranks have no log in the bundle")
+        drops += 1
+    if not any(c.verified for c in ch.claims):
+        if (category, sorted(ranks)) != (facts.category, sorted(facts.culprit_ranks)) or status != facts.status.value:
+            changes.append("no verified claim: the deterministic verdict stands")
+        category, ranks, nodes, status = facts.category, list(facts.culprit_ranks), list(facts.culprit_nodes), \
+            facts.status.value
+        drops += 1
     if _differs(a.model_copy(update={"category": category, "culprit_ranks": ranks}), facts) and not (
             (a.disagreement or "").strip() and any(c.verified for c in ch.claims)):
         changes.append(f"reverted to the deterministic {facts.category} / culprit {facts.culprit_ranks or 'none'}: "
-                       f"the difference was not backed by verified lines")
-        category, ranks = facts.category, list(facts.culprit_ranks)
+                       f"the difference was not backed by verified lines (the narrative, written for it, is dropped)")
+        category, ranks, nodes, status = facts.category, list(facts.culprit_ranks), list(facts.culprit_nodes), \
+            facts.status.value
+        narrative, summary = "", ""
         drops += 1
     if status == "completed" and facts.status.value != "completed":
         status = facts.status.value
         drops += 1
     conf = _CONF[max(0, _CONF.index(a.confidence) - min(drops, 2))] if drops else a.confidence
-    verdict = {"status": status, "category": category, "culprit_ranks": ranks,
-               "culprit_nodes": a.culprit_nodes if ranks == list(a.culprit_ranks) else list(facts.culprit_nodes),
-               "confidence": conf, "summary": a.summary}
+    verdict = {"status": status, "category": category, "culprit_ranks": ranks, "culprit_nodes": nodes,
+               "confidence": conf, "summary": summary, "narrative": narrative}
     if category != facts.category:
         changes.append(f"category {facts.category} → {category}: {a.disagreement}")
     elif sorted(ranks) != sorted(facts.culprit_ranks):
@@ -205,10 +238,12 @@ def finalize(ch: Checked, facts: Diagnosis) -> tuple[dict, list[AgentClaim], lis
 
 
 def _differs(a: Answer, facts: Diagnosis) -> bool:
-    """Differs from deterministic facts that were decisive (an inconclusive deterministic answer binds nothing)."""
+    """Differs from deterministic facts that were decisive (an inconclusive deterministic answer binds nothing):
+    category, culprit ranks, or how the job ended (an answer may become `inconclusive` without a reason)."""
     if facts.status.value == "inconclusive":
         return False
-    return a.category != facts.category or sorted(a.culprit_ranks) != sorted(facts.culprit_ranks)
+    return (a.category != facts.category or sorted(a.culprit_ranks) != sorted(facts.culprit_ranks)
+            or a.status not in (facts.status.value, "inconclusive"))
 
 
 def _rank_of(text: str) -> int | None:

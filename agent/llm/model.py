@@ -14,9 +14,16 @@ DEFAULT_MODEL = "claude-sonnet-5-5"  # the newest Sonnet the anthropic SDK lists
 MODEL_ENV = "DEBUGGER_MODEL"
 MAX_OUTPUT_TOKENS = 4096
 
-# USD per million tokens (input, output), by model family; Anthropic's list prices for Sonnet/Opus/Haiku. A model
-# not listed is priced as Sonnet and the report says the figure is an estimate. DEBUGGER_PRICE_IN/_OUT override.
-PRICES = {"haiku": (1.0, 5.0), "sonnet": (3.0, 15.0), "opus": (15.0, 75.0)}
+# USD per million tokens (input, output), Anthropic's list prices (platform.claude.com model pages, 2026-11),
+# by model-id prefix, longest first. A model not listed is priced as the current Sonnet and the report marks the
+# figure as an estimate. DEBUGGER_PRICE_IN / DEBUGGER_PRICE_OUT override both.
+PRICES = {
+    "claude-sonnet-5-5": (2.0, 10.0), "claude-sonnet-5": (2.0, 10.0), "claude-sonnet-4": (3.0, 15.0),
+    "claude-opus-5-5": (4.0, 20.0), "claude-opus-5": (5.0, 25.0), "claude-opus-4-8": (5.0, 25.0),
+    "claude-opus-4-7": (5.0, 25.0), "claude-opus-4-6": (5.0, 25.0), "claude-opus-4-5": (5.0, 25.0),
+    "claude-opus-4-1": (15.0, 75.0), "claude-opus-4": (15.0, 75.0),
+    "claude-haiku-4-5": (1.0, 5.0), "claude-fable-5-2": (8.0, 40.0), "claude-fable-5-1": (10.0, 50.0),
+}
 
 
 def model_name(cli: str | None = None) -> str:
@@ -24,7 +31,7 @@ def model_name(cli: str | None = None) -> str:
 
 
 def has_key() -> bool:
-    return bool(os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"))
+    return bool(os.environ.get("ANTHROPIC_API_KEY"))
 
 
 def make_model(name: str, *, max_tokens: int = MAX_OUTPUT_TOKENS, timeout: float = 120.0, max_retries: int = 2):
@@ -41,10 +48,10 @@ def price(model: str) -> tuple[float, float, bool]:
             return float(env_in), float(env_out), True
         except ValueError:
             pass
-    for fam, p in PRICES.items():
-        if fam in model:
-            return p[0], p[1], True
-    return PRICES["sonnet"][0], PRICES["sonnet"][1], False
+    for prefix in sorted(PRICES, key=len, reverse=True):
+        if model.startswith(prefix):
+            return PRICES[prefix][0], PRICES[prefix][1], True
+    return PRICES[DEFAULT_MODEL][0], PRICES[DEFAULT_MODEL][1], False
 
 
 def cost_usd(model: str, tokens_in: int, tokens_out: int) -> float:
