@@ -15,7 +15,7 @@ from pathlib import Path
 
 import typer
 
-from trainlog_debugger.agent.cli.options import (JsonOpt, err, guarded, opened, out, print_json, progress,
+from trainlog_debugger.agent.cli.options import (JsonOpt, err, fail, guarded, opened, out, print_json, progress,
                                                  writable)
 
 ArgsArg = typer.Argument(..., metavar="PATH... [QUESTION]",
@@ -44,11 +44,19 @@ def ask(args: list[str] = ArgsArg, json_: bool = JsonOpt,
                                           help="Also mask host names and IPs before anything reaches the model."),
         offline: bool = typer.Option(False, "--offline", help="Deterministic analysis only; never call the API."),
         full: bool = typer.Option(False, "--full", "-v", help="The whole report: timeline, every recommendation, "
-                                                            "alternatives, notes.")):
+                                                            "alternatives, notes."),
+        html_out: Path = typer.Option(None, "--html", metavar="FILE",
+                                      help="Also write a self-contained HTML page (report, rank x time chart, NCCL "
+                                           "state grid, step times, timeline) to FILE.")):
     """Investigate a bundle: status, category, culprit, the root-cause chain with file:line proof; with an
     ANTHROPIC_API_KEY, the agent checks and extends it and answers questions."""
     paths, question = split_question(args)
     writable(markdown, "--markdown")
+    writable(html_out, "--html")
+    if html_out is not None:
+        from trainlog_debugger.agent.render.html import available
+        if (why := available()):
+            fail(why)
     to_stdout_md = markdown is not None and str(markdown) == "-"
     with guarded():
         from trainlog_debugger.agent.graph.session import AgentOptions, offline_section, with_agent
@@ -78,6 +86,13 @@ def ask(args: list[str] = ArgsArg, json_: bool = JsonOpt,
                 diag = with_agent(diag, sec)
             if markdown and not to_stdout_md:
                 markdown.write_text(to_markdown(diag), encoding="utf-8")
+            if html_out is not None:
+                from trainlog_debugger.agent.render.html import to_html
+                page = to_html(diag, inv)
+                if str(html_out) == "-":
+                    sys.stdout.write(page)
+                    return
+                html_out.write_text(page, encoding="utf-8")
             if json_:
                 print_json(diag)
             elif to_stdout_md:

@@ -72,3 +72,12 @@ def test_every_command_takes_json():
         r = _run(cmd + ["--json"])
         assert r.returncode in (0, 2), (cmd, r.stderr)
         assert "--json" in _run(cmd[:1] + ["-h"]).stdout, cmd
+
+
+def test_html_page_is_written(tmp_path):
+    pytest.importorskip("plotly")
+    out = tmp_path / "pm.html"
+    r = _run(["ask", str(CASE), "--html", str(out)])
+    assert r.returncode == 0 and out.read_text().startswith("<!DOCTYPE html>")
+    r = _run(["ask", str(CASE), "--html", str(tmp_path / "nope" / "pm.html")])
+    assert r.returncode == 2 and "--html" in r.stderr
