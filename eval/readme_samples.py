@@ -36,6 +36,14 @@ def run(cmd: str) -> str:
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
+# what changes from run to run without the output meaning anything else: durations and throughputs
+_VOLATILE = re.compile(r"\b\d+(?:\.\d+)?(?: ?(?:s|ms|MB/s|GB/s|MiB/s))\b")
+
+
+def _same(a: str, b: str) -> bool:
+    return _VOLATILE.sub("#", a) == _VOLATILE.sub("#", b)
+
+
 def refresh(text: str) -> tuple[str, list[str]]:
     stale: list[str] = []
 
@@ -44,8 +52,9 @@ def refresh(text: str) -> tuple[str, list[str]]:
         if cmd[2:].startswith(SKIP):
             return m.group(0)
         new = run(cmd)
-        if new != body:
-            stale.append(cmd)
+        if _same(new, body):
+            return m.group(0)
+        stale.append(cmd)
         return f"```\n{cmd}\n{new}```"
     return BLOCK.sub(sub, text), stale
 
