@@ -18,6 +18,12 @@ from trainlog_debugger.agent.cli.ask import ask
 from trainlog_debugger.agent.cli.eval import eval_cmd
 from trainlog_debugger.agent.cli.options import out
 
+# Newer Typer prints each argument's Python type in help (`<list[str]>`): a user needs the metavar, not our types.
+for _cls in (getattr(getattr(typer, "core", None), "TyperArgument", None),
+             getattr(getattr(typer, "core", None), "TyperOption", None)):
+    if _cls is not None and hasattr(_cls, "display_type"):
+        _cls.display_type = lambda self, ctx: ""
+
 app = typer.Typer(add_completion=True, no_args_is_help=True, rich_markup_mode=None,
                   context_settings={"help_option_names": ["-h", "--help"]},
                   help="Find the root cause of a failed distributed training job from its logs.")

@@ -121,11 +121,23 @@ def opened(paths: list[Path]):
                         raise BundleError(f"stdin holds more than {STDIN_LIMIT >> 30} GiB: save it to a file")
                     fh.write(chunk)
             real.append(dest)
-        with open_bundle(real) as b:
+        with _spinner("reading the bundle (archives are extracted to a private temp dir)"):
+            b = open_bundle(real)
+        with b:
             yield b
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextmanager
+def _spinner(what: str):
+    """A spinner on stderr while a phase runs, only on a terminal (a tar.gz of 256 ranks takes seconds to open)."""
+    if not err.is_terminal:
+        yield
+        return
+    with err.status(what, spinner="dots"):
+        yield
 
 
 def writable(path: Path | None, what: str) -> None:

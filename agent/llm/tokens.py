@@ -28,7 +28,7 @@ _SPECIAL = {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>":
 @lru_cache(maxsize=1)
 def encoding() -> tiktoken.Encoding:
     """cl100k_base from the bundled file; never the network."""
-    raw = gzip.decompress(files("trainlog_debugger.agent.llm").joinpath("data", ENCODING_FILE).read_bytes())
+    raw = gzip.decompress(files("trainlog_debugger.agent.llm").joinpath(ENCODING_FILE).read_bytes())
     if hashlib.sha256(raw).hexdigest() != ENCODING_SHA256:
         raise RuntimeError(f"the bundled {ENCODING_FILE} is corrupt (SHA-256 differs): reinstall trainlog-debugger")
     ranks = {base64.b64decode(tok): int(rank) for tok, rank in (ln.split() for ln in raw.splitlines() if ln)}

@@ -200,7 +200,7 @@ def to_markdown(d: Diagnosis) -> str:
     for i, f in enumerate(d.chain, 1):
         out.append(f"{i}. **{f.role.value}** — {f.summary}")
         for ev in f.evidence[:2]:
-            out.append(f"   - `{cite(ev)}`: `{ev.text.strip()[:300]}`")
+            out.append(f"    - `{cite(ev)}`: `{ev.text.strip()[:300]}`")  # 4 spaces: Python-Markdown nests
     if d.timeline:
         out += ["", "## Timeline", "", "| time | rank | file:line | event |", "|---|---|---|---|"]
         for e in d.timeline:
@@ -225,7 +225,7 @@ def to_markdown(d: Diagnosis) -> str:
                 out += [a.narrative, ""]
             for c in a.claims:
                 out.append(f"- {c.statement} ({'verified' if c.verified else 'removed: ' + str(c.dropped_because)})")
-                out += [f"  - `{cite(ev)}`: `{ev.text.strip()[:300]}`" for ev in c.evidence[:2]]
+                out += [f"    - `{cite(ev)}`: `{ev.text.strip()[:300]}`" for ev in c.evidence[:2]]
             out += [f"- changed: {ch}" for ch in a.changes]
             out.append(f"- {a.rounds} round(s); tokens in {a.tokens_in}, out {a.tokens_out}; cost ${a.cost_usd:.4f}")
     return "\n".join(out) + "\n"

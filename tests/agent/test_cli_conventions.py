@@ -81,3 +81,17 @@ def test_html_page_is_written(tmp_path):
     assert r.returncode == 0 and out.read_text().startswith("<!DOCTYPE html>")
     r = _run(["ask", str(CASE), "--html", str(tmp_path / "nope" / "pm.html")])
     assert r.returncode == 2 and "--html" in r.stderr
+
+
+@pytest.mark.parametrize("cmd", ["ask", "scan", "grep", "nccl", "diff", "eval", "ais"])
+def test_help_shows_no_python_type_names(cmd):
+    r = _run([cmd, "-h"])
+    assert r.returncode == 0 and not any(t in r.stdout for t in ("<list[", "<str>", "<int>", "<Path", "<bool>")), \
+        r.stdout
+
+
+def test_markdown_nests_lists_for_python_markdown_too():
+    """CommonMark nests a list under `1. ` with 3 spaces, Python-Markdown needs 4: 4 works in both."""
+    md = _run(["ask", str(CASE), "--markdown", "-"]).stdout
+    nested = [ln for ln in md.split("\n") if ln.lstrip().startswith("- `") and ln.startswith(" ")]
+    assert nested and all(ln.startswith("    - ") for ln in nested)
