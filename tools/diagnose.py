@@ -287,6 +287,9 @@ def _key_files(chain: list[Finding]) -> list[str]:
     return sorted(counts, key=lambda k: -counts[k])[:10]
 
 
+DAEMON_KINDS = ("ais_target", "ais_proxy")
+
+
 def job_details(inputs: RuleInputs) -> JobDetails:
     scan = inputs.scan
     kinds = set(inputs.kinds.values())
@@ -300,8 +303,11 @@ def job_details(inputs: RuleInputs) -> JobDetails:
     ranks = scan.coverage.expected_ranks
     evidence = list(scan.coverage.expected_evidence)
     resumed = inputs.hits("job.resumed")
-    times = [f.first_time for f in scan.files if order_key(f.first_time) is not None]
-    lasts = [ll.time for f in scan.files for ll in f.last_lines.values() if order_key(ll.time) is not None]
+    job_files = [f for f in scan.files if f.kind not in DAEMON_KINDS] or scan.files
+    times = [f.first_time for f in job_files if order_key(f.first_time) is not None]
+    lasts = [ll.time for f in job_files for ll in f.last_lines.values() if order_key(ll.time) is not None]
+    clock = inputs.ais.clock if inputs.ais is not None else None
+    offset = clock.offset_s if clock is not None and clock.kind != "none" else None
     return JobDetails(
         framework=framework, launcher="+".join(launchers) or None, ranks=ranks, nodes=len(nodes) or None,
         ranks_per_node=(ranks // len(nodes)) if ranks and nodes and ranks % len(nodes) == 0 else None,
@@ -309,7 +315,8 @@ def job_details(inputs: RuleInputs) -> JobDetails:
         # by month/day/time: some lines state the year and some do not, and their ISO strings don't sort
         start=min(times, key=order_key).iso() if times else None,
         end=max(lasts, key=order_key).iso() if lasts else None,
-        evidence=evidence + resumed[:1])
+        evidence=evidence + resumed[:1], daemon_clock_offset_s=offset,
+        daemon_clock_basis=(f"{clock.kind}, {clock.confidence} confidence" if offset is not None else None))
 
 
 def _no_failure(inputs: RuleInputs, job: JobDetails) -> Diagnosis:

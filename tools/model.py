@@ -135,9 +135,13 @@ class JobDetails(BaseModel):
     nodes: int | None = None
     ranks_per_node: int | None = None
     resumed_from_checkpoint: bool | None = None
-    start: str | None = None
+    start: str | None = None  # the workers' clock: the training job's own lines (storage daemons' are not the job)
     end: str | None = None
     evidence: list[Evidence] = Field(default_factory=list)
+    # storage daemons (AIStore) log on their own clock: daemon time = worker time + this, from clock anchoring
+    # (tools/clocks.py); None when no daemon logs or no anchor. Reports show daemon times on the workers' clock.
+    daemon_clock_offset_s: float | None = None
+    daemon_clock_basis: str | None = None
 
 
 class Alternative(BaseModel):

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.text import Text
 
 from trainlog_debugger.agent.render.text import cite, duration, human_time, short
+from trainlog_debugger.tools.lines.timestamps import shift_iso
 from trainlog_debugger.tools.model import AgentSection, Diagnosis
 from trainlog_debugger.tools.ranks import ranks_str
 
@@ -79,6 +80,32 @@ def _job(d: Diagnosis) -> str:
     return ", ".join(b for b in bits if b) or "unknown"
 
 
+_DAEMON_KINDS = ("ais_target", "ais_proxy")
+
+
+def clock_time(iso: str | None, kind: str | None, d: Diagnosis) -> str:
+    """One clock per report: a storage daemon's time is shown on the workers' clock, shifted by the offset the
+    clock anchoring found, and marked † (see clock_note); every other time as it was logged."""
+    if not iso:
+        return "-"
+    off = d.job.daemon_clock_offset_s
+    if kind in _DAEMON_KINDS and off is not None:
+        shifted = shift_iso(iso, -off)
+        if shifted:
+            return human_time(shifted) + " †"
+    return human_time(iso)
+
+
+def clock_note(d: Diagnosis) -> str | None:
+    off = d.job.daemon_clock_offset_s
+    if off is None:
+        return None
+    sign = "−" if off >= 0 else "+"
+    a = abs(int(round(off)))
+    return (f"† AIStore daemon time shown on the workers' clock (daemon {sign} {a // 3600} h {a % 3600 // 60:02d} min, "
+            f"from clock anchoring: {d.job.daemon_clock_basis})")
+
+
 def _fit(console: Console, prefix: str, text: str) -> str:
     """`prefix` (which carries the file:line and the time: never cut) and as much of `text` as the terminal shows
     on the same line; piped output keeps the whole line (someone will grep it)."""
@@ -104,7 +131,7 @@ def render_report(d: Diagnosis, console: Console, *, full: bool = False) -> None
     if chain and chain[0].evidence:
         t = chain[0].evidence[0]
         p()
-        head = f"trigger  {cite(t)}" + (f"  {human_time(t.time.iso())}" if t.time else "") + \
+        head = f"trigger  {cite(t)}" + (f"  {clock_time(t.time.iso(), t.kind, d)}" if t.time else "") + \
             (f"  rank {t.rank}" if t.rank is not None else "")
         p(head, "bold")
         p(_fit(console, "  ", t.text.strip()), "dim")
@@ -124,7 +151,7 @@ def render_report(d: Diagnosis, console: Console, *, full: bool = False) -> None
         p("timeline", "bold")
         for e in d.timeline:
             rank = f"r{e.evidence.rank}" if e.evidence.rank is not None else "-"
-            p(_fit(console, f"  {human_time(e.time) if e.time else '-':<20} {rank:>5}  {cite(e.evidence)}  ", e.what))
+            p(_fit(console, f"  {clock_time(e.time, e.evidence.kind, d):<22} {rank:>5}  {cite(e.evidence)}  ", e.what))
     p()
     first = [r for r in d.recommendations if not r.startswith("collect the missing evidence")]
     recs = d.recommendations if full else first[:1]
@@ -152,6 +179,9 @@ def render_report(d: Diagnosis, console: Console, *, full: bool = False) -> None
             p(f"note: {n}", "yellow")
     if d.agent is not None:
         render_agent(d.agent, console)
+    if (note := clock_note(d)) and (full or (d.chain and d.chain[0].evidence
+                                              and d.chain[0].evidence[0].kind in _DAEMON_KINDS)):
+        p(note, "dim")
     if not full:
         p("(details, timeline and alternatives: --full; machine-readable: --json)", "dim")
     console.print(Text(verdict_line(d), style=STATUS_STYLE.get(d.status.value, "bold")))
@@ -204,7 +234,7 @@ def to_markdown(d: Diagnosis) -> str:
     if d.timeline:
         out += ["", "## Timeline", "", "| time | rank | file:line | event |", "|---|---|---|---|"]
         for e in d.timeline:
-            out.append(f"| {human_time(e.time) if e.time else '-'} | {'-' if e.evidence.rank is None else e.evidence.rank} | "
+            out.append(f"| {clock_time(e.time, e.evidence.kind, d)} | {'-' if e.evidence.rank is None else e.evidence.rank} | "
                        f"`{cite(e.evidence)}` | {e.what.replace('|', '/')} |")
     for title, items in (("Recommendations", d.recommendations), ("Missing evidence", d.missing),
                          ("Key files", [f"`{k}`" for k in d.key_files])):

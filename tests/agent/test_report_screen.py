@@ -117,3 +117,17 @@ def test_the_verdict_is_on_screen_when_ask_ends_in_a_120x40_terminal(case, tmp_p
     verdict = rows[-1]
     assert re.match(r"(HUNG|CRASHED|INCONCLUSIVE|COMPLETED|SLOW|CANCELLED)  \w+  culprit: ", verdict), screen
     assert rows[0] == verdict, f"the report did not fit 40 rows:\n{screen}"
+
+
+def test_one_clock_when_storage_daemons_log_on_their_own():
+    """AIStore daemons log in UTC, the workers in local time: the job span is the workers', and a daemon-side
+    trigger is shown on the workers' clock (shifted by the anchored offset, marked †, the note says so)."""
+    with open_bundle(CASES / "gen-ais-16r-b") as b:
+        d = investigate(b)
+    off = d.job.daemon_clock_offset_s
+    assert off is not None and d.chain[0].evidence[0].kind in ("ais_target", "ais_proxy")
+    text = _render(d, 120, True)
+    trig = next(ln for ln in text.split("\n") if ln.startswith("trigger"))
+    assert trig.endswith("†") and "UTC" not in trig
+    assert "AIStore daemon time shown on the workers' clock" in text
+    assert "UTC" not in next(ln for ln in text.split("\n") if ln.startswith("job:"))

@@ -438,3 +438,21 @@ def duration(a: str | None, b: str | None) -> str | None:
     if d < 7200:
         return f"{d // 60} min"
     return f"{d // 3600} h {d % 3600 // 60:02d} min"
+
+
+def shift_iso(iso: str | None, seconds: float) -> str | None:
+    """The same ISO stamp moved by `seconds` (another clock), keeping what it did not state unstated: no year stays
+    no year, no zone stays no zone (a shifted UTC stamp loses its zone: it is now on the other clock). None when the
+    stamp has no date."""
+    import datetime as dt
+    m = _HUMAN_ISO.match(iso or "")
+    if not m or not m["mo"]:
+        return None
+    no_year = m["y"] in (None, "-")
+    try:
+        t = dt.datetime(2000 if no_year else int(m["y"]), int(m["mo"]), int(m["d"]), int(m["h"]), int(m["mi"]),
+                        int(m["s"]), int(((m["f"] or "0") + "000000")[:6])) + dt.timedelta(seconds=seconds)
+    except (ValueError, OverflowError):
+        return None
+    out = t.strftime("%Y-%m-%dT%H:%M:%S.%f")
+    return "-" + out[4:] if no_year else out

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from trainlog_debugger.tools.sources.ais.stats import Jump
 from trainlog_debugger.tools.clocks import ClockEstimate, WorkerEvent, WorkerEvents, hm, iso
+from trainlog_debugger.tools.lines.timestamps import human_time
 from trainlog_debugger.tools.model import Evidence, Finding, Role
 from trainlog_debugger.tools.ranks import ranks_str
 
@@ -125,8 +126,9 @@ def build_chain(occ: list[Occ], jumps: list[Jump], workers: WorkerEvents | None,
         extra = f" [{', '.join(k for k, _ in detail.most_common(4))}]" if detail else ""
         since = min((o.times[0] for _, o, _ in found if o.times), default=t0)
         summary = (f"{what} on {', '.join(daemons)}: {count} line(s) in the window, first at "
-                   f"{found[0][2].time.iso() if found[0][2].time else '?'}{extra}"
-                   + (f" (also seen before the window: first at {iso(since, daemon_zone)})" if since < t0 else ""))
+                   f"{human_time(found[0][2].time.iso()) if found[0][2].time else '?'} daemon clock{extra}"
+                   + (f" (also seen before the window: first at {human_time(iso(since, daemon_zone))})"
+                      if since < t0 else ""))
         steps.append((name, found[0][0], Finding(
             id=f"ais.chain.{name}", summary=summary, role=Role.cascade, category="storage_io", nodes=daemons,
             count=count, evidence=ev, facts={"per_daemon": per, "detail": dict(detail), "since": iso(since, daemon_zone),
