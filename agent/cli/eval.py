@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from trainlog_debugger.agent.cli.options import JsonOpt, guarded, out
+from trainlog_debugger.agent.cli.options import JsonOpt, guarded, out, spinner
 
 
 def eval_cmd(paths: list[Path] = typer.Argument(..., help="Case folders (a folder that holds truth.yaml), or folders "
@@ -37,8 +37,9 @@ def eval_cmd(paths: list[Path] = typer.Argument(..., help="Case folders (a folde
         llm = None
         if mode == "llm":
             from trainlog_debugger.agent.graph.evaluate import llm_diagnose as llm
-        code = eval_main(paths, json_=json_, mode=mode, baseline=baseline, tags=tags or None,
-                         write_baseline=write_baseline, jobs=jobs, console=out, cassettes=cassettes, record=record,
-                         llm=llm)
+        with spinner(f"scoring the cases ({mode})"):
+            code = eval_main(paths, json_=json_, mode=mode, baseline=baseline, tags=tags or None,
+                             write_baseline=write_baseline, jobs=jobs, console=out, cassettes=cassettes,
+                             record=record, llm=llm)
     if code:
         raise typer.Exit(code)

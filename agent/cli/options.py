@@ -121,7 +121,7 @@ def opened(paths: list[Path]):
                         raise BundleError(f"stdin holds more than {STDIN_LIMIT >> 30} GiB: save it to a file")
                     fh.write(chunk)
             real.append(dest)
-        with _spinner("reading the bundle (archives are extracted to a private temp dir)"):
+        with spinner("reading the bundle (archives are extracted to a private temp dir)"):
             b = open_bundle(real)
         with b:
             yield b
@@ -131,7 +131,7 @@ def opened(paths: list[Path]):
 
 
 @contextmanager
-def _spinner(what: str):
+def spinner(what: str):
     """A spinner on stderr while a phase runs, only on a terminal (a tar.gz of 256 ranks takes seconds to open)."""
     if not err.is_terminal:
         yield
