@@ -66,7 +66,12 @@ def run(bundle, *, progress: Callable[[int, int], None] | None = None, workers: 
     if ais_src:  # the storage side, read once and correlated with the worker scan we already have
         files, _skipped = read_sources(ais_src)
         ais = correlate(files, scan, nccl) if files else None
-    inputs = RuleInputs(scan, nccl, fr=fr, ais=ais)
+    stacks = None
+    framed = {f.rel for f in scan.files if any(h.pattern.startswith("pyspy.") for h in f.hits)}
+    if framed or any(s.kind == "pyspy" for s in bundle.sources):  # stack dumps of a hung job: a record per process
+        from trainlog_debugger.tools.stacks.read import read_stacks
+        stacks, _notes = read_stacks(bundle, framed)
+    inputs = RuleInputs(scan, nccl, fr=fr, ais=ais, stacks=stacks)
     diag = diagnose(inputs)
     if diag.category == "none":
         # no fault found (a proven normal end, or no proof either way): was it slow? Step times need their own pass over the bytes, paid only here

@@ -190,4 +190,5 @@ def test_every_rule_has_a_firing_row():
         "config.rendezvous_timeout", "config.nccl_version_mismatch", "data.corrupt_data", "infra.bus_error",
         "software.native_crash", "perf.slowdown",
         "network.stopped_in_nccl_setup",  # where every log stops: tests/test_where_logs_stop.py
-        "asymmetry.outlier_lines"}  # needs the rank diff: tests/test_asymmetry.py
+        "asymmetry.outlier_lines",  # needs the rank diff: tests/test_asymmetry.py
+        "collective.stack_outlier"}  # needs the parsed stack dumps: tests/test_stack_dumps.py

@@ -72,6 +72,39 @@ def straggler(f: RuleInputs):
                  recommendations=recs, facts={"nccl_verdict": rep.verdict})]
 
 
+def stack_outlier(f: RuleInputs):
+    """Stack dumps of a hung job, STAT-style (tools/stacks.py): most processes inside a collective and a few
+    elsewhere: those few never reached it, and their own frames say what they were doing (reading data, saving a
+    checkpoint, evaluating alone). Every process inside the same collective: nobody is missing, suspect the
+    fabric (weak: the dumps cannot see the network)."""
+    if not f.stacks:
+        return []
+    from trainlog_debugger.tools.stacks.report import group, minority
+    got = minority(f.stacks)
+    if got is not None:
+        odd, major, cat, what, strength = got
+        ranks = odd.ranks
+        who = f"rank{'s' if len(ranks) > 1 else ''} {ranks_str(ranks)}" if ranks else f"{len(odd.stacks)} process(es)"
+        evs = [s.frames[0][2] for s in odd.stacks[:2]] + [major.stacks[0].frames[0][2]]
+        return [candidate("collective.stack_outlier", cat,
+                          f"stack dumps: {len(major.stacks)} processes in {major.describe()}; {who} in "
+                          f"{odd.describe()}: never reached the collective, {what}", strength, evs, f, ranks=ranks,
+                          nodes=sorted({s.node for s in odd.stacks if s.node}), status="hung",
+                          restart="fix first" if cat == "software" else "restart as is",
+                          recommendations=[f"read {who}'s full stack in the dump ({evs[0].cite()}): its innermost frames "
+                                           f"are where it waits", "give that wait a timeout so it fails loudly "
+                                           "next time"])]
+    groups = group(f.stacks)
+    if len(groups) == 1 and len(f.stacks) >= 2 and all(s.in_collective() for s in f.stacks):
+        g = groups[0]
+        return [candidate("collective.stacks_all_in_collective", "network",
+                          f"stack dumps: all {len(f.stacks)} processes are inside {g.describe()}: every rank "
+                          f"reached the collective and none completed it", 0.45,
+                          [g.stacks[0].frames[0][2]], f, ranks=[], nodes=[], status="hung",
+                          recommendations=["check the fabric between the nodes (NCCL_DEBUG=INFO, ibstat, nccl-tests)"])]
+    return []
+
+
 def mismatch(f: RuleInputs):
     evs = f.hits("pytorch.collective_mismatch", "gloo.size_mismatch")
     if not evs:
@@ -174,4 +207,4 @@ def op_differs(f: RuleInputs):
     return []
 
 
-RULES = [straggler, mismatch, desync, missing_logs, flight_recorder, op_differs]
+RULES = [stack_outlier, straggler, mismatch, desync, missing_logs, flight_recorder, op_differs]
