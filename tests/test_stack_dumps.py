@@ -77,3 +77,13 @@ def test_stat_style_summary_and_rank_prefixed_dumps_in_one_file():
     assert sorted(s.rank for s in stacks) == [0, 1, 2, 3]
     assert summary_lines(stacks) == ["3 ranks in wait ← all_reduce ← _allreduce_grads",
                                      "rank 2 in _try_get_data ← _get_data ← _next_data"]
+
+
+def test_a_dump_read_only_in_part_says_so(tmp_path, monkeypatch):
+    from trainlog_debugger.tools.stacks import read as R
+    monkeypatch.setattr(R, "MAX_DUMP_BYTES", 200)
+    for r in range(4):
+        (tmp_path / f"rank_{r}.pyspy.txt").write_text(pyspy(4000 + r, LOADING if r == 1 else WAITING))
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert any("only the first" in n for n in d.notes), d.notes

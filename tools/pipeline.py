@@ -66,11 +66,11 @@ def run(bundle, *, progress: Callable[[int, int], None] | None = None, workers: 
     if ais_src:  # the storage side, read once and correlated with the worker scan we already have
         files, _skipped = read_sources(ais_src)
         ais = correlate(files, scan, nccl) if files else None
-    stacks = None
+    stacks, stack_notes = None, []
     framed = {f.rel for f in scan.files if any(h.pattern.startswith("pyspy.") for h in f.hits)}
     if framed or any(s.kind == "pyspy" for s in bundle.sources):  # stack dumps of a hung job: a record per process
         from trainlog_debugger.tools.stacks.read import read_stacks
-        stacks, _notes = read_stacks(bundle, framed)
+        stacks, stack_notes = read_stacks(bundle, framed)
     inputs = RuleInputs(scan, nccl, fr=fr, ais=ais, stacks=stacks)
     diag = diagnose(inputs)
     if diag.category == "none":
@@ -82,6 +82,8 @@ def run(bundle, *, progress: Callable[[int, int], None] | None = None, workers: 
         inputs.diff = diff_bundle(bundle, workers=workers)
         if inputs.diff.only:
             diag = diagnose(inputs)
+    if stack_notes:  # a capped read is said in the answer, never silent
+        diag = diag.model_copy(update={"notes": list(diag.notes) + stack_notes})
     return Investigation(scan=scan, nccl=nccl, diagnosis=verified(diag, bundle), fr=fr, ais=ais, steps=inputs.steps,
                          diff=inputs.diff)
 

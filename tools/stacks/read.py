@@ -24,6 +24,6 @@ def read_stacks(bundle, also: set[str] = frozenset()) -> tuple[list[Stack], list
             notes.append(f"{src.rel}: not read ({e})")
             continue
         if len(raw) > MAX_DUMP_BYTES:
-            notes.append(f"{src.rel}: only the first {MAX_DUMP_BYTES >> 20} MiB of the dump were read")
+            notes.append(f"{src.rel}: only the first {MAX_DUMP_BYTES:,} bytes of the dump were read")
         out += parse(src.rel, raw[:MAX_DUMP_BYTES].decode("utf-8", "replace"))
     return out, notes
