@@ -60,7 +60,7 @@ def ask(args: list[str] = ArgsArg, json_: bool = JsonOpt,
     to_stdout_md = markdown is not None and str(markdown) == "-"
     with guarded():
         from trainlog_debugger.agent.graph.session import AgentOptions, offline_section, with_agent
-        from trainlog_debugger.agent.llm.model import has_key, model_name
+        from trainlog_debugger.agent.llm.model import has_key
         from trainlog_debugger.agent.render.report import render_agent, render_report, to_markdown
         from trainlog_debugger.tools.pipeline import run
         with opened(paths) as b:

@@ -81,7 +81,7 @@ class AgentState(TypedDict, total=False):
 def evidence_text(diag, question: str | None, redact=lambda s: s) -> str:
     """The first message: the deterministic answer with its cited lines, then the question. Each quoted line is
     redacted whole before it is shortened (a token cut in half is no longer recognisable as one)."""
-    lines = [f"Deterministic analysis of the bundle (every line of every rank was read):",
+    lines = ["Deterministic analysis of the bundle (every line of every rank was read):",
              f"status: {diag.status.value}; category: {diag.category}; culprit ranks: {diag.culprit_ranks or 'none'}; "
              f"culprit nodes: {diag.culprit_nodes or 'none'}; confidence: {diag.confidence}",
              f"headline: {diag.headline}",

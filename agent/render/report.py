@@ -7,8 +7,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from trainlog_debugger.agent.render.text import cite, duration, human_time, short
-from trainlog_debugger.tools.lines.timestamps import shift_iso
+from trainlog_debugger.agent.render.text import cite, short
+from trainlog_debugger.tools.lines.timestamps import duration, human_time, shift_iso
 from trainlog_debugger.tools.model import AgentSection, Diagnosis
 from trainlog_debugger.tools.ranks import ranks_str
 

@@ -6,7 +6,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from trainlog_debugger.tools.lines.timestamps import duration, human_time, seconds_of  # noqa: F401 (re-exported)
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.ranks import ranks_str
 from trainlog_debugger.tools.sources.pattern import TIERS

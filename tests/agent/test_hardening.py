@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 from fake_model import ScriptedModel, reply, tool_call
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.memory import MemorySaver
 
 from trainlog_debugger.agent.graph import verify as V

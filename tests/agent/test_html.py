@@ -4,7 +4,6 @@ every rank in them, the NCCL grid has a cell per rank, and every timeline row li
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 

@@ -60,8 +60,8 @@ def straggler(f: RuleInputs):
         cat, why, s = "data_loading_stall", f"{base}; its last line does not say what it was doing", 0.6
     recs = {"storage_io": ["check the storage backend for the window before the hang (AIStore: `ais log get cluster`)",
                            "add timeouts and bounded retries to the loader's reads"],
-            "software": [f"run that work on every rank, or make the others wait for it outside the collective "
-                         f"(a barrier with a timeout long enough for it), or move it off the training loop",
+            "software": ["run that work on every rank, or make the others wait for it outside the collective "
+                         "(a barrier with a timeout long enough for it), or move it off the training loop",
                          "if it must run on one rank, raise the collective timeout above its length"],
             "data_loading_stall": ["put a timeout on data reads (a read with no timeout blocks the rank forever)",
                                    f"inspect rank {r0}'s data shard / loader worker at the time of its last line",

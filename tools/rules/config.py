@@ -54,8 +54,8 @@ def rendezvous_timeout(f: RuleInputs):
                 "config.rendezvous_timeout", "config", f"rendezvous timed out at start-up{joined}: the agents were "
                 f"launched with different {key} ({shown}), so each waited in its own rendezvous", 0.85,
                 evs[:1] + list(vals.values())[:3], f, facts={"setting": key, "values": sorted(vals)},
-                recommendations=[f"launch every node's torchrun with the same --rdzv-id and --rdzv-endpoint (derive "
-                                 f"them from the scheduler's job id and first host, e.g. $SLURM_JOB_ID)"] + recs)]
+                recommendations=["launch every node's torchrun with the same --rdzv-id and --rdzv-endpoint (derive "
+                                 "them from the scheduler's job id and first host, e.g. $SLURM_JOB_ID)"] + recs)]
     mins = [int(a["min_nodes"][0]) for a in agents.values() if a.get("min_nodes", ("",))[0].isdigit()]
     want = max(mins) if mins else None
     if want and 0 < len(agents) < want <= 10_000 and (fx.get("joined") is None or fx["joined"] < fx.get("expected", want)):
@@ -354,9 +354,9 @@ def default_timeout_phase(f: RuleInputs):
             f"it fired (that rank's log stops there): the phase outlasted the default timeout", 0.3 if weak else strength,
             [to_ev, ph], f, ranks=[ph.rank] if ph.rank is not None else [], status="hung",
             facts={"timeout_ms": ms, "phase": what, **({"fallback": True} if weak else {})},
-            recommendations=[f"raise the timeout above the phase's length: init_process_group(timeout=timedelta("
-                             f"minutes=...)), Megatron --distributed-timeout-minutes, DeepSpeed DEEPSPEED_TIMEOUT "
-                             f"(NCCL_TIMEOUT is read by nothing)",
+            recommendations=["raise the timeout above the phase's length: init_process_group(timeout=timedelta("
+                             "minutes=...)), Megatron --distributed-timeout-minutes, DeepSpeed DEEPSPEED_TIMEOUT "
+                             "(NCCL_TIMEOUT is read by nothing)",
                              f"or shorten {what} (prebuild dataset indices offline; async / faster checkpoint storage)"])]
     return []
 
