@@ -87,6 +87,14 @@ def rank_time_figure(d: Diagnosis, inv):
     fig.add_trace(go.Scattergl(x=[s[0] for s in stops], y=[s[1] for s in stops], mode="markers",
                                marker={"color": colors, "size": 6 if len(rows) <= 256 else 3},
                                hovertext=hover, hoverinfo="text", name="where the log stops"))
+    # culprits drawn again on top, large and labelled: at 1,024 ranks a 3-pixel red dot among blue ones is invisible
+    marked = [(s, h, r) for (s, h, (r, _)) in zip(stops, hover, rows) if r in culprits][:16]
+    if marked:
+        fig.add_trace(go.Scatter(x=[m[0][0] for m in marked], y=[m[0][1] for m in marked], mode="markers+text",
+                                 marker={"color": "#e53935", "size": 12, "symbol": "diamond",
+                                         "line": {"color": "#000", "width": 1}},
+                                 text=[f"rank {m[2]}" for m in marked], textposition="middle right",
+                                 hovertext=[m[1] for m in marked], hoverinfo="text", name="culprit"))
     trig = d.chain[0].evidence[0] if d.chain and d.chain[0].evidence else None
     if (ts := _secs(trig)) is not None:
         fig.add_vline(x=ts - zero, line={"color": "#e53935", "width": 2}, annotation_text="trigger")
@@ -105,6 +113,8 @@ def rank_time_figure(d: Diagnosis, inv):
                       xaxis_title="seconds after the first timed line",
                       yaxis={"tickvals": [t[0] for t in ticks] if len(ticks) <= 64 else None,
                              "ticktext": [t[1] for t in ticks] if len(ticks) <= 64 else None,
+                             # past 64 nodes the ticks would be row numbers, not ranks: better none than misleading
+                             "showticklabels": len(ticks) <= 64,
                              "title": "ranks, grouped by node", "autorange": "reversed"},
                       margin={"l": 110, "r": 20, "t": 50, "b": 40}, showlegend=False)
     return fig
