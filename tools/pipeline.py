@@ -72,6 +72,9 @@ def run(bundle, *, progress: Callable[[int, int], None] | None = None, workers: 
         from trainlog_debugger.tools.stacks.read import read_stacks
         stacks, stack_notes = read_stacks(bundle, framed)
     inputs = RuleInputs(scan, nccl, fr=fr, ais=ais, stacks=stacks)
+    if stacks:  # dumps named by pid only: the rank the job's own lines gave that pid (NCCL init, torchrun's report)
+        from trainlog_debugger.tools.stacks.report import attach_ranks, launcher_pids
+        attach_ranks(stacks, launcher_pids(inputs))
     diag = diagnose(inputs)
     if diag.category == "none":
         # no fault found (a proven normal end, or no proof either way): was it slow? Step times need their own pass over the bytes, paid only here

@@ -25,12 +25,16 @@ FRAMES = [
      "    broadcast (torch/distributed/distributed_c10d.py:1191)", {COLL: dict(func="broadcast")}),
     ("faulthandler: inside a collective",
      '  File "/opt/torch/distributed/distributed_c10d.py", line 2050 in all_reduce', {COLL: dict(func="all_reduce")}),
+    ("probing: the python.backtrace table's header, bordered",
+     "| func          | file                          | lineno | depth | frame_type |", {"pyspy.probing_table": {}}),
+    ("probing: as CSV", "func,file,lineno,depth", {"pyspy.probing_table": {}}),
 ]
 
 NEAR_MISSES = [
     ("the iterator's __next__ alone is not a wait", "    __next__ (torch/utils/data/dataloader.py:530)", {}),
     ("a collective in a user's module, not c10d", "    broadcast_data (megatron/mpu/data.py:88)", {}),
     ("a log line naming the loader", "[rank0]: UserWarning: torch/utils/data/dataloader.py: num_workers is large", {}),
+    ("prose about a function's file and line", "the func, file and lineno of the caller are logged", {}),
 ]
 
 

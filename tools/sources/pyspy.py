@@ -12,6 +12,7 @@ stuck before it" (../shared/DEVELOPERS.md protocol, step 3). Two kinds of frames
                       broadcast (torch/distributed/distributed_c10d.py:1191)
     faulthandler  Thread 0x00007f3b (most recent call first):
                     File "/usr/lib/python3/site-packages/torch/utils/data/dataloader.py", line 1011 in _try_get_data
+    probing       | func | file | lineno | depth |      (the header of its python.backtrace table; rows in tools/stacks)
 """
 
 from trainlog_debugger.tools.sources.pattern import P
@@ -35,4 +36,9 @@ PATTERNS = [
       "    broadcast (torch/distributed/distributed_c10d.py:1191)",
       "a stack dump shows a thread inside a torch.distributed collective",
       fields=r"(?P<func>" + _COLLECTIVES + r")"),
+    # probing's python.backtrace table (tools/stacks/report.py reads the rows): the header marks the file as a dump
+    P("pyspy.probing_table", 3, None, "context",
+      r"\bfunc *[|,] *file *[|,] *lineno\b", ("lineno",),
+      "| func          | file                                   | lineno | depth | frame_type |",
+      "a probing backtrace table (python.backtrace: func, file, lineno, depth)"),
 ]

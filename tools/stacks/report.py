@@ -10,12 +10,25 @@ first), and the question is which processes are somewhere the others are not. Fo
     faulthandler  Current thread 0x00007f3b3e5d4740 (most recent call first):
                     File "/usr/lib/python3/site-packages/torch/utils/data/dataloader.py", line 1011 in _try_get_data
 
-The rank of a dump is the rank its file or its lines name (`rank_17.pyspy.txt`, `[rank17]:` prefixes); a file that
-holds several processes with no rank for them counts each process once, unranked. Pure functions over text.
+    py-spy --json [{"pid": 4127, "thread_name": "MainThread", "os_thread_id": 4127, "frames": [{"name":
+                  "_try_get_data", "filename": "/usr/lib/.../dataloader.py", "short_filename": "torch/utils/data/
+                  dataloader.py", "line": 1011, ...}, ...]}, ...]   (py-spy 0.3.x and 0.4.x: pretty-printed, one key
+                  per line; each frame is cited at its `"name":` line)
+    probing       the documented columns of its `python.backtrace` table (func, file, lineno, depth; depth 0 =
+                  innermost; frame_type Python/Native), as `probing <endpoint> query "SELECT func, file, lineno,
+                  depth FROM python.backtrace"` prints them: a bordered table (`| func | file | lineno | depth |`,
+                  its query engine's pretty format) or CSV. Only the columns are documented, not the console layout,
+                  so any table whose header names func, file and lineno is read; one table = one process.
+
+The rank of a dump is the rank its file or its lines name (`rank_17.pyspy.txt`, `[rank17]:` prefixes), else the
+rank the job's own lines give its pid (`attach_ranks`: NCCL's `host:pid:tid [dev] ... rank R nranks N` init lines,
+torchrun's failure entries `rank : R` / `exitcode : E (pid: P)`, a `debugger collect` manifest). A file that holds
+several processes with no rank for them counts each process once, unranked. Pure functions over text.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -58,8 +71,21 @@ class Stack:
         return any(COLLECTIVE.match(f) and "distributed" in where for f, where, _ in self.frames[:8])
 
 
+MAX_JSON_THREADS = 100_000  # a py-spy --json dump of one process; more is not a dump
+
+
 def parse(rel: str, text: str) -> list[Stack]:
-    """Every process's main thread in one dump file (py-spy text or faulthandler)."""
+    """Every process's main thread in one dump file: py-spy text or --json, faulthandler, or a probing backtrace
+    table."""
+    head = text.lstrip("\ufeff \t\r\n")[:1]
+    if head in ("[", "{") and '"frames"' in text:
+        return parse_pyspy_json(rel, text)
+    if _PROBING_HEAD.search(text[:65536]):
+        return parse_probing(rel, text)
+    return _parse_text(rel, text)
+
+
+def _parse_text(rel: str, text: str) -> list[Stack]:
     hint = attribute_path(rel)
     out: list[Stack] = []
     cur: Stack | None = None
@@ -98,6 +124,157 @@ def parse(rel: str, text: str) -> list[Stack]:
         ev = Evidence(file=rel, line=n, text=raw.rstrip("\r"), rank=rank, node=a.node or hint.node, kind="pyspy")
         cur.frames.append((func, f"{path}:{ln}", ev))
     return [s for s in out if s.frames]
+
+
+_JSON_NAME = re.compile(r'^\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def parse_pyspy_json(rel: str, text: str) -> list[Stack]:
+    """py-spy dump --json: a list of threads (or one object per line, several dumps appended). Each process's main
+    thread (thread_name MainThread, or os_thread_id == pid) becomes a Stack; each frame cites the line of its
+    `"name":` key (pretty-printed output), or the dump's only line when it is compact. Bad JSON → no stacks."""
+    hint = attribute_path(rel)
+    lines = text.splitlines()
+    name_lines = [n for n, ln in enumerate(lines, 1) if _JSON_NAME.match(ln)]
+    threads: list = []
+    try:
+        doc = json.loads(text)
+        threads = doc if isinstance(doc, list) else [doc]
+    except ValueError:
+        for ln in lines:  # one JSON document per line: dumps of several processes appended to one file
+            try:
+                doc = json.loads(ln)
+            except ValueError:
+                continue
+            threads += doc if isinstance(doc, list) else [doc]
+    out: list[Stack] = []
+    cursor = 0  # frames appear in the text in document order: the k-th frame overall is at the k-th "name": line
+    for t in threads[:MAX_JSON_THREADS]:
+        frames = t.get("frames") if isinstance(t, dict) else None
+        if not isinstance(frames, list):
+            continue
+        first, cursor = cursor, cursor + len(frames)
+        pid = t.get("pid")
+        main = t.get("thread_name") == "MainThread" or (pid is not None and t.get("os_thread_id") == pid)
+        if not main:
+            continue
+        st = Stack(rel, hint.rank, hint.node, str(pid) if pid is not None else None)
+        for k, fr in enumerate(frames):
+            if not isinstance(fr, dict):
+                continue
+            func = str(fr.get("name") or "?")
+            where = f"{fr.get('short_filename') or fr.get('filename') or '?'}:{fr.get('line', '?')}"
+            n = name_lines[first + k] if first + k < len(name_lines) and len(name_lines) > 1 else 1
+            raw = lines[n - 1] if 0 < n <= len(lines) else ""
+            st.frames.append((func, where, Evidence(file=rel, line=n, text=raw.rstrip("\r"), rank=hint.rank,
+                                                    node=hint.node, kind="pyspy")))
+        if st.frames:
+            out.append(st)
+    return out
+
+
+_PROBING_HEAD = re.compile(r"^[|+ ]*func\s*[|,]\s*file\s*[|,]\s*lineno\b.*$", re.M)
+_BORDER = re.compile(r"^\s*\+[-+]+\+\s*$")
+
+
+def parse_probing(rel: str, text: str) -> list[Stack]:
+    """probing's python.backtrace table(s): one Stack per table, frames ordered by depth (0 = innermost)."""
+    hint = attribute_path(rel)
+    out: list[Stack] = []
+    cols: list[str] | None = None
+    rows: list[tuple[int, str, str, str, Evidence]] = []
+
+    def close():
+        if rows:
+            st = Stack(rel, hint.rank, hint.node, None)
+            st.frames = [(f, f"{w}:{ln}", ev) for _, f, w, ln, ev in sorted(rows, key=lambda r: r[0])]
+            out.append(st)
+        rows.clear()
+
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = strip_prefixes(raw)
+        if _BORDER.match(line) or not line.strip():
+            continue
+        sep = "|" if "|" in line else ","
+        cells = [c.strip() for c in line.strip().strip("|").split(sep)]
+        if _PROBING_HEAD.match(line):
+            close()
+            cols = [c.lower() for c in cells]
+            continue
+        if cols is None or len(cells) != len(cols):
+            if cols is not None and rows:
+                close()
+                cols = None
+            continue
+        row = dict(zip(cols, cells))
+        if row.get("frame_type", "Python").lower() == "native" or not row.get("func"):
+            continue
+        depth = int(row["depth"]) if row.get("depth", "").isdigit() else len(rows)
+        rows.append((min(depth, 1 << 20), row["func"], row.get("file", "?"), row.get("lineno", "?"),
+                     Evidence(file=rel, line=n, text=raw.rstrip("\r"), rank=hint.rank, node=hint.node,
+                              kind="pyspy")))
+    close()
+    return out
+
+
+# NCCL's init line carries the process's host and pid before the message: 'node-17:4127:4190 [3] NCCL INFO ...'
+_NCCL_HOST_PID = re.compile(r"(?:^|\s)(?P<host>[\w.-]+):(?P<pid>\d+):\d+ \[\d+\] NCCL INFO")
+
+
+def launcher_pids(inputs) -> dict[str, list[tuple[int, str | None]]]:
+    """pid → [(rank, host)] from the job's own lines (duck-typed RuleInputs: `hits`, `fields_of`). NCCL init lines
+    of the largest communicator (its ranks are the global ranks) and torchrun's failure entries (`rank : R` above
+    `exitcode : E (pid: P)`). A pid is only unique per host, so the host is kept and matched when the dump has one."""
+    out: dict[str, list[tuple[int, str | None]]] = defaultdict(list)
+    inits = [(e, inputs.fields_of(e, "nccl.comm_init")) for e in inputs.hits("nccl.comm_init")]
+    world = max((fl.get("nranks", 0) for _, fl in inits), default=0)
+    for e, fl in inits:
+        m = _NCCL_HOST_PID.search(e.text)
+        if m and fl.get("nranks") == world and isinstance(fl.get("comm_rank"), int):
+            pair = (fl["comm_rank"], m.group("host"))
+            if pair not in out[m.group("pid")]:
+                out[m.group("pid")].append(pair)
+    heads = inputs.hits("torchrun.failure_rank")
+    for e in inputs.hits("torchrun.exitcode"):
+        pid = inputs.fields_of(e, "torchrun.exitcode").get("pid")
+        near = [h for h in heads if h.file == e.file and 0 < e.line - h.line <= 4]
+        if pid is None or not near:
+            continue
+        head = near[-1]
+        rank = inputs.fields_of(head, "torchrun.failure_rank").get("failed_rank")
+        hosts = [h for h in inputs.hits("torchrun.failure_host") if h.file == e.file and 0 < head.line - h.line <= 2]
+        host = inputs.fields_of(hosts[-1], "torchrun.failure_host").get("host") if hosts else e.node
+        if isinstance(rank, int) and (rank, host) not in out[str(pid)]:
+            out[str(pid)].append((rank, host))
+    return dict(out)
+
+
+def _host_in_path(rel: str, hosts: set[str]) -> str | None:
+    """A host the job's lines name that is also a directory or a file-name part of `rel` (`gpu-node-17/4127.txt`,
+    `gpu-node-17.4127.pyspy.txt`): how people save one node's dumps. Only names the logs already know count."""
+    parts = re.split(r"[/!]", rel)
+    tokens = set(parts[:-1]) | {parts[-1].split(".")[0], parts[-1].rsplit(".", 1)[0]}
+    found = [h for h in hosts if h in tokens or h.split(".")[0] in tokens]
+    return found[0] if len(found) == 1 else None
+
+
+def attach_ranks(stacks: list[Stack], pids: dict[str, list[tuple[int, str | None]]]) -> int:
+    """Give each unranked stack the rank its pid had in the job's lines: the pair on the dump's host when the dump
+    names one, else the only pair for that pid (two hosts reusing a pid → left unranked: never a guess). Returns how
+    many stacks got a rank."""
+    got = 0
+    for s in stacks:
+        if s.rank is not None or s.pid is None or s.pid not in pids:
+            continue
+        pairs = pids[s.pid]
+        node = s.node or _host_in_path(s.file, {h for _, h in pairs if h})
+        same = [p for p in pairs if node and p[1] == node] or (pairs if len(pairs) == 1 else [])
+        if len(same) == 1:
+            s.rank, s.node = same[0][0], s.node or same[0][1]
+            for i, (f, w, ev) in enumerate(s.frames):
+                s.frames[i] = (f, w, ev.model_copy(update={"rank": s.rank, "node": s.node}))
+            got += 1
+    return got
 
 
 @dataclass
