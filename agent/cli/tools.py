@@ -129,12 +129,15 @@ def steps(paths: list[Path] = PathsArg, json_: bool = JsonOpt):
 
 
 def catalog(json_: bool = JsonOpt):
-    """The fatal-pattern catalog: id, tier, category and role hints, and an example line for each."""
+    """The fatal-pattern catalog (id, tier, category and role hints, an example line for each), then the structured
+    readers (stack dumps, flight-recorder dumps, storage daemons, hardware snapshots) and the formats each takes."""
     with guarded():
         from trainlog_debugger.agent.render import text as render
         from trainlog_debugger.tools.sources import patterns
+        from trainlog_debugger.tools.readers import rows as reader_rows
         rows = [{"id": p.id, "tier": p.tier, "category": p.category, "role": p.role, "summary": p.summary,
                  "trigger": p.trigger, "example": p.example, "fallback": p.fallback} for p in patterns()]
+        rows += reader_rows()  # sources read as records (stack dumps, snapshots): role 'reader', after the patterns
         if json_:
             print_json(rows)
         else:

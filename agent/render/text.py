@@ -177,12 +177,22 @@ def render_grep(res, console: Console, max_lines: int = 3) -> None:
 
 
 def render_catalog(rows: list[dict], console: Console) -> None:
-    t = Table(title=f"{len(rows)} patterns", title_justify="left")
+    pats = [r for r in rows if r["role"] != "reader"]
+    t = Table(title=f"{len(pats)} patterns", title_justify="left")
     for c in ("id", "tier", "category", "role", "summary"):
         t.add_column(c)
-    for r in rows:
+    for r in pats:
         row(t, r["id"], str(r["tier"]), r["category"] or "-", r["role"], r["summary"] + (" (fallback)" if r["fallback"] else ""))
     console.print(t)
+    readers = [r for r in rows if r["role"] == "reader"]
+    if readers:
+        t = Table(title=f"{len(readers)} structured readers (records, not lines)", title_justify="left")
+        for c in ("id", "category", "summary", "formats", "rules"):
+            t.add_column(c)
+        for r in readers:
+            row(t, r["id"], r["category"] or "-", r["summary"], "; ".join(r.get("formats", [])),
+                ", ".join(r.get("rules", [])))
+        console.print(t)
 
 
 def render_nccl(rep, console: Console, max_rows: int = 40) -> None:
