@@ -127,6 +127,21 @@ FIRE += [
         "ifa != nullptr. Unable to find address for: eth1"]}, "config", 0.85),
 ]
 
+FIRE += [
+    # Kubernetes says OOMKilled: host memory, whatever exit code the agent left (tools/sources/k8s.py)
+    ("oom.container_oom", {"describe.txt": ["Node:         gpu-node-17/10.0.3.17", "    State:          Terminated",
+                                            "      Reason:       OOMKilled", "      Exit Code:    1"]}, "oom", 0.9),
+    # exit 137 and nothing about memory anywhere: killed from outside (TAXONOMY edge case)
+    ("infra.container_sigkill", {"describe.txt": ["      Reason:       Error", "      Exit Code:    137"]},
+     "infrastructure", 0.6),
+    ("infra.k8s_node_lost", {"events.txt": ["2m23s       Normal    NodeNotReady   node/gpu-node-23   Node gpu-node-23 "
+                                            "status is now: NodeNotReady"]}, "infrastructure", 0.75),
+    # no node could take the pod and nothing shows it placed later: the job never ran
+    ("scheduler.k8s_unschedulable", {"events.txt": ["2m          Warning   FailedScheduling   pod/trainer-0   0/64 nodes "
+                                                    "are available: 64 Insufficient nvidia.com/gpu."]},
+     "infrastructure", 0.8),
+]
+
 QUIET = [
     # every process inside a collective: nobody is stuck on data
     ("data.loader_stall_in_dumps", {"dump.log": ["    all_reduce (torch/distributed/distributed_c10d.py:1316)"]}),
@@ -163,6 +178,17 @@ QUIET = [
         "[rank1]:[E1105 12:14:45.000000000 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation "
         "timeout: WorkNCCL(SeqNum=31, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600031 "
         "milliseconds before timing out."]}),
+]
+
+
+QUIET += [
+    # exit 137 next to a SystemOOM event: the OOM rules own it
+    ("infra.container_sigkill", {"describe.txt": ["      Exit Code:    137", "  Warning  SystemOOM  3m  kubelet  System "
+                                                  "OOM encountered, victim process: python, pid: 3419"]}),
+    # the pod waited for the autoscaler, then was placed: FailedScheduling is history
+    ("scheduler.k8s_unschedulable", {"describe.txt": [
+        "  Warning  FailedScheduling  38m  default-scheduler  0/63 nodes are available: 63 Insufficient nvidia.com/gpu.",
+        "  Normal   Scheduled  37m  default-scheduler  Successfully assigned ml/trainer-0 to gpu-node-17"]}),
 ]
 
 

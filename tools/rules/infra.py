@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from trainlog_debugger.tools.rules.base import RuleInputs, candidate
+from trainlog_debugger.tools.model import Evidence
+from trainlog_debugger.tools.rules.base import RuleInputs, candidate, restart_without
+from trainlog_debugger.tools.sources.k8s import HOST_MEMORY, POD_NODE, is_sigkill
 
 
 def shm(f: RuleInputs):
@@ -22,15 +24,21 @@ def bus_error(f: RuleInputs):
                  f, recommendations=["increase /dev/shm"])] if evs else []
 
 
+def sigkilled_workers(f: RuleInputs) -> list[Evidence]:
+    """The launcher's lines that say a worker died of SIGKILL (torchrun's `exitcode : -9`, `Signal 9 (SIGKILL)`)."""
+    out = []
+    for e in f.hits("torchrun.exitcode", "torchrun.signal_received"):
+        fx = f.fields_of(e, "torchrun.exitcode") or f.fields_of(e, "torchrun.signal_received")
+        if fx.get("exitcode") == -9 or fx.get("signal") == "SIGKILL":
+            out.append(e)
+    return out
+
+
 def killed_from_outside(f: RuleInputs):
     """A worker ended by SIGKILL (exit -9) whose own log shows no error: something outside the process killed it
     (the kernel OOM killer, a cgroup limit, an operator, a node agent). -15 is the launcher's own stop and -6 the
     NCCL watchdog's abort: both are cascade, not this."""
-    killed = []
-    for e in f.hits("torchrun.exitcode", "torchrun.signal_received"):
-        fx = f.fields_of(e, "torchrun.exitcode") or f.fields_of(e, "torchrun.signal_received")
-        if (fx.get("exitcode") == -9 or fx.get("signal") == "SIGKILL") and e.rank is not None:
-            killed.append(e)
+    killed = [e for e in sigkilled_workers(f) if e.rank is not None]
     if not killed:
         return []
     ranks = sorted({e.rank for e in killed})
@@ -46,4 +54,50 @@ def killed_from_outside(f: RuleInputs):
                                                 "that time (dmesg / journalctl -k), and the scheduler's events"])]
 
 
-RULES = [shm, bus_error, killed_from_outside]
+def pod_nodes(f: RuleInputs, evs: list[Evidence]) -> list[str]:
+    """The node(s) that ran the pods these Kubernetes lines are about: the describe header `Node: name/ip` or the
+    `Successfully assigned ns/pod to node` event, in the same file (a describe paste is one pod; a multi-pod paste
+    yields every node it names, which is still only what the file states)."""
+    files = {e.file for e in evs}
+    out: list[str] = []
+    for pid in POD_NODE:
+        for e in f.hits(pid):
+            node = f.fields_of(e, pid).get("node")
+            if e.file in files and node and node not in out:
+                out.append(node)
+    return out
+
+
+def container_sigkill(f: RuleInputs):
+    """A container (or a managed-service replica) ended by SIGKILL, exit 137 or signal 9, and no line anywhere in the
+    bundle shows memory running out (no OOMKilled, memory eviction, SystemOOM, kernel or cgroup OOM kill): something
+    outside the process killed it (TAXONOMY edge case). With memory evidence the OOM rules own it and this stays
+    quiet; the summary says what evidence would tell the two apart."""
+    evs = [e for pid in ("k8s.exit_code", "k8s.signal", "cloud.vertex_exit") for e in f.hits(pid)
+           if is_sigkill(f.fields_of(e, pid))]
+    if not evs or f.hits(*HOST_MEMORY):
+        return []
+    return [candidate("infra.container_sigkill", "infrastructure", "a container was killed with SIGKILL (exit 137) and "
+                      "no line in the bundle shows memory running out: killed from outside the process (the node's "
+                      "kernel log and the pod's events are missing)", 0.6, evs[:2], f, nodes=pod_nodes(f, evs),
+                      recommendations=["read the pod's events and the node's kernel log for that time (`kubectl get "
+                                       "events`, `kubectl describe node`, dmesg): an OOM kill, an eviction, a "
+                                       "preemption or an operator"])]
+
+
+def k8s_node_lost(f: RuleInputs):
+    """A node went NotReady under the job: the platform lost it (kubelet down, reboot, network partition). The node
+    is named by the node event itself or, for the pod's `Node is not ready` event, by the pod's own node line."""
+    evs = f.hits("k8s.node_not_ready")
+    if not evs:
+        return []
+    nodes = [n for e in evs if (n := f.fields_of(e, "k8s.node_not_ready").get("node"))]
+    nodes = list(dict.fromkeys(nodes)) or pod_nodes(f, evs)
+    return [candidate("infra.k8s_node_lost", "infrastructure", f"Kubernetes node {', '.join(nodes[:4]) or '(unnamed)'} "
+                      "stopped being ready while the job ran on it", 0.75, evs[:2], f, ranks=[], nodes=nodes,
+                      restart=restart_without(nodes[0] if len(nodes) == 1 else None),
+                      recommendations=["check the node (`kubectl describe node`, its kubelet and kernel logs) and "
+                                       "cordon it until it is healthy"])]
+
+
+RULES = [shm, bus_error, killed_from_outside, container_sigkill, k8s_node_lost]

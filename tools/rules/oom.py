@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from trainlog_debugger.tools.model import Finding, Role
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate
+from trainlog_debugger.tools.rules.infra import pod_nodes, sigkilled_workers
+from trainlog_debugger.tools.sources.k8s import MEMORY_KILLED, is_sigkill
 
 
 def cuda_oom(f: RuleInputs):
@@ -44,4 +47,34 @@ def host_oom(f: RuleInputs):
                                   "memory per task"])]
 
 
-RULES = [cuda_oom, accelerator_alloc, host_oom]
+def container_oom(f: RuleInputs):
+    """The platform says a container or replica was killed for memory: Kubernetes `OOMKilled` (whatever exit code
+    it shows: a worker killed under torchrun leaves the agent to exit 1), a memory eviction, the kubelet's SystemOOM,
+    Vertex's "ran out of memory". When the workers' own logs show the kill (a rank ended by SIGKILL with nothing
+    of its own), the two are one story across sources: the platform's record explains the rank's silent death, so
+    the candidate is marked cross-source (tools/diagnose.py prefers it to the worker-side view, whose lines carry
+    times that the describe/event lines lack)."""
+    evs = f.hits(*MEMORY_KILLED)
+    if not evs:
+        return []
+    exits = [e for pid in ("k8s.exit_code", "k8s.signal", "cloud.vertex_exit") for e in f.hits(pid)
+             if is_sigkill(f.fields_of(e, pid)) and e.file in {x.file for x in evs}]
+    nodes = list(dict.fromkeys([n for e in evs if (n := f.fields_of(e, "k8s.system_oom").get("node"))]
+                               + pod_nodes(f, evs)))
+    killed = sigkilled_workers(f)
+    ranks = sorted({e.rank for e in killed if e.rank is not None})
+    what = "the platform killed the container for memory (host/cgroup memory, not the GPU's)"
+    recs = ["raise the pod's memory limit/request (or the machine type), or cut host memory: DataLoader num_workers "
+            "and prefetch, pinned-memory buffers, dataset caches held in RAM"]
+    c = candidate("oom.container", "oom", what, 0.9, evs[:2] + exits[:1], f, ranks=ranks, nodes=nodes,
+                  recommendations=recs)
+    if killed:
+        worker = Finding(id="oom.container.worker_killed", role=Role.context, category="oom", ranks=ranks,
+                         summary=f"rank(s) {', '.join(map(str, ranks)) or '?'} died of SIGKILL: the kill the platform "
+                                 "reports", evidence=killed[:2])
+        c.facts["cross_source"] = True
+        c.story = [c.finding, worker]
+    return [c]
+
+
+RULES = [cuda_oom, accelerator_alloc, host_oom, container_oom]

@@ -34,4 +34,20 @@ def death_signal(f: RuleInputs):
                  restart="restart as is")] if evs else []
 
 
-RULES = [slurm_cancel, death_signal]
+def k8s_unschedulable(f: RuleInputs):
+    """FailedScheduling is what every pod prints while it waits (the autoscaler adding a node, a gang scheduler
+    collecting its pods), so it is the answer only when nothing in the bundle shows the pod placed after all (no
+    `Successfully assigned`, no describe `Node:` line): then the job never ran. Status cancelled, never completed:
+    the platform, not the program, ended it."""
+    evs = f.hits("k8s.failed_scheduling")
+    if not evs or f.hits("k8s.scheduled", "k8s.pod_node"):
+        return []
+    why = (f.fields_of(evs[-1], "k8s.failed_scheduling").get("why") or "")[:200]
+    return [candidate("scheduler.k8s_unschedulable", "infrastructure", "the job never started: the Kubernetes "
+                      f"scheduler found no node for its pod{' (' + why + ')' if why else ''}", 0.8, evs[-1:], f,
+                      status="cancelled", ranks=[], nodes=[],
+                      recommendations=["request what a node can give (GPUs, memory per pod), add capacity, or fix "
+                                       "node selectors, affinity and tolerations; then resubmit"])]
+
+
+RULES = [slurm_cancel, death_signal, k8s_unschedulable]

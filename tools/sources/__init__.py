@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from trainlog_debugger.tools.sources.pattern import Pattern
-from trainlog_debugger.tools.sources import cuda, deepspeed, generic, job, kernel, mpi, nccl, nvsmi, pyspy, slurm, trainers
+from trainlog_debugger.tools.sources import cloud, cuda, deepspeed, generic, job, k8s, kernel, mpi, nccl, nvsmi, pyspy, slurm, trainers
 from trainlog_debugger.tools.sources.ais import format as ais
 from trainlog_debugger.tools.sources.pytorch import format as pytorch
 from trainlog_debugger.tools.sources.torchrun import format as torchrun
@@ -29,6 +29,8 @@ SOURCES = {
     "deepspeed": deepspeed,
     "trainers": trainers,
     "ais": ais,
+    "k8s": k8s,
+    "cloud": cloud,
     "generic": generic,
     "job": job,
     "env": env,

@@ -1,0 +1,67 @@
+"""Managed training services' own verdicts on a replica: Vertex AI custom jobs (and the legacy AI Platform
+Training), as the job's error and Cloud Logging print them.
+
+Format note. Vertex AI's documented error messages ("Understand the custom training service", docs.cloud.google.com
+…/training/understanding-training-service, table "Handle common errors"):
+    The replica REPLICA_NAME exited with a non-zero status of EXIT_CODE. Termination reason: REASON.
+    The replica REPLICA_NAME ran out of memory and exited with a non-zero status of EXIT_CODE.
+    Resources are insufficient in region: REGION_NAME. Try a different region or use a different accelerator.
+    Internal error occurred for the current attempt
+REPLICA_NAME is the task name, `workerpool{pool}-{replica}` (FORMATS.md §8; real: "The replica workerpool0-0
+exited with a non-zero status of 1."); legacy AI Platform Training names it `master 0` / `worker 3` and spells
+"The replica master 0 ran out-of-memory and exited with a non-zero status of 9(SIGKILL)" (real, a Google blog's
+log). REASON is the container's Kubernetes termination reason (OOMKilled, Error). Vertex retries exit codes that
+may be transient (SIGABRT 6/134, SIGSEGV 11/139).
+
+How these lines reach the scanner: a `gcloud logging read --format=json` export is sniffed as `cloud_logging`
+(tools/sources/detect.py) and scanned as text, one physical line at a time (tools/scan/filepass.py): the
+patterns below match inside a JSONL entry's `"textPayload": "..."` / `"message": "..."` string or on the
+`"textPayload": ...` line of a pretty-printed array alike (they are not anchored and need no quotes), and the
+scanner takes the node (the entry's `task_name` label) and the time from the enclosing entry. The same text in
+`gcloud ai custom-jobs describe` output (`error: message: ...`) or a console paste matches too.
+
+Categories (TAXONOMY.md): "ran out of memory" / "Termination reason: OOMKilled" → `oom` (tools/rules/oom.py
+`container_oom`); status 137 or 9 without memory evidence → `infrastructure` (tools/rules/infra.py
+`container_sigkill`); 139/11 (SIGSEGV) → `software`; any other status (1) is only how the replica ended: the
+trainer's traceback says why. A stockout means the job never ran (`infrastructure`, status cancelled).
+"""
+
+from trainlog_debugger.tools.sources.pattern import P
+
+_REPLICA = r"The replica (?P<replica>[\w-]+(?: \d{1,6})?) "
+_STATUS = r"non-zero status of (?P<exit_code>\d{1,10})(?:\((?P<signal_name>SIG[A-Z]+)\))?"
+
+PATTERNS = [
+    P("cloud.vertex_oom", 1, "oom", "root_candidate",
+      r"ran out(?: of |-of-)memory and exited with a non-zero status|exited with a non-zero status of [0-9]+\. "
+      r"Termination reason: OOMKilled",
+      ("memory and exited with a non-zero status", "Termination reason: OOMKilled"),
+      "The replica workerpool0-0 ran out of memory and exited with a non-zero status of 137.",
+      "the managed training service says a replica ran out of memory",
+      fields=_REPLICA + r"(?:ran out(?: of |-of-)memory and )?exited with a " + _STATUS, ints=("exit_code",)),
+    P("cloud.vertex_exit", 1, None, "cascade",
+      r"The replica \S+(?: [0-9]+)? exited with a non-zero status of [0-9]", "exited with a non-zero status of",
+      "The replica workerpool0-0 exited with a non-zero status of 1. Termination reason: Error.",
+      "the managed training service reports how a replica exited",
+      fields=_REPLICA + r"exited with a " + _STATUS + r"(?:\.? Termination reason: (?P<reason>\w+))?",
+      ints=("exit_code",), fallback=True),
+    P("cloud.vertex_segv", 1, "software", "root_candidate",
+      r"exited with a non-zero status of (?:139|11)\b", "exited with a non-zero status of",
+      "The replica workerpool1-3 exited with a non-zero status of 139. Termination reason: Error.",
+      "a replica died of a segmentation fault (status 139/11 = SIGSEGV)",
+      fields=_REPLICA + r"exited with a " + _STATUS, ints=("exit_code",), weight=0.55,
+      advice="a native extension or library crashed: enable `python -X faulthandler` in the container to get the "
+             "crashing frame; check for mismatched CUDA/torch/extension builds"),
+    P("cloud.vertex_stockout", 1, "infrastructure", "root_candidate",
+      r"Resources are insufficient in region", "Resources are insufficient in region",
+      "Resources are insufficient in region: us-central1. Try a different region or use a different accelerator.",
+      "the cloud had no capacity for the requested machines (stockout): the job never ran",
+      fields=r"insufficient in region: (?P<region>[\w-]+)", weight=0.8, status="cancelled",
+      advice="retry later, in another region, or with another accelerator type; reservations or Dynamic Workload "
+             "Scheduler avoid stockouts"),
+    P("cloud.vertex_internal", 1, "infrastructure", "root_candidate",
+      r"Internal error occurred for the current attempt", "Internal error occurred for the current attempt",
+      "Internal error occurred for the current attempt.",
+      "the managed training service failed internally (its own retries also failed)", weight=0.5,
+      advice="resubmit the job; if it repeats, open a support case with the job id"),
+]
