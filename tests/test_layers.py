@@ -111,6 +111,10 @@ RULES = {
                          lambda n: not under(n, f"{NS}.eval")),
     "e_eval_not_agent": (lambda p: p.parts[0] == "eval", lambda n: not under(n, f"{NS}.agent")),
     "f_no_old_names": (lambda p: True, lambda n: not under(n, *PACKAGES)),
+    # The Slack bot is a front end: of tools/ it uses only the public entry points (open a bundle, run the
+    # pipeline, the model, redaction), never an analysis's internals; and it does not import the CLI.
+    "g_slack_front_end": (lambda p: p.parts[:2] == ("agent", "slack"), lambda n: not under(n, f"{NS}.agent.cli") and (
+        not under(n, T) or under(n, f"{T}.pipeline", f"{T}.model", f"{T}.redact", f"{T}.bundle.open"))),
 }
 
 
@@ -160,6 +164,8 @@ SYNTHETIC = [  # (rule, file, source, the import that must be caught): proves th
     ("e_agent_not_eval", "agent/render/x.py", f"import {NS}.eval.run\n", f"{NS}.eval.run"),
     ("e_eval_not_agent", "eval/x.py", f"from {NS}.agent.render import text\n", f"{NS}.agent.render.text"),
     ("f_no_old_names", "eval/x.py", "import tools.model\n", "tools.model"),
+    ("g_slack_front_end", "agent/slack/x.py", f"from {T}.scan.driver import scan_bundle\n", f"{T}.scan.driver"),
+    ("g_slack_front_end", "agent/slack/x.py", "from ..cli.options import fail\n", f"{NS}.agent.cli.options"),
 ]
 
 

@@ -16,6 +16,7 @@ import typer
 from trainlog_debugger.agent.cli import tools
 from trainlog_debugger.agent.cli.ask import ask
 from trainlog_debugger.agent.cli.eval import eval_cmd
+from trainlog_debugger.agent.cli.slack import slack
 from trainlog_debugger.agent.cli.collect import collect
 from trainlog_debugger.agent.cli.options import out
 
@@ -53,6 +54,7 @@ def main(_version_flag: bool = typer.Option(False, "--version", callback=_versio
 app.command()(ask)
 app.command("eval")(eval_cmd)
 app.command()(collect)
+app.command()(slack)
 for _cmd in (tools.schema, tools.scan, tools.grep, tools.nccl, tools.diff, tools.fr, tools.ais, tools.steps,
              tools.catalog):
     app.command()(_cmd)

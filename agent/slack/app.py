@@ -1,0 +1,284 @@
+"""`debugger slack`: the slack-bolt app. Handlers are thin: they check who asks and what (intake.py), investigate
+(conversations.py, the same pipeline and agent as `debugger ask`) and answer in the thread (post.py, blocks.py).
+
+Triggers: an @mention with a path (under --allow-root), a bundle uploaded with an @mention or into a thread the
+bot is already investigating, and `/debug PATH` (its answer goes in a thread under a message the bot posts). A
+mention in an investigated thread without a path is a follow-up question.
+
+Acknowledgement: bolt acknowledges Events API requests itself and runs the listener on a worker thread
+(process_before_response=False), so the HTTP answer never waits for an investigation; `/debug` calls ack() before
+any work. Slack's 3-second rule is therefore met whatever the bundle's size. Retried events (X-Slack-Retry-Num,
+same event_id) are dropped by a middleware; a mention that also arrives as a `message` event is answered once.
+
+In a thread, in order: one progress message, edited as the work goes (never a stream of posts), ending as the
+deterministic headline (status, category, culprit, confidence, trigger line with file:line); then the full report
+as Block Kit sections; then the Markdown post-mortem as a file (it holds what the blocks had no room for).
+
+HTTP mode: requests are verified by bolt's RequestVerification middleware (the v0 HMAC-SHA256 signature of
+`v0:<timestamp>:<body>` with SLACK_SIGNING_SECRET, and a timestamp within 5 minutes): an unsigned, forged or stale
+request gets 401 and reaches no handler. Served by bolt's WSGI adapter on a threading wsgiref server. Socket Mode:
+slack_sdk's built-in WebSocket client (no public URL; SLACK_APP_TOKEN, an `xapp-` token with connections:write).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import tempfile
+import time
+from pathlib import Path
+
+from trainlog_debugger.agent.graph.session import AgentOptions
+from trainlog_debugger.agent.render.report import to_markdown
+from trainlog_debugger.agent.slack import blocks as B
+from trainlog_debugger.agent.slack.conversations import Conversations, sqlite_saver
+from trainlog_debugger.agent.slack.intake import Config, Guard, Refused, Seen, download, parse_text, safe_name
+from trainlog_debugger.agent.slack.post import Poster
+from trainlog_debugger.tools.bundle.open import BundleError
+from trainlog_debugger.tools.redact import redact_secrets
+
+log = logging.getLogger("trainlog_debugger.slack")
+PROGRESS_EVERY_S = 3.0  # chat.update is a Tier 3 method (~50 a minute): progress edits at most this often
+SLACK_FILE_HOSTS = {"files.slack.com", "files-edu.slack.com", "files-gov.slack.com"}
+HELP = ("mention me with a path to a job's logs (`@debugger /shared/jobs/1234/logs`), upload a bundle (.tar.gz, "
+        ".zip, .log) with a mention, or use `/debug PATH`; in an investigated thread, mention me with a question")
+
+
+class NoTokens(logging.Filter):
+    """Every log record through tools/redact.py: a token in an exception text or a URL never reaches the log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            msg = record.getMessage()
+        except Exception:  # noqa: BLE001
+            return True
+        record.msg, record.args = redact_secrets(msg), None
+        return True
+
+
+class Bot:
+    def __init__(self, cfg: Config, client, *, conversations: Conversations | None = None):
+        self.cfg, self.client = cfg, client
+        self.guard = Guard(cfg)
+        self.poster = Poster(client, redact_hosts=cfg.redact_hosts)
+        self.convs = conversations or Conversations(
+            AgentOptions(model=cfg.model, budget_tokens=cfg.budget, max_rounds=cfg.max_rounds,
+                         redact_hosts=cfg.redact_hosts), offline=cfg.offline, checkpointer=sqlite_saver(),
+            max_extract_bytes=min(cfg.max_upload_bytes * 20, 8 << 30))
+        self.events, self.messages = Seen(), Seen()
+        base = getattr(client, "base_url", "") or ""
+        self.file_hosts = SLACK_FILE_HOSTS | ({h} if (h := _host(base)) else set())
+
+    # --- the three triggers and follow-ups ------------------------------------------------------------------------
+
+    def on_event(self, event: dict, bot_user: str | None) -> None:
+        """app_mention, and `message` events carrying files in a thread under investigation."""
+        channel, ts, user = event.get("channel", ""), event.get("ts", ""), event.get("user")
+        if not channel or not ts or not self.messages.first(f"{channel}:{ts}"):
+            return
+        mention = event.get("type") == "app_mention" or (bot_user and f"<@{bot_user}>" in (event.get("text") or ""))
+        root = event.get("thread_ts") or ts
+        conv_id = f"{channel}:{root}"
+        files = event.get("files") or []
+        if not mention and not (files and self.convs.get(conv_id)):
+            return  # chatter in a channel: not for the bot
+        try:
+            self.guard.who(channel, user)
+            path, question = parse_text(event.get("text") or "")
+            if files:
+                self.guard.spend(channel)
+                self._upload(channel, root, files, question or None)
+            elif path:
+                real = self.guard.path(path)
+                self.guard.spend(channel)
+                self.investigate(channel, root, [real], path, question or None)
+            elif question and (conv := self.convs.get(conv_id)):
+                self.guard.spend(channel)
+                self.follow_up(channel, root, conv, question)
+            elif question and event.get("thread_ts"):
+                raise Refused("I no longer hold an investigation for this thread (closed, or the bot restarted): "
+                              "mention me with the path again")
+            else:
+                self.poster.post(channel, root, HELP)
+        except Refused as r:
+            self.poster.post(channel, root, f":no_entry: {r}")
+
+    def on_command(self, command: dict, ack) -> None:
+        """`/debug PATH [question]`: refusals are answered to the asker only (the ack's ephemeral text)."""
+        channel, user = command.get("channel_id", ""), command.get("user_id")
+        try:
+            self.guard.who(channel, user)
+            path, question = parse_text(command.get("text") or "")
+            if not path:
+                raise Refused(f"usage: /debug PATH [question] ({HELP})")
+            real = self.guard.path(path)
+            self.guard.spend(channel)
+        except Refused as r:
+            ack(text=f":no_entry: {r}")
+            return
+        ack(text=f"investigating `{path}`: the answer will be in a thread in this channel")
+        root = self.poster.post(channel, None, f"<@{user}> asked: /debug {path}")
+        if root:
+            self.investigate(channel, root, [real], path, question or None)
+
+    # --- work --------------------------------------------------------------------------------------------------
+
+    def _upload(self, channel: str, root: str, files: list[dict], question: str | None) -> None:
+        cap = self.cfg.max_upload_bytes
+        stated = sum(int(f.get("size") or 0) for f in files if isinstance(f, dict))
+        if stated > cap:
+            raise Refused(f"the upload is {stated >> 20} MiB, over the cap of {cap >> 20} MiB (--max-upload-mb)")
+        tmp = tempfile.mkdtemp(prefix="debugger-slack-")
+        try:
+            got = 0
+            for i, f in enumerate(files[:20]):
+                url = f.get("url_private_download") or f.get("url_private")
+                if not url and f.get("id"):
+                    info = self.client.files_info(file=f["id"]).get("file") or {}
+                    url = info.get("url_private_download") or info.get("url_private")
+                if not url:
+                    raise Refused("Slack gave no download URL for the upload (does the app have files:read?)")
+                got += download(url, Path(tmp) / safe_name(f.get("name") or "", i), self.client.token,
+                                self.file_hosts, cap - got)
+            names = ", ".join(str(f.get("name") or "upload") for f in files[:3]) + (" …" if len(files) > 3 else "")
+            paths = [str(p) for p in sorted(Path(tmp).iterdir())]
+        except BaseException:
+            import shutil
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        self.investigate(channel, root, paths, names, question, tmpdir=tmp)
+
+    def investigate(self, channel: str, root: str, paths: list[str], label: str, question: str | None,
+                    tmpdir: str | None = None) -> None:
+        """Progress message → headline (edited in place) → full report → post-mortem file."""
+        conv_id = f"{channel}:{root}"
+        tag = B.esc(label)
+        ts = self.poster.post(channel, root, f":hourglass_flowing_sand: investigating `{tag}`: reading the bundle…")
+        last = [time.monotonic()]
+
+        def progress(done: int, total: int) -> None:
+            if time.monotonic() - last[0] >= PROGRESS_EVERY_S and total:
+                last[0] = time.monotonic()
+                self.poster.update(channel, ts, f":hourglass_flowing_sand: investigating `{tag}`: scanned "
+                                                f"{min(100, 100 * done // total)}% of the logs…")
+        try:
+            conv = self.convs.start(conv_id, paths, label, tmpdir=tmpdir, progress=progress)
+        except BundleError as e:
+            self.poster.update(channel, ts, f":no_entry: could not investigate `{tag}`: {e}")
+            return
+        except Exception as e:  # noqa: BLE001 - never a traceback in the channel
+            log.warning("investigation failed: %s", type(e).__name__)
+            self.poster.update(channel, ts, f":x: the investigation failed ({type(e).__name__}); see the bot's log")
+            return
+        d = conv.diag
+        off = self.convs.agent_on()
+        self._headline(channel, ts, d, label, off or "agent: investigating…")
+        sec = self.convs.ask(conv, question)
+        d = self.convs.with_agent(conv, sec)
+        self._headline(channel, ts, d, label, _agent_line(sec))
+        text = f"Full report: {d.status.value} {d.category}"
+        self.poster.post(channel, root, text, B.fit(B.report_parts(d), self.poster.redact))
+        self.poster.upload(channel, root, f"postmortem-{_slug(label)}.md", to_markdown(d),
+                           f"Post-mortem: {d.status.value} — {d.category}")
+
+    def _headline(self, channel: str, ts: str | None, d, label: str, agent_line: str) -> None:
+        self.poster.update(channel, ts, B.verdict_line(d), B.fit(B.headline_parts(d, label, agent_line),
+                                                                 self.poster.redact))
+
+    def follow_up(self, channel: str, root: str, conv, question: str) -> None:
+        """The agent's answer in the same conversation; without the agent, the part of the report asked for."""
+        if (why := self.convs.agent_on()):
+            name = B.which_part(question)
+            if name is None:
+                self.poster.post(channel, root, f"{why}. Without the agent I can show a part of the report: ask "
+                                                f"about the {', '.join(B.PARTS)}.")
+                return
+            self.poster.post(channel, root, f"{name} (deterministic; {why})",
+                             B.fit(B.part(conv.diag, name) + [("context", why)], self.poster.redact))
+            return
+        ts = self.poster.post(channel, root, ":hourglass_flowing_sand: thinking about it…")
+        sec = self.convs.ask(conv, question)
+        self.poster.update(channel, ts, f"agent: {sec.verdict.get('summary') or sec.outcome}",
+                           B.fit(B.agent_parts(sec), self.poster.redact))
+
+
+def _agent_line(sec) -> str:
+    if sec.outcome in ("offline", "api_error", "error"):
+        return f"agent did not run: {sec.notice}"
+    return f"agent: {sec.outcome} ({len([c for c in sec.claims if c.verified])} verified claim(s)); full report below"
+
+
+def _slug(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", label).strip("-")[-60:] or "bundle"
+
+
+def _host(url: str) -> str | None:
+    from urllib.parse import urlsplit
+    return urlsplit(url).hostname
+
+
+def build_app(cfg: Config, client=None):
+    """(bolt App, Bot). `client`: a slack_sdk WebClient (tests point its base_url at a fake Web API); by default
+    one with SLACK_BOT_TOKEN. The App verifies the token with auth.test at start."""
+    from slack_bolt import App, BoltResponse
+    from slack_sdk import WebClient
+    client = client or WebClient(token=cfg.bot_token)
+    app = App(client=client, signing_secret=cfg.signing_secret or "",
+              request_verification_enabled=cfg.mode == "http", process_before_response=False)
+    bot = Bot(cfg, client)
+
+    @app.middleware
+    def drop_retries(body, next):  # noqa: A002 - bolt injects arguments by name
+        eid = body.get("event_id") if isinstance(body, dict) else None
+        if eid and not bot.events.first(str(eid)):
+            log.info("retried event %s ignored", eid)
+            return BoltResponse(status=200, body="")
+        return next()
+
+    @app.event("app_mention")
+    def mention(event, context):
+        _guarded(bot.on_event, event, context.get("bot_user_id"))
+
+    @app.event("message")
+    def message(event, context):
+        if event.get("subtype") in (None, "file_share", "thread_broadcast") and not event.get("bot_id"):
+            _guarded(bot.on_event, event, context.get("bot_user_id"))
+
+    @app.command("/debug")
+    def debug(ack, command):
+        try:
+            bot.on_command(command, ack)
+        except Exception as e:  # noqa: BLE001
+            log.warning("/debug failed: %s", type(e).__name__)
+
+    return app, bot
+
+
+def _guarded(fn, *args) -> None:
+    try:
+        fn(*args)
+    except Exception as e:  # noqa: BLE001 - a listener must not die with a traceback holding event text
+        log.warning("handler failed: %s", type(e).__name__)
+
+
+def serve_http(app, host: str, port: int):
+    """A threading WSGI server with bolt's WSGI adapter at /slack/events (events and /debug); returned unstarted
+    (`serve_forever()`), so tests can run it on port 0 in a thread."""
+    from socketserver import ThreadingMixIn
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+    from slack_bolt.adapter.wsgi import SlackRequestHandler
+
+    class Server(ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, fmt, *args):  # access lines carry no tokens, but say nothing useful either
+            log.debug("http: " + fmt, *args)
+
+    return make_server(host, port, SlackRequestHandler(app), server_class=Server, handler_class=Quiet)
+
+
+def socket_handler(app, app_token: str):
+    from slack_bolt.adapter.socket_mode import SocketModeHandler
+    return SocketModeHandler(app, app_token)
