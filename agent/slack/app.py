@@ -204,7 +204,7 @@ class Bot:
 
 def _agent_line(sec) -> str:
     if sec.outcome in ("offline", "api_error", "error"):
-        return f"agent did not run: {sec.notice}"
+        return B.not_run(sec)
     return f"agent: {sec.outcome} ({len([c for c in sec.claims if c.verified])} verified claim(s)); full report below"
 
 

@@ -182,7 +182,7 @@ def agent_parts(a: AgentSection | None) -> list[tuple[str, str]]:
     if a is None:
         return []
     if a.outcome in ("offline", "api_error", "error"):
-        return [("context", f"agent did not run: {esc(a.notice or a.outcome)}")]
+        return [("context", esc(not_run(a)))]
     v = a.verdict
     head = (f"*agent* ({esc(a.model)}): " + (f"{esc(v.get('status', '?'))} {esc(v.get('category', '?'))}, culprit "
             f"{esc(', '.join(map(str, v.get('culprit_ranks') or [])) or 'none')}, confidence "
@@ -198,6 +198,12 @@ def agent_parts(a: AgentSection | None) -> list[tuple[str, str]]:
     return [("section", "\n".join(lines)),
             ("context", f"{a.rounds} round(s), tools: {esc(', '.join(a.tool_calls) or 'none')}; tokens in "
                         f"{a.tokens_in:,} / out {a.tokens_out:,}; cost ${a.cost_usd:.4f}")]
+
+
+def not_run(a: AgentSection) -> str:
+    """Why the agent did not run, said once (offline notices already say "the agent did not run")."""
+    why = a.notice or a.outcome
+    return why if "did not run" in why else f"agent did not run: {why}"
 
 
 def report_parts(d: Diagnosis) -> list[tuple[str, str]]:

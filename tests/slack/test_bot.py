@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import tarfile
 import time
 
@@ -28,7 +29,8 @@ def _texts(calls) -> str:
     return "\n".join(json.dumps(c.args) for c in calls)
 
 
-def test_a_mention_with_a_path_answers_in_the_thread(start, bundle_root):
+def test_a_mention_with_a_path_answers_in_the_thread(start, bundle_root, caplog):
+    caplog.set_level(logging.DEBUG)  # slack_sdk and bolt at their most talkative: still no token
     bot = start()
     path = bundle_root / "jobs" / "4891784"
     root, (status, _) = bot.mention(f"`{path}`")
@@ -43,7 +45,7 @@ def test_a_mention_with_a_path_answers_in_the_thread(start, bundle_root):
     head = as_text(_blocks(edits[-1]))
     assert "HUNG" in head and "data_loading_stall" in head and "rank 5" in head and "confidence" in head
     assert "trigger: `error-4891784-1.out:57`" in head  # the planted line moved the trigger down by one
-    assert "agent did not run: no ANTHROPIC_API_KEY" in head
+    assert "no ANTHROPIC_API_KEY: the agent did not run" in head
     # the full report: Block Kit within Slack's limits, the chain with file:line
     report = _blocks(posts[1])
     assert blocks_problem(report) is None and len(report) <= 50
@@ -57,6 +59,7 @@ def test_a_mention_with_a_path_answers_in_the_thread(start, bundle_root):
     sent = _texts(bot.fake.calls) + md.decode()
     assert HF not in sent and TOKEN not in sent
     assert not bot.fake.refused()
+    assert caplog.records and TOKEN not in caplog.text and HF not in caplog.text
 
 
 def test_unsigned_forged_and_stale_requests_are_refused(start, bundle_root):
