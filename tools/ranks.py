@@ -1,6 +1,48 @@
-"""Rank lists as people write them: `0-3,7` for [0, 1, 2, 3, 7], and back (srun task lists, report rows)."""
+"""Rank lists as people write them: `0-3,7` for [0, 1, 2, 3, 7], and back (srun task lists, report rows); and the
+bounds every number read from a log passes before it sizes anything.
+
+Why bounds live here: a world size, a rank, an NCCL `nranks` or a sequence number is text in a file that may come
+from a crashed job or a stranger. `range(world_size)` over a claimed 10^9 allocates gigabytes; `int()` of a
+5,000-digit rank raises (Python's 4,300-digit limit). So a number is read as an int only when it has at most
+MAX_DIGITS digits, and a rank or a rank count only when it is below MAX_RANKS (the largest jobs run ~10^5 GPUs); a
+claim over the ceiling is an *implausible claim*: kept as text, reported with its line, never used for sizing.
+"""
 
 from __future__ import annotations
+
+MAX_RANKS = 1_000_000  # ranks per job: a sane ceiling for any count that sizes a per-rank list
+MAX_DIGITS = 18  # fits int64: longer digit strings are not numbers any counter printed
+
+
+def bounded_int(text, ceiling: int | None = None) -> int | None:
+    """`text` as an int when it is a plain decimal of at most MAX_DIGITS digits (and below `ceiling`, if given);
+    None otherwise, never an exception: the caller reports the implausible value instead of sizing with it."""
+    if isinstance(text, bool):
+        return None
+    if isinstance(text, int):
+        v = text
+    else:
+        t = text.strip() if isinstance(text, str) else ""
+        digits = t[1:] if t[:1] in "+-" else t
+        if not digits.isdecimal() or len(digits) > MAX_DIGITS or not digits.isascii():
+            return None
+        v = int(t)
+    if abs(v) >= 10 ** MAX_DIGITS or (ceiling is not None and v >= ceiling):
+        return None
+    return v
+
+
+def plausible_rank(v) -> bool:
+    """A rank (or a rank count) that may size a per-rank structure: an int in [0, MAX_RANKS]."""
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_RANKS
+
+
+def implausible_text(name: str, value) -> str:
+    """How an implausible claim is named in a note: the field and at most 24 characters of the value."""
+    s = str(value) if not isinstance(value, int) or abs(value) < 10 ** 24 else f"{value:.3e}"
+    if len(s) > 24:
+        s = f"{s[:12]}…({len(s)} digits)"
+    return f"{name}={s}"
 
 
 def ranks_str(ranks, cap: int = 12) -> str:
@@ -22,12 +64,14 @@ def ranks_str(ranks, cap: int = 12) -> str:
 
 
 def parse_ranges(spec: str, limit: int = 100_000) -> list[int]:
-    """'8-12,14-15' → [8, 9, 10, 11, 12, 14, 15]; malformed parts are ignored, huge ranges refused."""
+    """'8-12,14-15' → [8, 9, 10, 11, 12, 14, 15]; malformed parts are ignored, huge ranges refused, and the whole
+    list holds at most `limit` ranks (a task list of many small ranges is bounded as well as one huge range)."""
     out: list[int] = []
-    for part in spec.split(","):
+    for part in spec.split(",")[:limit]:
         a, sep, b = part.strip().partition("-")
-        if sep and a.isdecimal() and b.isdecimal() and 0 <= int(b) - int(a) < limit:
-            out.extend(range(int(a), int(b) + 1))
-        elif not sep and a.isdecimal():
-            out.append(int(a))
+        lo, hi = bounded_int(a, MAX_RANKS), bounded_int(b, MAX_RANKS) if sep else None
+        if sep and lo is not None and hi is not None and 0 <= hi - lo < limit - len(out):
+            out.extend(range(lo, hi + 1))
+        elif not sep and lo is not None and lo >= 0 and len(out) < limit:
+            out.append(lo)
     return out

@@ -19,11 +19,13 @@ Everything here is a pure function of the text (and of the Redactor's host map):
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import ipaddress
 import re
 from collections.abc import Iterable
 
-__all__ = ["Redactor", "redact_secrets", "SECRET_MARK"]
+__all__ = ["Redactor", "redact_secrets", "redact_tree", "SECRET_MARK"]
 
 SECRET_MARK = "[REDACTED]"
 
@@ -332,3 +334,77 @@ class Redactor:
 def redact_secrets(text: str) -> str:
     """Secrets only, with a throwaway Redactor: for one-off text (a Slack message, a report)."""
     return Redactor().redact(text)
+
+
+_TREE_DEPTH = 64  # reports nest a few levels; deeper is a cycle or hostile data, left as it is
+
+
+def redact_tree(obj, redactor: Redactor | None = None):
+    """A copy of a report with every string in it redacted: dataclasses, pydantic models, dicts (keys too), lists,
+    tuples and sets, walked to any depth a report has. Objects with nothing to redact are returned as they are (no
+    copy); anything else (numbers, stamps' parts, unknown objects) passes through.
+
+    Why one walk over the report, not a pass per renderer: every output a report can be pasted from (terminal,
+    --json, --markdown, --html) is drawn from the same objects, so redacting them once, before any renderer runs,
+    covers renderers written later too; and redacting whole values before a renderer crops or wraps them means a
+    cut token can never slip past the patterns half-shown."""
+    r = redactor or Redactor()
+    memo: dict[str, str] = {}
+
+    def text(v: str) -> str:
+        out = memo.get(v)
+        if out is None:
+            out = r.redact(v)
+            out = memo[v] = v if out == v else out
+        return out
+
+    def walk(v, depth: int):
+        if isinstance(v, str):
+            return text(v)
+        if v is None or isinstance(v, (int, float, bool, bytes)) or depth > _TREE_DEPTH:
+            return v
+        if isinstance(v, dict):
+            items = [(walk(k, depth + 1), walk(x, depth + 1)) for k, x in v.items()]
+            if all(a is k and b is x for (a, b), (k, x) in zip(items, v.items())):
+                return v
+            try:
+                return type(v)(items)
+            except TypeError:
+                return dict(items)
+        if isinstance(v, (list, tuple, set, frozenset)):
+            items = [walk(x, depth + 1) for x in v]
+            if all(a is b for a, b in zip(items, v)):
+                return v
+            if isinstance(v, tuple) and hasattr(v, "_fields"):  # a NamedTuple
+                return type(v)(*items)
+            return type(v)(items)
+        fields = getattr(type(v), "model_fields", None)  # pydantic
+        if isinstance(fields, dict) and hasattr(v, "model_copy"):
+            upd = {}
+            for name in fields:
+                cur = getattr(v, name, None)
+                new = walk(cur, depth + 1)
+                if new is not cur:
+                    upd[name] = new
+            return v.model_copy(update=upd) if upd else v
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            upd = {}
+            for f in dataclasses.fields(v):
+                if not f.init:
+                    continue
+                cur = getattr(v, f.name, None)
+                new = walk(cur, depth + 1)
+                if new is not cur:
+                    upd[f.name] = new
+            if not upd:
+                return v
+            try:
+                return dataclasses.replace(v, **upd)
+            except (TypeError, ValueError):  # an __init__ that takes other arguments: set the fields on a copy
+                c = copy.copy(v)
+                for k, x in upd.items():
+                    object.__setattr__(c, k, x)
+                return c
+        return v
+
+    return walk(obj, 0)

@@ -17,6 +17,7 @@ import typer
 
 from trainlog_debugger.agent.cli.options import (JsonOpt, err, fail, guarded, opened, out, print_json, progress,
                                                  writable)
+from trainlog_debugger.agent.render import NO_REDACT_HELP, shown
 
 ArgsArg = typer.Argument(..., metavar="PATH... [QUESTION]",
                          help="Log bundle(s) (directory, .tar/.tar.gz/.tgz/.zip, files, .gz ok; - for one log on "
@@ -47,7 +48,8 @@ def ask(args: list[str] = ArgsArg, json_: bool = JsonOpt,
                                                             "alternatives, notes."),
         html_out: Path = typer.Option(None, "--html", metavar="FILE",
                                       help="Also write a self-contained HTML page (report, rank x time chart, NCCL "
-                                           "state grid, step times, timeline) to FILE.")):
+                                           "state grid, step times, timeline) to FILE."),
+        no_redact: bool = typer.Option(False, "--no-redact", help=NO_REDACT_HELP)):
     """Investigate a bundle: status, category, culprit, the root-cause chain with file:line proof; with an
     ANTHROPIC_API_KEY, the agent checks and extends it and answers questions."""
     paths, question = split_question(args)
@@ -84,6 +86,8 @@ def ask(args: list[str] = ArgsArg, json_: bool = JsonOpt,
                 if sec.notice:
                     _notice(f"agent: {sec.notice}; showing the deterministic analysis")
                 diag = with_agent(diag, sec)
+            diag = shown(with_input_notes(diag, inv.scan), not no_redact)  # every output below is drawn from these
+            inv = shown(inv, not no_redact)
             if markdown and not to_stdout_md:
                 markdown.write_text(to_markdown(diag), encoding="utf-8")
             if html_out is not None:
@@ -101,6 +105,14 @@ def ask(args: list[str] = ArgsArg, json_: bool = JsonOpt,
                 render_report(diag, out, full=full)
             if interactive and session is not None and diag.agent and diag.agent.outcome not in ("api_error",):
                 _chat_loop(session, render_agent)
+
+
+def with_input_notes(diag, scan):
+    """The scan's notes about the input itself (implausible numbers ignored, lines matched in pieces, CR-only
+    files: tools.scan.result.ScanResult.input_notes) added to the answer's notes, so a claim the analysis refused
+    to size anything with is said where the user reads the verdict."""
+    extra = [n for n in scan.input_notes() if n not in diag.notes]
+    return diag.model_copy(update={"notes": list(diag.notes) + extra}) if extra else diag
 
 
 def _notice(text: str) -> None:

@@ -9,6 +9,9 @@ from pathlib import Path
 import typer
 
 from trainlog_debugger.agent.cli.options import JsonOpt, PathsArg, fail, guarded, opened, out, print_json, progress
+from trainlog_debugger.agent.render import NO_REDACT_HELP, shown
+
+NoRedactOpt = typer.Option(False, "--no-redact", help=NO_REDACT_HELP)
 
 
 def schema():
@@ -20,7 +23,8 @@ def schema():
 
 def scan(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
          engine: str = typer.Option(None, help="Force the scan engine: hyperscan or re."),
-         workers: int = typer.Option(None, help="Worker processes (default: up to 2).")):
+         workers: int = typer.Option(None, help="Worker processes (default: up to 2)."),
+         no_redact: bool = NoRedactOpt):
     """One pass over every line of every rank: fatal patterns by tier, outlier ranks, silent ranks, coverage."""
     with guarded():
         from trainlog_debugger.agent.render import text as render
@@ -28,6 +32,7 @@ def scan(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
         with opened(paths) as b:
             with progress() as cb:
                 res = scan_bundle(b, workers=workers, engine=engine, progress=cb)
+            res = shown(res, not no_redact)
             if json_:
                 print_json(res)
             else:
@@ -36,7 +41,8 @@ def scan(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
 
 def grep(pattern: str = typer.Argument(..., help="Python regular expression."), paths: list[Path] = PathsArg,
          json_: bool = JsonOpt, ignore_case: bool = typer.Option(False, "-i", "--ignore-case"),
-         max_lines: int = typer.Option(3, help="Matching lines shown per rank (first and last).")):
+         max_lines: int = typer.Option(3, help="Matching lines shown per rank (first and last)."),
+         no_redact: bool = NoRedactOpt):
     """Regex over all ranks, grouped by rank, with counts and first/last time; ranks with NO match listed."""
     with guarded():
         from trainlog_debugger.agent.render import text as render
@@ -46,6 +52,7 @@ def grep(pattern: str = typer.Argument(..., help="Python regular expression."), 
                 res = grep_bundle(b, pattern, ignore_case=ignore_case)
             except ValueError as e:
                 fail(str(e), 2)
+            res = shown(res, not no_redact)
             if json_:
                 print_json(res)
             else:
@@ -56,7 +63,8 @@ def grep(pattern: str = typer.Argument(..., help="Python regular expression."), 
 
 def nccl(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
          per_step: int = typer.Option(None, "--collectives-per-step",
-                                      help="Collectives issued per training step, to say 'one step ahead'.")):
+                                      help="Collectives issued per training step, to say 'one step ahead'."),
+         no_redact: bool = NoRedactOpt):
     """NCCL/gloo state of EVERY rank: who never entered the stuck collective, who waited, who was ahead."""
     with guarded():
         from trainlog_debugger.agent.render import text as render
@@ -64,6 +72,7 @@ def nccl(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
         from trainlog_debugger.tools.sources.pytorch.collectives import analyze
         with opened(paths) as b:
             rep = analyze(scan_bundle(b), collectives_per_step=per_step)
+            rep = shown(rep, not no_redact)
             if json_:
                 print_json(rep)
             else:
@@ -71,7 +80,8 @@ def nccl(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
 
 
 def diff(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
-         max_report: int = typer.Option(50, help="Templates shown per kind (the cut is said).")):
+         max_report: int = typer.Option(50, help="Templates shown per kind (the cut is said)."),
+         no_redact: bool = NoRedactOpt):
     """Templates printed by only a few ranks, or missing from a few ranks: every line, numbers/paths/hex masked."""
     with guarded():
         from trainlog_debugger.agent.render.diff import render_diff
@@ -79,13 +89,14 @@ def diff(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
         with opened(paths) as b:
             with progress() as cb:
                 res = diff_bundle(b, max_report=max_report, progress=cb)
+            res = shown(res, not no_redact)
             if json_:
                 print_json(res)
             else:
                 render_diff(res, out)
 
 
-def fr(paths: list[Path] = PathsArg, json_: bool = JsonOpt):
+def fr(paths: list[Path] = PathsArg, json_: bool = JsonOpt, no_redact: bool = NoRedactOpt):
     """Flight-recorder dumps: per process group the stuck collective, ranks that never joined it, mismatches."""
     with guarded():
         from trainlog_debugger.agent.render.fr import render_fr
@@ -94,6 +105,7 @@ def fr(paths: list[Path] = PathsArg, json_: bool = JsonOpt):
             rep = analyze_bundle(b)
             if rep is None:
                 fail(f"no flight-recorder dumps in {b.root} (nccl_trace_rank_<N>, comm_lib_trace_rank_<N>)", 2)
+            rep = shown(rep, not no_redact)
             if json_:
                 print_json(rep)
             else:
@@ -102,19 +114,21 @@ def fr(paths: list[Path] = PathsArg, json_: bool = JsonOpt):
 
 def ais(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
         workers: list[Path] = typer.Option(None, "--workers", help="Worker logs (SLURM/torchrun) to align clocks with "
-                                           "and follow the chain to the failing rank.")):
+                                           "and follow the chain to the failing rank."),
+         no_redact: bool = NoRedactOpt):
     """AIStore daemon logs: files per daemon, stats deltas and error jumps, restarts, clocks, the storage chain."""
     with guarded():
         from trainlog_debugger.agent.render.ais import render_ais
         from trainlog_debugger.tools.sources.ais.analyze import analyze_paths
         rep = analyze_paths([str(p) for p in paths], [str(p) for p in workers or []] or None)
+        rep = shown(rep, not no_redact)
         if json_:
             print_json(rep)
         else:
             render_ais(rep, out)
 
 
-def steps(paths: list[Path] = PathsArg, json_: bool = JsonOpt):
+def steps(paths: list[Path] = PathsArg, json_: bool = JsonOpt, no_redact: bool = NoRedactOpt):
     """Step times per rank: stragglers (robust z within parallel groups), when a slowdown began, compute- vs comm-bound."""
     with guarded():
         from trainlog_debugger.agent.render.steps import render_steps
@@ -122,6 +136,7 @@ def steps(paths: list[Path] = PathsArg, json_: bool = JsonOpt):
         with opened(paths) as b:
             with progress() as cb:
                 rep = scan_steps(b, progress=cb)
+            rep = shown(rep, not no_redact)
             if json_:
                 print_json(rep)
             else:

@@ -17,10 +17,14 @@ from collections import deque
 from dataclasses import asdict
 from typing import Any
 
-from trainlog_debugger.tools.lines.attribution import attribute_line, attribute_path, note_local_rank, strip_prefixes
+from trainlog_debugger.tools.lines.attribution import note_local_rank, strip_prefixes
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, read_error_reason
 from trainlog_debugger.tools.bundle.chunks import CHUNK, chunks
-from trainlog_debugger.tools.scan.labels import SRUN_LABEL, rank_labels, srun_labelled
+from trainlog_debugger.tools.ranks import MAX_DIGITS, MAX_RANKS, plausible_rank
+from trainlog_debugger.tools.scan.labels import (SRUN_LABEL, bounded_attribution as attribute_line,
+                                                 bounded_path_hint as attribute_path, cr_lines, rank_labels,
+                                                 srun_labelled)
+from trainlog_debugger.tools.sources.pattern import IMPLAUSIBLE
 from trainlog_debugger.tools.lines.timestamps import parse_stamp
 from trainlog_debugger.tools.scan.result import FileScan, Hit, LastLine
 
@@ -34,7 +38,12 @@ LOOKBACK_LINES = 40  # how far back a time is looked for, for a fatal line that 
 MAX_INHERIT_GAP_S = 120  # an untimed line inherits a time only from a neighbour this close to the next timed line
 MAX_LOOKBACKS = 2000  # per buffer: bounded work even when thousands of untimed lines match
 
-_ROLE_RANK = re.compile(rb"\[[A-Za-z_]+(\d+)\]:\[rank(\d+)\]:")
+_ROLE_RANK = re.compile(rb"\[[A-Za-z_]+(\d{1,7})\]:\[rank(\d{1,7})\]:")
+LINE_CAP = 1 << 20  # a longer line is matched in pieces of this size (overlapping by PIECE_OVERLAP)
+PIECE_OVERLAP = 4096
+SHOW = 2000  # characters of a long line kept as a hit's text: its head (prefixes) and the text around the match
+MAX_CLAIM_NOTES = 5  # implausible claims noted per file (each with its line); the first ones tell the story
+STAMP_BYTES = 4096  # a timestamp is looked for in the first bytes of a neighbouring line only
 _EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|StopIteration|Warning)|StopIteration|KeyboardInterrupt)\b:? ?(.*)")
 _FRAME = re.compile(r'^\s*File "([^"]+)", line \d+, in (\S+)')
 MAX_FRAMES = 12  # innermost frames kept per traceback
@@ -43,6 +52,19 @@ _TB_SKIP = ("Traceback", "During handling", "The above exception", "File ", "^",
 
 def _decode(b: bytes) -> str:
     return b.decode("utf-8", "replace").rstrip("\r")
+
+
+def _head_text(buf: bytes, start: int, end: int) -> str:
+    """The first STAMP_BYTES of a line, decoded: enough for its prefixes and time, bounded for a 2 GB line."""
+    return _decode(buf[start:min(end, start + STAMP_BYTES)])
+
+
+def shown_long_line(head: str, piece: str, at: int, n_bytes: int) -> str:
+    """What a line over LINE_CAP is shown as: its head (rank/host prefixes and time), the text around the match,
+    and its length, so a reader knows it was cut and by how much."""
+    half = (SHOW - 200) // 2
+    mid = piece[max(0, at - half): at + half]
+    return f"{head[:200]} … {mid} … [line of {n_bytes:,} bytes, shown truncated]"
 
 
 class _HitKeeper:
@@ -88,6 +110,9 @@ class FileScanner:
         base_off = 0
         tail, tail_line = b"", 0
         srun = None
+        stream, cr_only = cr_lines(stream)
+        if cr_only:
+            fs.notes.append("lines end in a carriage return only (CR): each CR is read as a line end")
         try:
             for ch in chunks(stream, CHUNK, known_size=size if sized else None):
                 buf = ch.buf
@@ -141,11 +166,12 @@ class FileScanner:
         found = rank_labels(buf[:HEAD] if named else buf, fs.ranks)
         fs.ranks.update(found)
         if srun:
-            fs.ranks.update(int(x) for x in set(SRUN_LABEL.findall(buf)))
+            fs.ranks.update(r for r in map(int, set(SRUN_LABEL.findall(buf))) if plausible_rank(r))
         head = buf[:HEAD]
         if found and b"]:[rank" in head:  # `[default1]:[rank5]:` states local 1 = rank 5
             for lr, r in sorted(set(_ROLE_RANK.findall(head))):
-                note_local_rank(fs.local_to_rank, int(lr), int(r))
+                if plausible_rank(int(lr)) and plausible_rank(int(r)):
+                    note_local_rank(fs.local_to_rank, int(lr), int(r))
 
     def _hits(self, fs: FileScan, keeper: _HitKeeper, buf: bytes, base_line: int, base_off: int) -> tuple[int, int]:
         """Records the buffer's hits; returns (offset, newlines before it) of the last hit line, so the caller
@@ -163,8 +189,15 @@ class FileScanner:
             prev_start, prev_line = start, line_no
             end = buf.find(b"\n", start)
             end = len(buf) if end == -1 else end
-            text = _decode(buf[start:end])
-            matched = [self.patterns[i] for i in sorted(set(by_line[start])) if self.patterns[i].match(text)]
+            idxs = sorted(set(by_line[start]))
+            if end - start > LINE_CAP:
+                text, matched = self._long_line(buf, start, end, idxs)
+                if not any("matched in pieces" in n for n in fs.notes):
+                    fs.notes.append(f"line {line_no} has {end - start:,} bytes: matched in pieces of "
+                                    f"{LINE_CAP >> 20} MiB and shown truncated")
+            else:
+                text = _decode(buf[start:end])
+                matched = [self.patterns[i] for i in idxs if self.patterns[i].match(text)]
             specific = [p for p in matched if not p.fallback]
             matched = specific or matched
             if not matched:
@@ -191,6 +224,9 @@ class FileScanner:
                 time = time or extra.get("time")
             for p in matched:
                 facts = p.extract(text)
+                if IMPLAUSIBLE in facts and sum(n.count("implausible claim") for n in fs.notes) < MAX_CLAIM_NOTES:
+                    fs.notes.append(f"line {line_no}: implausible claim ignored ({', '.join(facts[IMPLAUSIBLE])}; "
+                                    f"bounds: {MAX_RANKS:,} ranks, {MAX_DIGITS} digits)")
                 if p.id == "python.traceback":
                     facts.update(_final_exception(buf, end, attr.rank, line_no))
                 if p.id == "io.retrying" and "attempt" in facts:
@@ -199,6 +235,27 @@ class FileScanner:
                                attr.local_rank if attr.local_rank is not None else self._hint.local_rank,
                                node, time, facts))
         return prev_start, prev_line - base_line - 1
+
+    def _long_line(self, buf: bytes, start: int, end: int, idxs: list[int]) -> tuple[str, list]:
+        """A line over LINE_CAP: each candidate pattern is tried on overlapping pieces of LINE_CAP bytes (a match
+        longer than the overlap would be missed; triggers are short and line-local), and the line is shown as its
+        head plus the text around the first match (shown_long_line)."""
+        head = _head_text(buf, start, end)
+        matched, shown = [], None
+        pos = start
+        while pos < end and len(matched) < len(idxs):
+            piece = _decode(buf[pos:min(end, pos + LINE_CAP)])
+            for i in idxs:
+                p = self.patterns[i]
+                if p in matched:
+                    continue
+                m = p._rx.search(piece)
+                if m is not None:
+                    matched.append(p)
+                    if shown is None:
+                        shown = shown_long_line(head, piece, m.start(), end - start)
+            pos += LINE_CAP - PIECE_OVERLAP
+        return shown or head, matched
 
     @staticmethod
     def _retry(fs: FileScan, rank, facts) -> None:
@@ -232,7 +289,8 @@ class FileScanner:
                 if start == 0:
                     break
                 continue
-            text = _decode(raw)
+            text = _decode(raw) if len(raw) <= LINE_CAP else \
+                f"{_decode(raw[:SHOW])} … [a line longer than {LINE_CAP >> 20} MiB, shown truncated]"
             rank = single
             if multi:
                 a = attribute_line(text)
@@ -297,7 +355,7 @@ def _previous_stamp(buf: bytes, start: int, line_no: int, rank: int | None):
         if end <= 0:
             return None, None
         s = buf.rfind(b"\n", 0, end) + 1
-        st = _own_stamp(_decode(buf[s:end]), rank)
+        st = _own_stamp(_head_text(buf, s, end), rank)
         end = s - 1
         if st is not None:
             return st, line_no - k
@@ -312,7 +370,7 @@ def _next_stamp(buf: bytes, end: int, rank: int | None):
             return None
         nxt = buf.find(b"\n", pos)
         nxt = len(buf) if nxt == -1 else nxt
-        st = _own_stamp(_decode(buf[pos:nxt]), rank)
+        st = _own_stamp(_head_text(buf, pos, nxt), rank)
         pos = nxt + 1
         if st is not None:
             return st
@@ -356,7 +414,7 @@ def _final_exception(buf: bytes, end: int, rank: int | None, tb_line: int) -> di
             return {}
         nxt = buf.find(b"\n", pos)
         nxt = len(buf) if nxt == -1 else nxt
-        text = _decode(buf[pos:nxt])
+        text = _head_text(buf, pos, nxt)
         pos = nxt + 1
         if rank is not None:
             a = attribute_line(text)
@@ -400,13 +458,23 @@ def _cloud_entry(buf: bytes, start: int, end: int) -> dict:
     if not isinstance(obj, dict):
         return {}
     out = {}
-    labels = (obj.get("resource") or {}).get("labels") or {}
-    task = labels.get("task_name") or (obj.get("labels") or {}).get("task_name")
+    task = _str_at(obj, "resource", "labels", "task_name") or _str_at(obj, "labels", "task_name")
     if task:
-        out["task_name"] = task
+        out["task_name"] = task[:200]
     ts = obj.get("timestamp")
-    if isinstance(ts, str):
+    if isinstance(ts, str) and len(ts) < 64:
         st = parse_stamp(ts)
         if st:
             out["time"] = st
     return out
+
+
+def _str_at(obj, *keys) -> str | None:
+    """obj[k1][k2]... when every step is a dict and the value a string; None otherwise. A Cloud Logging export
+    edited or produced by another tool may carry numbers, lists or null where the LogEntry schema has strings
+    (resource: null, task_name: 5): what has the expected type is read, the rest is not."""
+    for k in keys:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(k)
+    return obj if isinstance(obj, str) else None

@@ -8,11 +8,39 @@ line with the task id (` 3: ...`), which tools.lines.attribution reads.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
-from trainlog_debugger.tools.lines.attribution import attribute_line
+from trainlog_debugger.tools.lines.attribution import Attribution, PathHint, attribute_line, attribute_path
+from trainlog_debugger.tools.ranks import plausible_rank
 from trainlog_debugger.tools.scan.engine import HyperscanEngine, _cached_db, _hs
 
-SRUN_LABEL = re.compile(rb"(?m)^ *(\d+): ")
+SRUN_LABEL = re.compile(rb"(?m)^ *(\d{1,7}): ")  # srun pads to digits(ntasks-1): 7 digits is 10^7 tasks
+_NO_ATTRIBUTION = Attribution()
+
+
+def bounded_attribution(text: str) -> Attribution:
+    """attribute_line with every number bounded (tools.ranks): a `[rank<5,000 digits>]` label would make int()
+    raise, and a 4,000-digit one would become a rank that sizes per-rank lists. Such a line is left unattributed."""
+    try:
+        a = attribute_line(text)
+    except (ValueError, OverflowError):
+        return _NO_ATTRIBUTION
+    if (a.rank is None or plausible_rank(a.rank)) and (a.local_rank is None or plausible_rank(a.local_rank)):
+        return a
+    return replace(a, rank=a.rank if plausible_rank(a.rank) else None,
+                   local_rank=a.local_rank if plausible_rank(a.local_rank) else None)
+
+
+def bounded_path_hint(rel: str) -> PathHint:
+    """attribute_path with the rank numbers of a file name bounded the same way (`rank_<huge>.log`)."""
+    try:
+        h = attribute_path(rel)
+    except (ValueError, OverflowError):
+        return PathHint()
+    if (h.rank is None or plausible_rank(h.rank)) and (h.local_rank is None or plausible_rank(h.local_rank)):
+        return h
+    return replace(h, rank=h.rank if plausible_rank(h.rank) else None,
+                   local_rank=h.local_rank if plausible_rank(h.local_rank) else None)
 
 
 def _decode(b: bytes) -> str:
@@ -28,11 +56,11 @@ def srun_labelled(head_lines: list[bytes]) -> bool:
     candidates = [raw for raw in sample if SRUN_LABEL.match(raw)]  # cheap bytes test first
     if len(candidates) < 3:
         return False
-    labelled = sum(1 for raw in candidates if "srun_label" in attribute_line(_decode(raw)).styles)
+    labelled = sum(1 for raw in candidates if "srun_label" in bounded_attribution(_decode(raw)).styles)
     return labelled >= max(3, len([x for x in sample if x.strip()]) // 2)
 
 
-_RANK_LABEL = re.compile(rb"\[rank(\d+)\]")
+_RANK_LABEL = re.compile(rb"\[rank(\d{1,7})\]")  # a longer label is no rank (tools.ranks.MAX_RANKS)
 LABEL_RANKS = 10000  # one literal per rank below this; bigger or zero-padded labels fall back to findall
 _label_db = None
 
@@ -49,10 +77,10 @@ def rank_labels(buf: bytes, known: set[int] | None = None) -> set[int]:
         total = buf.count(b"[rank")
         if not total:
             return set()
-        known = known or {int(x) for x in set(_RANK_LABEL.findall(buf[: 64 << 10]))}
+        known = known or _ints(_RANK_LABEL.findall(buf[: 64 << 10]))
         if sum(buf.count(b"[rank%d]" % r) for r in known) == total:
             return set(known)
-        return {int(x) for x in set(_RANK_LABEL.findall(buf))}
+        return _ints(_RANK_LABEL.findall(buf))
     if _label_db is None:
         exprs = [b"\\[rank%d\\]" % r for r in range(LABEL_RANKS)]
         exprs.append(rb"\[rank(?:0[0-9]+|[1-9][0-9]{4,})\]")
@@ -62,5 +90,38 @@ def rank_labels(buf: bytes, known: set[int] | None = None) -> set[int]:
         _label_db.scan(buf[base: base + HyperscanEngine.MAX_BLOCK], match_event_handler=lambda i, *_: seen.add(i))
     if LABEL_RANKS in seen:
         seen.discard(LABEL_RANKS)
-        seen |= {int(x) for x in set(_RANK_LABEL.findall(buf))}
+        seen |= _ints(_RANK_LABEL.findall(buf))
     return seen
+
+
+def _ints(labels) -> set[int]:
+    """Distinct label numbers that are plausible ranks (at most 7 digits by the regex, at most MAX_RANKS)."""
+    return {r for r in map(int, set(labels)) if plausible_rank(r)}
+
+
+CR_PROBE = 64 << 10
+
+
+class _Probed:
+    """The probed first bytes handed back in front of the rest of the stream (streams need not support seek);
+    with `cr`, every CR read as LF: the same length, so sizes and offsets stay true."""
+
+    def __init__(self, stream, first: bytes, cr: bool):
+        self._s, self._first, self._cr = stream, first, cr
+
+    def read(self, n: int = -1) -> bytes:
+        if self._first:
+            out, self._first = self._first, b""
+            if n is not None and 0 <= n < len(out):
+                out, self._first = out[:n], out[n:]
+        else:
+            out = self._s.read(n)
+        return out.replace(b"\r", b"\n") if self._cr else out
+
+
+def cr_lines(stream):
+    """(stream, cr_only): a file whose lines end in CR alone (classic Mac output, a log of only progress-bar
+    redraws) would be one line: when its first 64 KiB hold CRs and no LF, every CR is read as a line end."""
+    first = stream.read(CR_PROBE)
+    cr = b"\n" not in first and first.count(b"\r") >= 2
+    return _Probed(stream, first, cr), cr

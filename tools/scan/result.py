@@ -15,6 +15,9 @@ from trainlog_debugger.tools.lines.timestamps import Stamp
 from trainlog_debugger.tools.model import Coverage, Evidence, Finding, Role
 
 
+INPUT_NOTE_MARKS = ("implausible claim", "shown truncated", "carriage return only")
+
+
 @dataclass
 class Hit:
     pattern: str
@@ -116,6 +119,12 @@ class ScanResult:
                 out.append(Finding(id=p.id, summary=p.summary, role=Role(p.role), category=p.category, tier=p.tier,
                                    ranks=list(p.rank_counts), count=p.count, evidence=evs))
         return out
+
+    def input_notes(self, cap: int = 8) -> list[str]:
+        """The notes about the input itself, not the job: numbers too large to be true (ignored for sizing, each
+        with its line), lines matched in pieces, CR-only line ends. At most `cap`, then how many more."""
+        out = [n for n in self.notes if any(m in n for m in INPUT_NOTE_MARKS)]
+        return out[:cap] + ([f"{len(out) - cap} more such note(s) in `debugger scan`"] if len(out) > cap else [])
 
     def to_json(self) -> dict:
         """`debugger scan --json`: the summaries, and per file its counts by pattern (not every kept hit)."""

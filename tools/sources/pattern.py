@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from trainlog_debugger.tools.model import CATEGORIES as ALL_CATEGORIES
 from trainlog_debugger.tools.model import Role
+from trainlog_debugger.tools.ranks import MAX_RANKS, bounded_int, implausible_text
 
 TIERS = {
     0: "job facts",
@@ -65,18 +66,30 @@ class Pattern:
         m = rx.search(line)
         if not m:
             return {}
-        out = {}
+        out: dict = {}
         for k, v in m.groupdict().items():
             if v is None:
                 continue
             if k in self.int_fields:
-                try:
-                    out[k] = int(v)
-                except ValueError:
+                n = bounded_int(v, MAX_RANKS + 1 if _sizes_ranks(k) else None)
+                if n is not None:
+                    out[k] = n
+                elif v.strip().lstrip("+-").isdecimal():  # a number beyond any sane bound: a claim, not a size
+                    out.setdefault(IMPLAUSIBLE, []).append(implausible_text(k, v.strip()))
+                else:
                     out[k] = v
             else:
                 out[k] = v.strip()
         return out
+
+
+IMPLAUSIBLE = "implausible"  # the facts key of int fields over their bound (tools.ranks): 'world_size=1000000000'
+
+
+def _sizes_ranks(name: str) -> bool:
+    """Int fields that name a rank or count ranks (world_size, nranks, pg_rank, failed_rank, ...): bounded by
+    MAX_RANKS because readers size per-rank lists with them; other ints (bytes, ms, pids) only by digit count."""
+    return "rank" in name or name in ("world_size", "nranks", "expected", "joined")
 
 
 def P(id, tier, category, role, trigger, anchors, example, summary, fields=None, ints=(), fallback=False, weight=None,
