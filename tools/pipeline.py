@@ -21,7 +21,7 @@ from trainlog_debugger.tools.rules.asymmetry import MIN_RANKS
 from trainlog_debugger.tools.rules import RuleInputs
 from trainlog_debugger.tools.scan.driver import scan_bundle
 from trainlog_debugger.tools.scan.result import ScanResult
-from trainlog_debugger.tools.sources.detect import GENERIC
+from trainlog_debugger.tools.sources.detect import GENERIC, HW_KINDS
 from trainlog_debugger.tools.sources.ais.analyze import AisReport, correlate, is_ais, read_sources
 from trainlog_debugger.tools.sources.flight_recorder.analyze import analyze_bundle
 from trainlog_debugger.tools.sources.flight_recorder.report import FRReport
@@ -71,7 +71,11 @@ def run(bundle, *, progress: Callable[[int, int], None] | None = None, workers: 
     if framed or any(s.kind == "pyspy" for s in bundle.sources):  # stack dumps of a hung job: a record per process
         from trainlog_debugger.tools.stacks.read import read_stacks
         stacks, stack_notes = read_stacks(bundle, framed)
-    inputs = RuleInputs(scan, nccl, fr=fr, ais=ais, stacks=stacks)
+    hardware, hw_notes = None, []
+    if any(s.kind in HW_KINDS for s in bundle.sources):  # hardware/fabric snapshots: records per node, compared
+        from trainlog_debugger.tools.hw.read import read_hardware
+        hardware, hw_notes = read_hardware(bundle, scan, HW_KINDS)
+    inputs = RuleInputs(scan, nccl, fr=fr, ais=ais, stacks=stacks, hardware=hardware)
     if stacks:  # dumps named by pid only: the rank the job's own lines gave that pid (NCCL init, torchrun's report)
         from trainlog_debugger.tools.stacks.report import attach_ranks, launcher_pids
         attach_ranks(stacks, launcher_pids(inputs))
@@ -87,6 +91,8 @@ def run(bundle, *, progress: Callable[[int, int], None] | None = None, workers: 
             diag = diagnose(inputs)
     if stack_notes:  # a capped read is said in the answer, never silent
         diag = diag.model_copy(update={"notes": list(diag.notes) + stack_notes})
+    if hw_notes:
+        diag = diag.model_copy(update={"notes": list(diag.notes) + hw_notes})
     return Investigation(scan=scan, nccl=nccl, diagnosis=verified(diag, bundle), fr=fr, ais=ais, steps=inputs.steps,
                          diff=inputs.diff)
 

@@ -114,6 +114,33 @@ CASES = [
     ("truth.yaml", "category: network\n", "generic"),
 ]
 
+# hardware and fabric snapshots (tools/hw), in their tools' real first lines (tests/hw/hw_samples.py has whole files)
+TOPO = ("\x1b[4m\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"
+        "GPU0\t X \tNV18\tPXB\t0-55\t0\t\tN/A\nGPU1\tNV18\t X \tPXB\t0-55\t0\t\tN/A\n\nLegend:\n\n  X    = Self\n"
+        "  NV#  = Connection traversing a bonded set of # NVLinks\n")
+IBSTAT = "CA 'mlx5_0'\n\tCA type: MT4129\n\tNumber of ports: 1\n\tPort 1:\n\t\tState: Active\n\t\tRate: 400\n"
+DEVINFO = "hca_id:\tmlx5_0\n\ttransport:\t\t\tInfiniBand (0)\n\t\tport:\t1\n\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n"
+PERFQ = ("# Port counters: Lid 5 port 1 (CapMask: 0x1600)\nPortSelect:......................1\n"
+         "SymbolErrorCounter:..............0\nLinkDownedCounter:...............0\n")
+NCCLT = ("# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 "
+         "validation: 1 graph: 0\n#\n# Using devices\n#  Rank  0 Group  0 Pid  41200 on gpu-node-01 device  0 [0x18] "
+         "NVIDIA H100 80GB HBM3\n")
+DCGM = ("Successfully ran diagnostic for group.\n+---------------------------+-------------------------------------------"
+        "-----+\n| Diagnostic                | Result                                         |\n")
+NVSMI_Q = "\n==============NVSMI LOG==============\n\nTimestamp                                 : Mon Nov 24 2026\n"
+CASES += [
+    ("topo.txt", TOPO, "gpu_topo"),
+    ("node7.txt", TOPO, "gpu_topo"),                              # content, whatever the name
+    ("ibstat.txt", IBSTAT, "ib_status"),
+    ("out.log", DEVINFO, "ib_status"),
+    ("perfquery.txt", PERFQ, "ib_counters"),
+    ("slurm-4891784.out", NCCLT, "nccl_tests"),                   # nccl-tests run by sbatch: content beats the name
+    ("dcgmi-diag.txt", DCGM, "dcgm_diag"),
+    ("nvidia-smi-q.txt", NVSMI_Q, "nvidia_smi"),
+    ("all_reduce_perf_node3.log", "", "nccl_tests"),              # name hints when the head says nothing
+    ("ibv_devinfo.txt", "", "ib_status"),
+]
+
 NEAR_MISSES = [
     ("nohup.out", "hello\n", "generic"),                          # .out is not SLURM by itself
     ("model.pkl", pickle.dumps({"weights": [1, 2, 3]}), "generic"),  # a pickle, but not FR (binary → skipped by bundle)
@@ -128,6 +155,10 @@ NEAR_MISSES = [
     ("x.log", "[ 12.5 ] progress\nstep 2\nstep 3\n", "generic"),
     ("train.log", "Driver Version: 535 (but no CUDA line)\n", "generic"),
     ("entries.json", json.dumps({"entries": [1, 2]}), "generic"),   # FR needs FR keys too
+    # a worker log that mentions a tool is not its output; nvidia-smi -q atop a worker log stays the worker's
+    ("slurm-12.out", "+ ibstat\n" + RANK_TB * 3, "slurm"),
+    ("rank_3.log", RANK_TB + "# Avg bus bandwidth    : 220.9\n", "rank_log"),
+    ("slurm-12.out", NVSMI_Q + RANK_TB * 3, "slurm"),
 ]
 
 

@@ -105,3 +105,45 @@ AER = [
 @pytest.mark.parametrize("line, expected", params(AER))
 def test_aer(line, expected):
     check(line, expected)
+
+
+MORE = [
+    # NVLink faults are Xid 74: the link and its registers stay in `msg` (public HyperPod / NVSentinel examples)
+    ("Xid 74 NVLink, journald", "Aug 21 18:35:35 node-b9 kernel: NVRM: Xid (PCI:0000:b9:00): 74, pid=<unknown>, "
+     "name=<unknown>, NVLink: fatal error detected on link 6(0x10000, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0)",
+     {XID: dict(pci="0000:b9:00", xid=74, msg="NVLink: fatal error detected on link 6(0x10000, 0x0, 0x0, 0x0, 0x0, "
+                                              "0x0, 0x0)")}),
+    ("Xid 74 NVLink, dmesg, ≤565 quoted unknown",
+     "[449410.332316] NVRM: Xid (PCI:0003:00:00): 74, pid='<unknown>', name=<unknown>, NVLink: fatal error detected "
+     "on link 14(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)", {XID: dict(pci="0003:00:00", xid=74)}),
+    # aer.c prefixes "Multiple " when more than one error was logged before the handler ran
+    ("AER, several uncorrected at once", "[ 8012.551234] pcieport 0000:00:03.0: AER: Multiple Uncorrected (Non-Fatal) "
+     "error received: 0000:03:00.0", {"kernel.aer_uncorrected": dict(pci="0000:00:03.0")}),
+    ("AER, several corrected: noise", "[ 8012.551234] pcieport 0000:00:03.0: AER: Multiple Corrected error received: "
+     "0000:03:00.0", {"kernel.aer_corrected": {}}),
+    # khungtaskd (kernel/hung_task.c): the first report, a later one for the same task, a kernel thread
+    ("hung task, dmesg", "[ 4920.112233] INFO: task python:4127 blocked for more than 120 seconds.",
+     {"kernel.hung_task": dict(proc="python", pid=4127, seconds=120)}),
+    ("hung task, repeated, journald", "Mar  5 08:31:52 puma kernel: [10359910.034733] INFO: task pt_main_thread:118153 "
+     "blocked for more than 241 seconds.", {"kernel.hung_task": dict(proc="pt_main_thread", pid=118153, seconds=241)}),
+    ("hung task, a kworker", "[12124.201919] INFO: task kworker/2:1:166 blocked for more than 120 seconds.",
+     {"kernel.hung_task": dict(proc="kworker/2:1", pid=166)}),
+    # the cgroup OOM killer: same pattern as the global one, the scope and constraint say it was a limit
+    ("memory cgroup OOM", "[ 5107.644336] Memory cgroup out of memory: Killed process 4127 (pt_main_thread) "
+     "total-vm:1234kB, anon-rss:98765432kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:200kB oom_score_adj:0",
+     {"kernel.oom_kill": dict(scope="Memory cgroup", pid=4127, proc="pt_main_thread")}),
+    ("global OOM has no cgroup scope", "[ 5107.644336] Out of memory: Killed process 12345 (python) total-vm:1kB",
+     {"kernel.oom_kill": dict(scope=None, pid=12345)}),
+    ("oom-kill summary names the memcg constraint", "[ 5107.644336] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),"
+     "cpuset=/,mems_allowed=0-1,oom_memcg=/kubepods/burstable/pod1,task=python,pid=12345,uid=0",
+     {"kernel.oom_kill": dict(constraint="CONSTRAINT_MEMCG")}),
+    # near misses: the hung-task sysctl hint and a task's stack header are not the report
+    ("hung-task hint line", "[ 4920.112240] \"echo 0 > /proc/sys/kernel/hung_task_timeout_secs\" disables this message.",
+     {}),
+    ("hung task's state line", "[ 4920.112250] task:python          state:D stack:0     pid:4127  ppid:4100", {}),
+]
+
+
+@pytest.mark.parametrize("line, expected", params(MORE))
+def test_nvlink_aer_hung_task_and_cgroup_oom(line, expected):
+    check(line, expected)

@@ -75,9 +75,11 @@ def by_time(ev: Evidence) -> tuple:
 class RuleInputs:
     """The deterministic tools' output, indexed for rules: hits by pattern, the NCCL report, optional extras."""
 
-    def __init__(self, scan: ScanResult, nccl=None, ais=None, steps=None, fr=None, diff=None, stacks=None):
+    def __init__(self, scan: ScanResult, nccl=None, ais=None, steps=None, fr=None, diff=None, stacks=None,
+                 hardware=None):
         self.scan, self.nccl, self.ais, self.steps, self.fr, self.diff = scan, nccl, ais, steps, fr, diff
         self.stacks = stacks or []  # tools/stacks.Stack: each dumped process's main-thread stack
+        self.hardware = hardware or []  # tools/hw.record.Record: hardware/fabric snapshot values, each with its node
         self.by_pattern: dict[str, list[Evidence]] = {}
         self.fields: dict[tuple[str, int], dict] = {}
         for f in scan.files:

@@ -18,9 +18,13 @@ SLURM, TORCHRUN, RANK_LOG, NEMO, MEGATRON, DEEPSPEED = (
     "slurm", "torchrun", "rank_log", "nemo", "megatron", "deepspeed")
 AIS_TARGET, AIS_PROXY, CLOUD_LOGGING, KERNEL, NVIDIA_SMI, PYSPY, FR_DUMP, GENERIC = (
     "ais_target", "ais_proxy", "cloud_logging", "kernel", "nvidia_smi", "pyspy", "fr_dump", "generic")
+# hardware and fabric snapshots (tools/hw): read as records, compared across nodes
+GPU_TOPO, IB_STATUS, IB_COUNTERS, NCCL_TESTS, DCGM_DIAG = ("gpu_topo", "ib_status", "ib_counters", "nccl_tests",
+                                                           "dcgm_diag")
+HW_KINDS = frozenset({NVIDIA_SMI, GPU_TOPO, IB_STATUS, IB_COUNTERS, NCCL_TESTS, DCGM_DIAG})
 
 ALL_KINDS = frozenset({SLURM, TORCHRUN, RANK_LOG, NEMO, MEGATRON, DEEPSPEED, AIS_TARGET, AIS_PROXY,
-                       CLOUD_LOGGING, KERNEL, NVIDIA_SMI, PYSPY, FR_DUMP, GENERIC})
+                       CLOUD_LOGGING, KERNEL, NVIDIA_SMI, PYSPY, FR_DUMP, GENERIC}) | HW_KINDS
 #: Kinds whose text is (or wraps) the training processes' own stdout/stderr, i.e. where rank-level
 #: failures are expected. 'generic' is included because real pastes (`combined.log`) mostly are that.
 WORKER_KINDS = frozenset({SLURM, TORCHRUN, RANK_LOG, NEMO, MEGATRON, DEEPSPEED, CLOUD_LOGGING, GENERIC})
@@ -58,6 +62,10 @@ _SLURM_NAME = re.compile(
 _RANK_NAME = re.compile(r"(?:^|[/_.-])rank[_-]?\d+(?:[_.-][\w-]+)*\.(?:log|txt|out|err)$", re.I)
 _NVSMI_NAME = re.compile(r"nvidia[-_]?smi", re.I)
 _PYSPY_NAME = re.compile(r"py-?spy", re.I)
+_HW_NAMES = ((re.compile(r"topo", re.I), GPU_TOPO), (re.compile(r"ibstat|ibv_devinfo|ibv-devinfo", re.I), IB_STATUS),
+             (re.compile(r"perfquery", re.I), IB_COUNTERS),
+             (re.compile(r"nccl[-_]?tests?|(?:all_reduce|all_gather|reduce_scatter|alltoall|sendrecv)_perf", re.I),
+              NCCL_TESTS), (re.compile(r"dcgm", re.I), DCGM_DIAG))
 
 _NEMO = re.compile(r"\[NeMo [IWEDC] \d{4}-\d\d-\d\d \d\d:\d\d:\d\d |"
                    r"^(?:Training|Validation) epoch \d+, iteration \d+/\d+ \|", _M)
@@ -118,6 +126,9 @@ def sniff(rel: str, head: bytes) -> str:
     kernel = _share(_KERNEL_LINE, lines)
     if kernel >= 0.5 or (kernel and kernel + _share(_SYSLOG_LINE, lines) >= 0.6):
         return KERNEL
+    hw = _hardware(text, lines)  # a snapshot that starts as its tool starts, whatever it is called (slurm-N.out too)
+    if hw:
+        return hw
 
     # 2. Launcher file layout: says which rank/node wrote the file, whatever the framework.
     if _TORCHRUN_PATH.search(path):
@@ -153,6 +164,37 @@ def sniff(rel: str, head: bytes) -> str:
         return KERNEL
     if _NVSMI_NAME.search(name):
         return NVIDIA_SMI
+    for rx, kind in _HW_NAMES:
+        if rx.search(name):
+            return kind
     if _PYSPY_NAME.search(name):
         return PYSPY
     return GENERIC
+
+
+def _hardware(text: str, lines: list[str]) -> str | None:
+    """The snapshot kind of a head whose first line is a hardware tool's first line. `nvidia-smi -q` is left to the
+    NVIDIA_SMI content check below the launchers: prolog scripts print it at the top of workers' logs."""
+    if not lines or not _HW_START.match(lines[0]):
+        return None
+    kind = hardware_kind(text)
+    return kind if kind != NVIDIA_SMI else None
+
+
+# what each tool's output contains wherever it starts (tools/hw parses it): the test that recognises a snapshot by
+# content, shared by sniff() and the snapshot reader, most specific first
+HW_CONTENT = (
+    (DCGM_DIAG, re.compile(r"^\|\s*Diagnostic\s+\|\s*Result\s+\|", _M)),
+    (NCCL_TESTS, re.compile(r"^#\s*Avg bus bandwidth\s*:|^# nThread \d+ nGpus \d+ minBytes", _M)),
+    (IB_COUNTERS, re.compile(r"^# Port (?:extended )?counters: ", _M)),
+    (IB_STATUS, re.compile(r"^CA '[^'\n]+'\s*\n(?:\s.*\n){0,40}?\s+Port \d+:|^hca_id:\s*\S+", _M)),
+    (GPU_TOPO, re.compile(r"^\s*(?:\x1b\[[0-9;]*m)?\s*GPU0\s+GPU1\b[^\n]*\n(?:\x1b\[[0-9;]*m)?GPU0\s+X\b", _M)),
+    (NVIDIA_SMI, re.compile(r"=+NVSMI LOG=+|^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d\s*\n\s+\S[^\n]*: ", _M)),
+)
+_HW_START = re.compile(r"\s*(?:(?:\x1b\[[0-9;]*m)?\s*GPU0\s|CA '|hca_id:|# Port (?:extended )?counters:|# nThread \d|"
+                       r"Successfully ran diagnostic|\+-{20,}\+-{20,}\+|\|\s*Diagnostic\s+\|)")
+
+
+def hardware_kind(text: str) -> str | None:
+    """The hardware snapshot kind whose content test `text` passes (HW_CONTENT), None when none does."""
+    return next((kind for kind, rx in HW_CONTENT if rx.search(text)), None)

@@ -7,6 +7,14 @@ Real lines:
     pcieport 0000:80:01.1: AER: Uncorrected (Fatal) error received: 0000:81:00.0
     nvidia 0000:81:00.0: PCIe Bus Error: severity=Uncorrected (Non-Fatal), type=Transaction Layer, (Requester ID)
     pcieport 0000:00:01.0: AER: Corrected error received: 0000:00:01.0   (handled by the link: noise)
+    pcieport 0000:00:03.0: AER: Multiple Uncorrected (Non-Fatal) error received: 0000:03:00.0   (aer.c, more than one)
+    INFO: task python:4127 blocked for more than 120 seconds.                   (khungtaskd, kernel/hung_task.c)
+    Memory cgroup out of memory: Killed process 12345 (python) total-vm:...     (mm/oom_kill.c, a cgroup limit)
+NVLink faults are reported as Xid 74 (`NVRM: Xid (PCI:0000:b9:00): 74, pid='<unknown>', name=<unknown>, NVLink: fatal
+error detected on link 6(0x10000, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0)`): kernel.xid reads them, `msg` holds the link.
+A hung task is a process stuck in the kernel (state D) for hung_task_timeout_secs: usually a filesystem (NFS,
+Lustre, FUSE) or a driver call that never returned; which one is in the kernel stack printed under it, so the line
+alone is a weak lead (infrastructure, below decisive), and its seconds (120, 241, 362...) say how long it has been.
 Xid numbers map to causes (48/94/95 ECC, 79 off the bus, 74 NVLink, 119 GSP timeout); 13/31/43/45 are usually
 the application's own fault or a consequence, so the diagnosis reads the number, not just the word "Xid".
 """
@@ -36,16 +44,27 @@ PATTERNS = [
     P("kernel.oom_kill", 1, "oom", "root_candidate",
       r"(?:[Oo]ut of memory: Killed process|oom-kill:|invoked oom-killer)", ("ut of memory: Killed process", "oom-kill:", "invoked oom-killer"),
       "Out of memory: Killed process 12345 (python) total-vm:123456789kB, anon-rss:98765432kB, file-rss:0kB, shmem-rss:0kB",
-      "host OOM killer killed a process", fields=r"Killed process (?P<pid>\d+) \((?P<proc>[^)]*)\)", ints=("pid",)),
+      "host OOM killer killed a process",
+      fields=r"(?:(?P<scope>Memory cgroup) out of memory: )?Killed process (?P<pid>\d+) \((?P<proc>[^)]*)\)"
+             r"|oom-kill:constraint=(?P<constraint>CONSTRAINT_\w+)", ints=("pid",)),
     P("kernel.aer_uncorrected", 1, "gpu_cuda", "root_candidate",
-      r"AER: Uncorrected \((?:Fatal|Non-Fatal)\) error|PCIe Bus Error: severity=Uncorrected",
-      ("AER: Uncorrected", "severity=Uncorrected"),
+      r"AER: (?:Multiple )?Uncorrected \((?:Fatal|Non-Fatal)\) error|PCIe Bus Error: severity=Uncorrected",
+      ("AER: Uncorrected", "AER: Multiple Uncorrected", "severity=Uncorrected"),
       "pcieport 0000:80:01.1: AER: Uncorrected (Fatal) error received: 0000:81:00.0",
       "uncorrected PCIe error (AER) on a device's link", fields=r"(?P<pci>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d)",
       weight=0.6, advice="find the device at that PCI address (`lspci -s`); a GPU or its switch port with uncorrected "
                          "AER errors needs the node drained and the link or card checked"),
     P("kernel.aer_corrected", 3, None, "noise",
-      r"AER: Corrected error received|PCIe Bus Error: severity=Corrected", ("AER: Corrected", "severity=Corrected"),
+      r"AER: (?:Multiple )?Corrected error received|PCIe Bus Error: severity=Corrected",
+      ("AER: Corrected", "AER: Multiple Corrected", "severity=Corrected"),
       "pcieport 0000:00:01.0: AER: Corrected error received: 0000:00:01.0",
       "corrected PCIe error (handled by the link; a flood of them is worth a look, one is not)"),
+    P("kernel.hung_task", 1, "infrastructure", "root_candidate",
+      r"INFO: task \S+:\d+ blocked for more than \d+ seconds", "blocked for more than",
+      "[ 4920.112233] INFO: task python:4127 blocked for more than 120 seconds.",
+      "a process blocked in the kernel (hung task) for minutes",
+      fields=r"INFO: task (?P<proc>\S+):(?P<pid>\d+) blocked for more than (?P<seconds>\d+) seconds",
+      ints=("pid", "seconds"), weight=0.4, status="hung",
+      advice="read the kernel stack printed under the hung-task line: nfs/lustre/fuse frames point at the filesystem "
+             "(storage), nvidia/uvm frames at the GPU driver; `cat /proc/<pid>/stack` on a live node"),
 ]

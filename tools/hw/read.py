@@ -1,0 +1,64 @@
+"""Reading a bundle's hardware snapshots (the I/O half of tools/hw: the parsers, the attribution and the
+comparison are pure)."""
+
+from __future__ import annotations
+
+import json
+
+from trainlog_debugger.tools.hw.attribute import clean_host, folder_of, node_of
+from trainlog_debugger.tools.hw.parse import parse_any
+from trainlog_debugger.tools.hw.record import Record
+
+MAX_SNAPSHOT_BYTES = 16 << 20  # nvidia-smi -q of 8 GPUs is ~60 KB; perfquery of a switch a few hundred KB
+MAX_MANIFEST_BYTES = 1 << 20
+MANIFEST = "collect.json"
+
+
+def known_nodes(scan) -> set[str]:
+    """Node names the worker logs state (the scan's rank→node attribution and each file's nodes)."""
+    out = {ev.node for ev in scan.rank_nodes.values() if ev.node}
+    for f in scan.files:
+        out |= {n for n in f.nodes if n}
+    return out
+
+
+def read_hardware(bundle, scan, kinds: frozenset[str]) -> tuple[list[Record], list[str]]:
+    """Every snapshot of the bundle (sources whose kind is in `kinds`), parsed, each record with its node. Notes say
+    what could not be read, what was cut and which snapshots name no node."""
+    from trainlog_debugger.tools.bundle.open import READ_ERRORS
+    notes: list[str] = []
+    manifests: dict[str, str] = {}
+    for src in bundle.sources:
+        if src.rel.replace("!", "/").rsplit("/", 1)[-1] != MANIFEST:
+            continue
+        try:
+            with src.open() as fh:
+                host = clean_host(json.loads(fh.read(MAX_MANIFEST_BYTES).decode("utf-8", "replace")).get("host"))
+        except (*READ_ERRORS, ValueError, AttributeError) as e:
+            notes.append(f"{src.rel}: manifest not read ({type(e).__name__})")
+            continue
+        if host:
+            manifests[folder_of(src.rel)] = host
+    records: list[Record] = []
+    for src in bundle.sources:
+        if src.kind not in kinds:
+            continue
+        try:
+            with src.open() as fh:
+                raw = fh.read(MAX_SNAPSHOT_BYTES + 1)
+        except READ_ERRORS as e:
+            notes.append(f"{src.rel}: not read ({e})")
+            continue
+        if len(raw) > MAX_SNAPSHOT_BYTES:
+            notes.append(f"{src.rel}: only the first {MAX_SNAPSHOT_BYTES:,} bytes of the snapshot were read")
+        records += parse_any(src.rel, raw[:MAX_SNAPSHOT_BYTES].decode("utf-8", "replace"))
+    known = known_nodes(scan) | set(manifests.values()) | {h for r in records for h in r.hosts}
+    unattributed = set()
+    for r in records:
+        r.node, r.node_basis = node_of(r.file, manifests, known, r.hosts)
+        if r.node is None:
+            unattributed.add(r.file)
+    if unattributed:
+        notes.append(f"{len(unattributed)} hardware snapshot(s) name no node (no collect.json host, no known node "
+                     f"name in the path or the content), compared as unattributed: {', '.join(sorted(unattributed)[:5])}")
+    return records, notes
