@@ -217,4 +217,5 @@ def test_every_rule_has_a_firing_row():
         "software.native_crash", "perf.slowdown",
         "network.stopped_in_nccl_setup",  # where every log stops: tests/test_where_logs_stop.py
         "asymmetry.outlier_lines",  # needs the rank diff: tests/test_asymmetry.py
-        "collective.stack_outlier"}  # needs the parsed stack dumps: tests/test_stack_dumps.py
+        "collective.stack_outlier",  # needs the parsed stack dumps: tests/test_stack_dumps.py
+        "hardware.out_of_line"}  # needs parsed hardware snapshots: tests/rules/test_hardware.py
