@@ -2,8 +2,13 @@
 guard `guarded()`, `opened()` (a bundle inside the guard) and the progress bar on stderr.
 
 Bad input never produces a traceback: a BundleError (nothing usable) is one line on stderr and exit code 2; any
-other unexpected error, an ImportError of a broken install included, is one line and exit code 1 (set
-DEBUGGER_TRACEBACK=1 to see the stack when debugging). So that an import error is caught too, this module imports
+other unexpected error, an ImportError of a broken install included, is one line and exit code 2 too (set
+DEBUGGER_TRACEBACK=1 to see the stack when debugging).
+
+Signals: SIGTERM (what `timeout`, SLURM and Kubernetes send) and SIGHUP (a closed terminal) unwind the command like
+Ctrl-C does, so every `with bundle:` runs its close() and the private temp dir (up to the extraction budget) is
+removed; the exit code is 128 + the signal's number, as a shell reports it. The handlers are installed by
+`guarded()` for the body and the previous ones restored afterwards. So that an import error is caught too, this module imports
 nothing from trainlog_debugger.tools / .eval / the renderers: the commands import those INSIDE `guarded()`.
 """
 
@@ -70,12 +75,62 @@ def quiet_pipe() -> None:
         pass
 
 
+class Terminated(BaseException):
+    """SIGTERM/SIGHUP arrived: unwinds like KeyboardInterrupt (a BaseException, so no `except Exception` in a tool
+    swallows it) and runs every cleanup on the way out."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+_SIGNALS = ("SIGTERM", "SIGHUP")
+
+
+def _on_signal(owner: int):
+    def handler(signum, frame):
+        if os.getpid() != owner:    # a forked worker (its parent unwinds and removes the temp dir): just end
+            os._exit(128 + signum)
+        raise Terminated(signum)
+    return handler
+
+
 @contextmanager
-def guarded():
-    """The body's errors as one line on stderr: BundleError → exit 2, anything else (imports too) → exit 1; a closed
-    pipe on stdout → exit 0, quietly."""
+def signals_unwind():
+    """SIGTERM and SIGHUP raise Terminated in the main thread while the body runs; the previous handlers are
+    restored after. Elsewhere than the main thread (signal handlers cannot be installed there) it does nothing."""
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for name in _SIGNALS:
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            previous[sig] = signal.signal(sig, _on_signal(os.getpid()))
     try:
         yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _signal_name(signum: int) -> str:
+    import signal
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+@contextmanager
+def guarded():
+    """The body's errors as one line on stderr: BundleError → exit 2, anything else (imports too) → exit 2, with the
+    exception's type; SIGTERM/SIGHUP → 128+signum after cleanup; a closed pipe on stdout → exit 0, quietly."""
+    try:
+        with signals_unwind():
+            yield
     except typer.Exit:
         raise
     except BrokenPipeError:
@@ -83,12 +138,16 @@ def guarded():
         raise typer.Exit(0)
     except KeyboardInterrupt:
         fail("interrupted", 130)
+    except Terminated as t:
+        fail(f"terminated by {_signal_name(t.signum)}; temporary files removed", 128 + t.signum)
+    except MemoryError:
+        fail("out of memory (the input is too large for this machine's memory)", 2)
     except Exception as e:  # never a traceback for the user
         if _is_bundle_error(e):
             fail(str(e), 2)
         if os.environ.get("DEBUGGER_TRACEBACK"):
             raise
-        fail(f"{type(e).__name__}: {e}", 1)
+        fail(f"internal error: {type(e).__name__}: {e}", 2)
 
 
 STDIN_LIMIT = 8 << 30  # a log on stdin is copied to a private temp file; past this it is refused

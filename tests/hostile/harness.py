@@ -73,7 +73,8 @@ def _tree_rss(proc: psutil.Process) -> int:
 def run_cli(args: list[str], *, env: dict | None = None, timeout: float = 60, cwd: str | None = None,
             on_start: Callable[[subprocess.Popen], None] | None = None, stdin: bytes | None = None) -> Result:
     """`python -m trainlog_debugger.agent.cli.app ARGS` with TMPDIR at a fresh private dir. `env` is added to the
-    current environment. `on_start(popen)` runs in a thread once the child started (e.g. to send it a signal).
+    current environment. `on_start(popen)` runs in a thread once the child started (e.g. to send it a signal);
+    `popen.tmpdir` is the child's TMPDIR.
     On timeout the tree is killed and `timed_out` set (rc is then the kill's)."""
     tmp = tempfile.mkdtemp(prefix="hostile-tmp-")
     e = dict(os.environ)
@@ -84,6 +85,7 @@ def run_cli(args: list[str], *, env: dict | None = None, timeout: float = 60, cw
     popen = subprocess.Popen([sys.executable, "-m", MODULE, *map(str, args)], env=e, cwd=cwd,
                              stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    popen.tmpdir = tmp          # for on_start callbacks (e.g. wait for the extraction dir, then signal)
     ps = psutil.Process(popen.pid)
     peak = [0]
     done = threading.Event()

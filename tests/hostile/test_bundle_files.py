@@ -1,0 +1,179 @@
+"""Issue 15, part A: files that change under us, links swapped in, evidence that must not be dropped, non-UTF-8
+names, signals and stale temp dirs. Inputs are built here, in the real formats (PyTorch/NCCL log lines)."""
+
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+from harness import assert_clean, run_cli, snapshot
+
+from trainlog_debugger.tools.bundle.open import READ_ERRORS, clean_stale_tmpdirs, open_bundle, read_error_reason
+
+WATCHDOG = ("[rank{r}]:[E1105 12:34:56.789012345 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=42, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+            "ran for 600012 milliseconds before timing out.\n")
+
+
+def rank_log(r: int, steps: int = 3) -> bytes:
+    return (b"".join(f"[rank{r}]:I1105 12:30:0{i}.000000 1 train.py:88] step {i} loss 2.5\n".encode()
+                     for i in range(steps)) + WATCHDOG.format(r=r).encode())
+
+
+def read_all(src) -> bytes:
+    with src.open() as f:
+        return f.read()
+
+
+def test_growing_file_is_read_to_its_size_at_open_and_marked(tmp_path):
+    f = tmp_path / "rank_0.log"
+    f.write_bytes(rank_log(0))
+    size = f.stat().st_size
+    with open_bundle(tmp_path) as b:
+        with f.open("ab") as w:
+            w.write(b"[rank0]:I1105 12:40:00.000000 1 train.py:88] written after the bundle was opened\n")
+        assert read_all(b.sources[0]) == rank_log(0)
+        assert b.notes == [f"rank_0.log: still growing: read to its size when opened ({size:,} bytes; "
+                           f"now {f.stat().st_size:,})"]
+
+
+def test_a_writer_that_never_stops_does_not_hang_ask(tmp_path, cli_env):
+    f = tmp_path / "rank_0.log"
+    f.write_bytes(rank_log(0))
+    writer = subprocess.Popen(["sh", "-c", f"while :; do echo 'step loss 2.5' >> '{f}'; done"])
+    try:
+        res = run_cli(["ask", str(tmp_path)], env=cli_env, timeout=60)
+    finally:
+        writer.kill()
+        writer.wait()
+    assert_clean(res, rc_in=(0,), max_s=40)
+
+
+def test_file_swapped_for_a_symlink_after_indexing_is_refused(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_bytes(b"TOP SECRET outside the bundle\n")
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "rank_0.log").write_bytes(rank_log(0))
+    (d / "rank_1.log").write_bytes(rank_log(1))
+    with open_bundle(d) as b:
+        (d / "rank_1.log").unlink()
+        (d / "rank_1.log").symlink_to(secret)
+        with pytest.raises(READ_ERRORS) as ei:
+            read_all(b.sources[1])
+        assert read_error_reason(ei.value) == "replaced by a symlink after the bundle was indexed: not followed"
+        assert [(s.rel, s.reason) for s in b.skipped] == [
+            ("rank_1.log", "replaced by a symlink after the bundle was indexed: not followed")]
+        (d / "new.tmp").write_bytes(b"another file, another inode\n")
+        os.replace(d / "new.tmp", d / "rank_1.log")
+        with pytest.raises(READ_ERRORS) as ei:
+            read_all(b.sources[1])
+        assert "replaced by another file" in read_error_reason(ei.value)
+        assert read_all(b.sources[0]) == rank_log(0)
+
+
+def test_nul_runs_of_copytruncate_are_skipped_not_the_file(tmp_path):
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "rank_0.log").write_bytes(b"\x00" * 20000 + rank_log(0))          # longer than the sniffed head
+    (d / "rank_1.log").write_bytes(rank_log(1)[:60] + b"\x00" * 500 + rank_log(1)[60:])
+    (d / "model.bin").write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 8)
+    with open_bundle(d) as b:
+        got = {s.rel: read_all(s) for s in b.sources}
+        assert got == {"rank_0.log": rank_log(0), "rank_1.log": rank_log(1)}
+        assert [s.rel for s in b.skipped] == ["model.bin"]
+    (d / "rank_0.log").write_bytes(b"\x00" * 30000)
+    with open_bundle(d) as b:
+        assert ("rank_0.log", "only NUL bytes (an emptied log file)") in [(s.rel, s.reason) for s in b.skipped]
+
+
+def _tar(members: list[tuple[str, bytes]]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tf:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_tar_cut_inside_a_header_keeps_earlier_members_and_says_where(tmp_path):
+    logs = [(f"rank_{i}.log", rank_log(i)) for i in range(3)]
+    whole = _tar(logs)
+    third = whole.index(b"rank_2.log")          # the third member's header starts here
+    (tmp_path / "cut.tar").write_bytes(whole[: third + 300])
+    with open_bundle(tmp_path / "cut.tar") as b:
+        assert [s.rel for s in b.sources] == ["cut.tar!rank_0.log", "cut.tar!rank_1.log"]
+        (skip,) = b.skipped
+        assert skip.rel == "cut.tar!*"
+        assert skip.reason.startswith(f"tar stops at byte {third:,} after member rank_1.log")
+
+
+def test_tar_member_cut_short_is_read_as_far_as_it_goes(tmp_path):
+    big = rank_log(1, steps=400)
+    whole = _tar([("rank_0.log", rank_log(0)), ("rank_1.log", big)])
+    start = whole.index(b"[rank1]")
+    (tmp_path / "cut.tar").write_bytes(whole[: start + len(big) // 2])
+    with open_bundle(tmp_path / "cut.tar") as b:
+        assert [s.rel for s in b.sources] == ["cut.tar!rank_0.log", "cut.tar!rank_1.log"]
+        assert read_all(b.sources[1]) == big[: len(big) // 2]
+        assert any(n.startswith("cut.tar!rank_1.log: ") and "partial" in n for n in b.notes), b.notes
+
+
+def test_non_utf8_file_names_keep_json_valid(tmp_path, cli_env):
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "rank_0.log").write_bytes(rank_log(0))
+    os.close(os.open(os.path.join(os.fsencode(d), b"rank_1-\xff\xfe.log"), os.O_CREAT | os.O_WRONLY))
+    with open(os.path.join(os.fsencode(d), b"rank_1-\xff\xfe.log"), "wb") as f:
+        f.write(rank_log(1))
+    res = run_cli(["scan", "--json", str(d)], env=cli_env)
+    assert_clean(res, rc_in=(0,))
+    files = {f["file"] for f in json.loads(res.stdout)["files"]}
+    assert files == {"rank_0.log", "rank_1-\\xff\\xfe.log"}
+
+
+def test_sigterm_and_sighup_remove_the_temp_dir(tmp_path, cli_env):
+    t = tmp_path / "many.tar.gz"
+    with tarfile.open(t, "w:gz") as tf:
+        for i in range(4000):
+            data = rank_log(i)
+            info = tarfile.TarInfo(f"logs/rank_{i}.log")
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    before = snapshot(t)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        def hit(popen, sig=sig):
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not any(Path(popen.tmpdir).glob("trainlog-bundle-*/0*")):
+                time.sleep(0.02)
+            popen.send_signal(sig)
+        res = run_cli(["ask", str(t)], env=dict(cli_env, DEBUGGER_MAX_FILES="100000"), on_start=hit)
+        assert_clean(res, rc_in=(128 + sig,), max_s=40)
+        assert res.stderr[-1] == f"error: terminated by {sig.name}; temporary files removed"
+    assert snapshot(t) == before
+
+
+def test_stale_temp_dirs_of_killed_runs_are_removed(tmp_path):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    host = socket.gethostname()
+    made = {}
+    for label, pid, owner in (("dead", dead.pid, f"{host} {dead.pid}"), ("alive", os.getpid(), f"{host} {os.getpid()}"),
+                              ("other-host", dead.pid, f"not-{host} {dead.pid}"), ("no-marker", dead.pid, None)):
+        p = tmp_path / f"trainlog-bundle-{pid}-{label}"
+        p.mkdir()
+        (p / "000001-rank_0.log").write_bytes(b"x\n")
+        if owner:
+            (p / ".owner").write_text(owner + "\n")
+        made[label] = p
+    (tmp_path / "unrelated-dir").mkdir()
+    assert clean_stale_tmpdirs(str(tmp_path)) == [str(made["dead"])]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["unrelated-dir"] + [made[k].name for k in ("alive", "other-host", "no-marker")])
