@@ -19,7 +19,8 @@ made from the distribution's python. The debugger itself runs from the project's
 
 Hung = the launcher's output has not grown for --quiet seconds after the first `step` line. The job (torchrun and
 its workers, which this script started in their own session) is SIGKILLed by process group when done, whatever
-happened. Exit code 0 when `debugger ask` named rank 2 as data_loading_stall, else 1.
+happened. Exit code 0 when `debugger ask` named rank 2 as data_loading_stall, else 1. --save writes the case from
+any run that hung and was collected (its truth is the plan's, not ask's answer), leaving out the node's dmesg.txt.
 """
 
 from __future__ import annotations
@@ -78,6 +79,31 @@ def wait_hung(job: subprocess.Popen, console: Path, quiet: float, deadline: floa
     return False
 
 
+def _procs() -> dict[int, str]:
+    """{pid: command line} of every process this user can see (/proc)."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                out[int(d)] = Path(f"/proc/{d}/cmdline").read_bytes()[:4096].replace(b"\0", b" ").decode("utf-8",
+                                                                                                      "replace")
+            except OSError:
+                pass
+    return out
+
+
+def _children(ppid: int) -> list[int]:
+    kids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if int(Path(f"/proc/{d}/stat").read_text().rpartition(")")[2].split()[1]) == ppid:
+                    kids.append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    return sorted(kids)
+
+
 def kill_job(job: subprocess.Popen) -> None:
     """SIGKILL the session this script started (torchrun, its workers, their DataLoader workers)."""
     try:
@@ -87,7 +113,8 @@ def kill_job(job: subprocess.Popen) -> None:
     job.wait(timeout=30)
 
 
-def run(lab_python: str, debugger: list[str], out: Path, quiet: float = 6.0, limit: float = 180.0) -> dict:
+def run(lab_python: str, debugger: list[str], out: Path, quiet: float = 6.0, limit: float = 180.0,
+        own_pids: bool = False) -> dict:
     """Hang the job, collect it, ask. Returns {hung, collect_rc, collect_out, ask (the --json report or None)}."""
     stage = Path(tempfile.mkdtemp(prefix="lab-hang-"))
     job = start_job(lab_python, stage)
@@ -97,7 +124,13 @@ def run(lab_python: str, debugger: list[str], out: Path, quiet: float = 6.0, lim
         if not res["hung"]:
             res["console"] = (stage / "torchrun.out").read_text("utf-8", "replace")[-3000:]
             return res
-        c = subprocess.run([*debugger, "collect", "--out", str(out)], capture_output=True, text=True, timeout=300)
+        # plain `debugger collect` finds the job as on a real node; own_pids points it at this job's workers, for
+        # a machine that other torchrun jobs share (test suites running side by side each hang one)
+        cmds = _procs()
+        mine = [a for pid in _children(job.pid) if str(TRAIN) in cmds.get(pid, "") for a in ("--pid", str(pid))]
+        mine = mine if own_pids else []
+        c = subprocess.run([*debugger, "collect", "--out", str(out), *mine], capture_output=True, text=True,
+                           timeout=300)
         res["collect_rc"], res["collect_out"] = c.returncode, c.stdout + c.stderr
     finally:
         kill_job(job)
@@ -121,9 +154,9 @@ TRUTH = """category: data_loading_stall
 culprit_ranks:
 - {culprit}
 culprit_nodes: []
-root_cause: 'Rank {culprit}''s Dataset.__getitem__ blocked forever at step {step} (a read that never returns), so its main
-  thread waited in the DataLoader for a batch while ranks {others} waited in the gradient all_reduce. Nothing was
-  printed: the process-group timeout (900 s) was far off; the hang shows only in the live stack dumps.'
+root_cause: 'Rank {culprit}''s Dataset.__getitem__ blocked forever at step {step} (a read that never returns), so
+  its main thread waited in the DataLoader for a batch while ranks {others} waited in the gradient all_reduce.
+  Nothing was printed: the process-group timeout (900 s) was far off; the hang shows only in the live stack dumps.'
 evidence:
 - '{evidence}'
 first_failure_time: null
@@ -141,7 +174,8 @@ confidence: high
 source_url: eval/lab/hang.py
 notes: Real hung run of eval/lab/train.py (--fault stall --fault-rank {culprit} --fault-step {step} --grad-sync manual
   --workers 1) under torchrun; `debugger collect` ran while it hung, then the job was killed. The case is the
-  collected bundle only (collect.json, py-spy dumps, snapshots), no training log.
+  collected bundle only (collect.json, py-spy dumps), no training log; the node's dmesg.txt was left out (the lab
+  machine's boot log, nothing of the job; collect.json still lists it) and the other snapshot tools are absent on the lab machine.
 """
 
 
@@ -159,7 +193,8 @@ def save(out: Path, case: Path) -> int:
         return 1
     if case.exists():
         shutil.rmtree(case)
-    shutil.copytree(out, case)
+    # the lab machine's kernel log is its boot log: nothing of the job, everything of the lab VM; left out
+    shutil.copytree(out, case, ignore=shutil.ignore_patterns("dmesg.txt"))
     others = ", ".join(str(r) for r in range(NPROC) if r != CULPRIT)
     (case / "truth.yaml").write_text(TRUTH.format(culprit=CULPRIT, step=STEP, others=others,
                                                   evidence=line.strip().replace("'", "''")))
@@ -173,16 +208,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--debugger", default=shutil.which("debugger") or "debugger", help="the debugger command")
     p.add_argument("--out", type=Path, help="the collect directory (default: a new temporary one)")
     p.add_argument("--save", type=Path, help="also save the bundle as this case folder, with truth.yaml")
+    p.add_argument("--own-pids", action="store_true", help="collect with --pid of this job's workers (a machine "
+                   "where other torchrun jobs run too)")
     a = p.parse_args(argv)
     out = a.out or Path(tempfile.mkdtemp(prefix="incident-hang-")) / "bundle"
-    res = run(a.lab_python, [a.debugger], out)
+    res = run(a.lab_python, [a.debugger], out, own_pids=a.own_pids)
     cat, ranks = verdict(res["ask"])
     print(f"hung: {res['hung']}  collect rc: {res['collect_rc']}  ask: {cat} {ranks}  bundle: {out}")
     if not res["hung"]:
         print(res.get("console", ""), file=sys.stderr)
     ok = (cat, ranks) == ("data_loading_stall", [CULPRIT])
-    if ok and a.save:
-        return save(out, a.save)
+    if a.save and res["hung"] and res["collect_rc"] == 0:  # the truth is the plan's, whatever ask said
+        if save(out, a.save):
+            return 1
     return 0 if ok else 1
 
 

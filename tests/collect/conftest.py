@@ -30,8 +30,8 @@ AGENT = textwrap.dedent('''
     for r in range(world):
         env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(world), GROUP_RANK="0",
                    LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
-        kids.append(subprocess.Popen([py, sys.argv[4], str(r), str(odd), "--hf-token", "hf_abcdefghijklmnopqrstuvwxyzABCDEF"],
-                                     env=env))
+        secret = ["--hf-token", "hf_abcdefghijklmnopqrstuvwxyzABCDEF"]  # a launcher line's accidental secret
+        kids.append(subprocess.Popen([py, sys.argv[4], str(r), str(odd), *secret], env=env))
     helper = subprocess.Popen([py, "-c", "import time; time.sleep(3600)"])
     print(" ".join(str(k.pid) for k in kids), helper.pid, flush=True)
     time.sleep(3600)

@@ -43,10 +43,12 @@ def _fake_pyspy(bindir: Path, refuse_pids: set[int] = frozenset()) -> str:
 for r in {refuse}; do if [ "$r" = "$pid" ]; then echo '{REFUSED}' >&2; exit 1; fi; done
 if [ "$4" = "--json" ]; then
   echo '[{{"pid": '$pid', "thread_id": 1, "thread_name": "MainThread", "os_thread_id": '$pid', "active": false,'
-  echo '"owns_gil": false, "frames": [{{"name": "all_reduce", "filename": "/x/torch/distributed/distributed_c10d.py",'
+  echo '"owns_gil": false, "frames": [{{"name": "all_reduce",'
+  echo '"filename": "/x/torch/distributed/distributed_c10d.py",'
   echo '"module": null, "short_filename": "torch/distributed/distributed_c10d.py", "line": 2501, "locals": null}}]}}]'
 else
-  printf 'Process %s: python train.py\\nPython v3.11.2 (/usr/bin/python3.11)\\n\\nThread %s (idle): "MainThread"\\n' $pid $pid
+  printf 'Process %s: python train.py\\nPython v3.11.2 (/usr/bin/python3.11)\\n\\n' $pid
+  printf 'Thread %s (idle): "MainThread"\\n' $pid
   printf '    all_reduce (torch/distributed/distributed_c10d.py:2501)\\n    <module> (train.py:9)\\n'
 fi
 ''')
@@ -148,8 +150,10 @@ def test_refusals_are_one_line_and_exit_2(job, tmp_path):
     assert (stranger / "todo.txt").read_text() == "x" and not (tmp_path / "o1").exists()
     assert not (tmp_path / "o2").exists()  # nothing found: nothing written
     # py-spy missing: one line naming the extra to install
-    r = run_debugger("collect", "--out", str(tmp_path / "o4"), *pid, env=_env(bindir, DEBUGGER_PYSPY=str(bindir / "no")))
-    assert r.returncode == 2 and "pip install 'trainlog-debugger[collect]'" in r.stderr and not (tmp_path / "o4").exists()
+    r = run_debugger("collect", "--out", str(tmp_path / "o4"), *pid,
+                     env=_env(bindir, DEBUGGER_PYSPY=str(bindir / "no")))
+    assert r.returncode == 2 and "pip install 'trainlog-debugger[collect]'" in r.stderr
+    assert not (tmp_path / "o4").exists()
 
 
 def test_other_hosts_share_out_and_no_host_is_overwritten(job, tmp_path):

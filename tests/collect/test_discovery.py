@@ -9,7 +9,6 @@ import sys
 
 from trainlog_debugger.agent.collect.discovery import discover, is_torchrun_agent, read_proc
 
-from .conftest import start_job
 
 
 def test_the_ranks_are_the_agents_children_not_their_workers_nor_its_helper(job):
