@@ -11,7 +11,7 @@ claim over the ceiling is an *implausible claim*: kept as text, reported with it
 from __future__ import annotations
 
 MAX_RANKS = 1_000_000  # ranks per job: a sane ceiling for any count that sizes a per-rank list
-MAX_DIGITS = 18  # fits int64: longer digit strings are not numbers any counter printed
+MAX_DIGITS = 20  # fits uint64 (ns timestamps have 19 digits): longer digit strings are no counter's output
 
 
 def bounded_int(text, ceiling: int | None = None) -> int | None:

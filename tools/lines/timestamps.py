@@ -20,6 +20,12 @@ Logging entry). Nothing here ever assumes UTC or the current year.
     syslog        Oct 22 03:18:42 host kernel: NVRM: Xid ...   (journald may add .123456)  (§6)
     dmesg         [ 5107.644336] NVRM: Xid ...   → uptime_s only                   (§6)
     ais_filename / glog_filename: see filename_stamp().
+
+Stamps with and without a zone mix in one bundle (a Cloud Logging export: `timestamp` ends in `Z`, the text of
+the line carries the c10 header without one). The rule, in one place: stamps are compared through order_key (the
+wall clock as printed, zone left out) and job_seconds (minus the stated offset; a stamp without one counts as UTC),
+never as Python datetimes, so no naive/aware comparison can arise; to_datetime(..., assume_utc=True) gives an aware
+datetime for a naive stamp by the same rule. mixed_zone_note() says it where a bundle mixes the two.
 """
 from __future__ import annotations
 
@@ -29,7 +35,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Any
 
-__all__ = ["Stamp", "parse_stamp", "parse_stamp_bytes", "filename_stamp", "order_key", "order_then_place"]
+__all__ = ["Stamp", "parse_stamp", "parse_stamp_bytes", "filename_stamp", "order_key", "order_then_place",
+           "mixed_zone_note"]
 
 _MONTHS = {m: i for i, m in enumerate(
     "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
@@ -179,9 +186,13 @@ class Stamp:
         n = lambda v: -1 if v is None else v  # noqa: E731
         return (n(self.year), n(self.month), n(self.day), self.hour, self.minute, self.second, self.micro)
 
-    def to_datetime(self, year: int | None = None, tz: tzinfo | str | None = None) -> datetime | None:
+    def to_datetime(self, year: int | None = None, tz: tzinfo | str | None = None,
+                    assume_utc: bool = False) -> datetime | None:
         """A datetime when the date is known. The caller's `year`/`tz` only fill what the text lacks;
-        without a year (and none supplied) → None; zone unknown and none supplied → naive."""
+        without a year (and none supplied) → None; zone unknown and none supplied → naive, or UTC with
+        `assume_utc` (the module's rule for comparing stamps of mixed zones)."""
+        if assume_utc and tz is None and self.utc_offset_min is None:
+            tz = timezone.utc
         if self.uptime_s is not None or not self.has_date:
             return None
         y = self.year if self.year is not None else year
@@ -223,6 +234,22 @@ def _iso_parts(iso: str) -> dict:
     if m["off"]:
         out["utc_offset_min"] = _zone_offset(m["off"])
     return out
+
+
+def mixed_zone_note(stamps) -> str | None:
+    """The note for a bundle whose times are partly with a UTC offset and partly without one: which rule reads them."""
+    aware = naive = 0
+    for st in stamps:
+        if st is None or st.uptime_s is not None:
+            continue
+        if st.utc_offset_min is None:
+            naive += 1
+        else:
+            aware += 1
+    if aware and naive:
+        return (f"times with a zone offset ({aware} file(s)) and without one ({naive}) are mixed: times without a "
+                "zone are read as UTC when durations are computed, and ordered on the clock as printed")
+    return None
 
 
 def order_key(t: Stamp | None) -> tuple | None:

@@ -37,10 +37,11 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from trainlog_debugger.tools.lines.attribution import attribute_line, attribute_path, note_local_rank
+from trainlog_debugger.tools.lines.attribution import note_local_rank
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, read_error_reason
 from trainlog_debugger.tools.bundle.chunks import CHUNK, chunks
-from trainlog_debugger.tools.scan.labels import srun_labelled
+from trainlog_debugger.tools.scan.labels import (bounded_attribution as attribute_line, bounded_path_hint as attribute_path,
+                                                 srun_labelled)
 from trainlog_debugger.tools.bundle.parallel import map_sources
 from trainlog_debugger.tools.rankdiff.mask import MAX_TEMPLATE_BYTES, RANK_LABEL0, ZERO, template_of, template_of_key
 from trainlog_debugger.tools.rankdiff.report import Batch, DiffResult, FileOut, TemplateDiff, merge_batch, merge_file, report
@@ -56,14 +57,14 @@ LOCAL = -2                      # LOCAL - n: slot of a line labelled only with l
 
 
 # -- per-line rank labels -----------------------------------------------------------------------------------------
-_RANK_LABEL = re.compile(rb"\[rank(\d+)\]")
+_RANK_LABEL = re.compile(rb"\[rank(\d{1,6})\]")  # rank digits bounded below tools.ranks.MAX_RANKS
 # One match per line over b'\n' + buf: the first c10 '[rankN]:' within 160 bytes of the line start.
-_LINE_LABEL = re.compile(rb"\n(?:[^\n]{0,160}?\[rank(\d+)\]:)?")
+_LINE_LABEL = re.compile(rb"\n(?:[^\n]{0,160}?\[rank(\d{1,6})\]:)?")
 # srun-labelled files: the whole wrapper prefix per line (' 3: ', ' 0: [default3]:', ' 3: [rank3]:'), read once per
 # distinct prefix with tools.lines.attribution (a torchrun role after the srun label makes it a node index, not a rank).
 _LINE_LABEL_SRUN = re.compile(rb"\n( {0,6}\d{1,7}: (?:\[[A-Za-z_][A-Za-z_]*\d+\]:)?(?:\[rank\d+\]:)?)?")
 # torchrun --tee role files: (local rank of '[default3]:', c10 rank) per line.
-_LINE_LABEL_ROLE = re.compile(rb"\n(?:\[(?!rank\d)[A-Za-z_][A-Za-z_]*(\d+)\]:)?(?:[^\n]{0,160}?\[rank(\d+)\]:)?")
+_LINE_LABEL_ROLE = re.compile(rb"\n(?:\[(?!rank\d)[A-Za-z_][A-Za-z_]*(\d{1,6})\]:)?(?:[^\n]{0,160}?\[rank(\d{1,6})\]:)?")
 _ROLE_HEAD = re.compile(rb"\n\[(?!rank\d)[A-Za-z_][A-Za-z_]*\d+\]:")
 
 

@@ -15,7 +15,7 @@ from trainlog_debugger.tools.lines.timestamps import Stamp
 from trainlog_debugger.tools.model import Coverage, Evidence, Finding, Role
 
 
-INPUT_NOTE_MARKS = ("implausible claim", "shown truncated", "carriage return only")
+INPUT_NOTE_MARKS = ("implausible claim", "shown truncated", "carriage return only", "are read as UTC")
 
 
 @dataclass

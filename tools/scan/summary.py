@@ -11,9 +11,9 @@ from __future__ import annotations
 import statistics
 
 from trainlog_debugger.tools.bundle.open import natural_key
-from trainlog_debugger.tools.lines.timestamps import order_key, order_then_place
+from trainlog_debugger.tools.lines.timestamps import mixed_zone_note, order_key, order_then_place
 from trainlog_debugger.tools.model import Coverage, Evidence
-from trainlog_debugger.tools.ranks import parse_ranges
+from trainlog_debugger.tools.ranks import MAX_RANKS, parse_ranges
 from trainlog_debugger.tools.scan.result import FileScan, PatternSummary, RankSummary, ScanResult, to_evidence
 from trainlog_debugger.tools.sources import by_id
 from trainlog_debugger.tools.sources.torchrun.rankmap import resolve as resolve_local_ranks
@@ -31,6 +31,8 @@ def summarize(root: str, engine: str, files: list[FileScan], notes: list[str], s
         m.add(f, notes)
     if m.dropped:
         notes.append(f"{m.dropped} repeated hits kept as counts only (first and last 5 per pattern and rank kept in full)")
+    if (zones := mixed_zone_note(f.first_time for f in files)):
+        notes.append(zones)
     coverage = _coverage(files, m.rank_files, skipped, notes)
     m.deduce_last_rank(files, coverage, notes)
     _comm_rank_nodes(files, coverage.expected_ranks, m.rank_nodes)
@@ -243,7 +245,7 @@ def _coverage(files: list[FileScan], rank_files: dict[int, set[str]], skipped: l
                 v, pri, src = h.fields.get("world_size"), 0, "world size in the logs"
             elif h.pattern == "nccl.comm_init":
                 v, pri, src = h.fields.get("nranks"), 1, "NCCL nranks (largest communicator)"
-            if isinstance(v, int) and v > 0:
+            if isinstance(v, int) and 0 < v <= MAX_RANKS:  # over the ceiling: noted by the file pass, sizes nothing
                 cand = (pri, -v, to_evidence(h, f.rel, f.kind), src, v)
                 if best is None or cand[:2] < best[:2]:
                     best = cand

@@ -32,9 +32,9 @@ MEGATRON_LINE = re.compile(
 TIMER_HEADER = re.compile(rb" across ranks \(ms\):")
 TRAIN_STEP = re.compile(rb"train_step_timing in s(?:=|: ?)([0-9.]+(?:[eE][-+]?[0-9]+)?)")
 # 'step N': the 's' is checked by hand, so that the pattern keeps its literal prefix
-GENERIC_STEP = re.compile(rb"tep[ :=#\[]{0,3}(\d+)(?:/\d+)?")
-GLOBAL_STEP = re.compile(rb"global_step[=:] ?(\d+)")
-ITERATION_IN = re.compile(rb"iteration (\d+)/|(\d+)/\d+ \[")
+GENERIC_STEP = re.compile(rb"tep[ :=#\[]{0,3}(\d{1,12})(?:/\d+)?")  # digits bounded: int() of 5,000 raises
+GLOBAL_STEP = re.compile(rb"global_step[=:] ?(\d{1,12})")
+ITERATION_IN = re.compile(rb"iteration (\d{1,12})/|(\d{1,12})/\d+ \[")
 GENERIC_TIME = re.compile(
     rb"(?i)(?:\b(?:step[_ ]?time|iter(?:ation)?[_ ]?time|time(?:/step|_per_step)?|elapsed)"
     rb"(?P<u1> ?\((?:ms|s)\)|_ms|_s)? ?[:=]? ?(?P<t>\d+(?:\.\d+)?) ?(?P<u>ms|s|sec|secs|seconds)?\b"
@@ -45,7 +45,7 @@ GENERIC_THROUGHPUT = [
     ("tflops", re.compile(rb"(?i)\btflop(?:s|/s)(?:/gpu)? ?[:=]? ?(\d[\d,]*(?:\.\d+)?)")),
     ("mfu", re.compile(rb"(?i)\bmfu(?:\(%\))? ?[:=]? ?(\d+(?:\.\d+)?)"))]
 STAMP = re.compile(rb"(\d{4}-\d\d-\d\d)[ T](\d\d):(\d\d):(\d\d(?:[.,]\d+)?)")
-RANK_LABEL = re.compile(rb"\[rank(\d+)\]")
+RANK_LABEL = re.compile(rb"\[rank(\d{1,6})\]")  # at most 6 digits: below tools.ranks.MAX_RANKS
 SRUN_LABEL = re.compile(rb" {0,6}(\d{1,7}): (?!\[[A-Za-z_]\w*?\d+\]:)")
 WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
@@ -58,13 +58,13 @@ BLOCK = {"all": re.compile(rb"(?:" + LINE_PREFIX + rb" *(?:rank +\d+: [0-9.]+|\w
 TIMER_LINE = {"minmax": re.compile(rb"(\w[\w\-./]*) \.*: \(([0-9.]+), ([0-9.]+)\)"),
               "max": re.compile(rb"(\w[\w\-./]*) \.*: ([0-9.]+)\r?\n")}
 ALL_NAME = re.compile(rb":\r?\n")
-ALL_RANK = re.compile(rb"rank +(\d+): ([0-9.]+)")
+ALL_RANK = re.compile(rb"rank +(\d{1,6}): ([0-9.]+)")
 KINDS = ((b"(min, max) time", "minmax"), (b"max time", "max"), (b"times", "all"))
 KIND_TITLE = {"all": "times across ranks", "minmax": "(min, max) time across ranks", "max": "max time across ranks"}
 
 # Job facts: the layout that decides which ranks do the same work.
-WORLD = re.compile(rb"using world size: (\d+)|world_size \.{3,} (\d+)|world[_ ]size[:=] ?(\d+)")
-PIPELINE = re.compile(rb"pipeline[-_ ]model[-_ ]parallel[-_ ]size(?: \.{3,} |: ?|=)(\d+)")
+WORLD = re.compile(rb"using world size: (\d{1,7})\b|world_size \.{3,} (\d{1,7})\b|world[_ ]size[:=] ?(\d{1,7})\b")
+PIPELINE = re.compile(rb"pipeline[-_ ]model[-_ ]parallel[-_ ]size(?: \.{3,} |: ?|=)(\d{1,7})\b")
 
 _DAYS: dict[bytes, int] = {}
 

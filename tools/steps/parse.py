@@ -15,10 +15,10 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 
-from trainlog_debugger.tools.lines.attribution import attribute_path
+from trainlog_debugger.tools.ranks import MAX_RANKS
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, read_error_reason
 from trainlog_debugger.tools.bundle.chunks import CHUNK, chunks
-from trainlog_debugger.tools.scan.labels import srun_labelled
+from trainlog_debugger.tools.scan.labels import bounded_path_hint as attribute_path, srun_labelled
 from trainlog_debugger.tools.steps.formats import (
     GENERIC_STEP,
     GENERIC_THROUGHPUT,
@@ -138,7 +138,9 @@ class FileSteps:
                     m = rx.search(head, max(0, i - 8), i + 100)
                     if m:
                         ls = head.rfind(b"\n", 0, m.start()) + 1
-                        setattr(out, attr, (int(next(g for g in m.groups() if g)), base + ls))
+                        n = int(next(g for g in m.groups() if g))
+                        if 0 < n <= MAX_RANKS:  # a larger claim sizes nothing (tools.ranks)
+                            setattr(out, attr, (n, base + ls))
                     i, tries = head.find(lit, i + 1), tries + 1
         _FACTS_FOUND[0] = out.world is not None and out.pp is not None
 

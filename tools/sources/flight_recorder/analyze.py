@@ -67,7 +67,10 @@ from trainlog_debugger.tools.sources.flight_recorder.entries import P2P_META, Ca
 from trainlog_debugger.tools.sources.flight_recorder.match import analyze_ranks
 from trainlog_debugger.tools.sources.flight_recorder.format import rank_from_name
 from trainlog_debugger.tools.sources.flight_recorder.report import KIND, FRReport
-from trainlog_debugger.tools.sources.flight_recorder.unpickle import DumpRefused, PlainUnpickler, check_plain, no_gc, one_line
+from trainlog_debugger.tools.sources.flight_recorder import unpickle as budgets
+from trainlog_debugger.tools.sources.flight_recorder.unpickle import (DumpRefused, PlainUnpickler, check_entries,
+                                                                     check_plain, memory_budget, no_gc, one_line,
+                                                                     quick_refusal)
 
 from trainlog_debugger.tools.sources.flight_recorder.report import FRGroup, Mismatch  # noqa: F401  (public: the report's row types)
 
@@ -83,19 +86,24 @@ def load_dump(data: bytes) -> dict:
     head = data[:64].lstrip(b"\xef\xbb\xbf \t\r\n")
     if not head:
         raise DumpRefused("empty file (no flight-recorder data)")
+    obj = None
     try:
-        with no_gc():
+        with no_gc(), memory_budget():
             if head[:1] in (b"{", b"["):
+                if (why := quick_refusal(data)):
+                    raise DumpRefused(why)
                 obj = json.loads(data.decode("utf-8-sig"))
             else:
                 obj = PlainUnpickler(io.BytesIO(data)).load()
-            check_plain(obj)
+        check_plain(obj)
     except DumpRefused:
         raise
     except RecursionError:
         raise DumpRefused("refused: nested too deep; not a flight-recorder dump") from None
     except MemoryError:
-        raise DumpRefused("refused: too large to load") from None
+        obj = None  # drop what was built before saying so
+        raise DumpRefused(f"over budget: loading it needs more than {budgets.LOAD_MEMORY >> 20} MiB of memory; not a "
+                          "flight-recorder dump") from None
     except UnicodeDecodeError as exc:
         raise DumpRefused(f"not valid UTF-8 JSON ({one_line(str(exc), 120)})") from None
     except json.JSONDecodeError as exc:
@@ -106,6 +114,7 @@ def load_dump(data: bytes) -> dict:
         raise DumpRefused(f"not a flight-recorder dump (top level is a {type(obj).__name__}, expected a dict)")
     if "entries" not in obj and "pg_config" not in obj:
         raise DumpRefused("not a flight-recorder dump (no 'entries' and no 'pg_config')")
+    check_entries(obj)
     return obj
 
 

@@ -13,7 +13,10 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import islice
 from typing import Any
+
+from trainlog_debugger.tools.ranks import MAX_RANKS, plausible_rank
 
 STATES = ("scheduled", "started", "completed")
 _P2P = frozenset({"send", "recv"})
@@ -28,20 +31,28 @@ def entry_text(entry: Any) -> str:
 
 
 def str_keys(o: Any) -> Any:
+    """Keys as strings, and integers too long to print (Python refuses str() of 4,300+ digits) as their size."""
     if isinstance(o, dict):
-        return {str(k): str_keys(v) for k, v in o.items()}
+        return {as_str(k): str_keys(v) for k, v in o.items()}
     if isinstance(o, (list, tuple)):
         return [str_keys(v) for v in o]
+    if isinstance(o, int) and not isinstance(o, bool) and as_int(o) is None:
+        return as_str(o)
     return o
 
 
+_HUGE = 10 ** 20  # as tools.ranks.MAX_DIGITS: a larger integer is no counter, id or ns timestamp
+
+
 def as_int(x: Any) -> int | None:
+    """An int field of a dump, or None: bools, garbage, and integers of more than 20 digits (a dump from a stranger
+    may hold 10^5000 where a sequence number belongs) are not numbers to count or size with."""
     if type(x) is int:
-        return x
+        return x if -_HUGE < x < _HUGE else None
     if isinstance(x, bool):
         return None
     if isinstance(x, int):
-        return int(x)
+        return int(x) if -_HUGE < x < _HUGE else None
     if isinstance(x, float) and x.is_integer():
         return int(x)
     if isinstance(x, str) and re.fullmatch(r"\s*-?\d{1,20}\s*", x):
@@ -57,7 +68,9 @@ def as_str(x: Any, default: str = "") -> str:
     if x is None:
         return default
     if isinstance(x, (bytes, bytearray)):
-        return bytes(x).decode("utf-8", "replace")
+        return bytes(x[:1 << 20]).decode("utf-8", "replace")
+    if isinstance(x, int) and not -_HUGE < x < _HUGE:
+        return f"<integer of {x.bit_length():,} bits>"
     return str(x)
 
 
@@ -67,7 +80,8 @@ def optype(profiling_name: str) -> str:
     return profiling_name.split(":", 1)[-1].split(" ", 1)[0]
 
 
-P2P_META = re.compile(r"(send|recv)\s+(\d+)\s*(->|<-)\s*(\d+)")
+P2P_META = re.compile(r"(send|recv)\s+(\d{1,7})\s*(->|<-)\s*(\d{1,7})\b")
+_RANK_NUM = re.compile(r"(?<!\d)-?\d{1,7}(?!\d)")  # a longer number is no rank (tools.ranks.MAX_RANKS)
 
 
 class Canon:
@@ -133,12 +147,12 @@ def _norm(rank: int, idx: int, e: dict, canon: Canon) -> FREntry:
 def _ranks_of(v: Any) -> list[int] | None:
     """pg_config ranks: a string like "[0, 1, 2, 3]" (or a list); empty/garbage → None."""
     if isinstance(v, (str, bytes)):
-        out = [int(x) for x in re.findall(r"-?\d+", as_str(v))]
+        out = [int(x) for x in islice(_RANK_NUM.findall(as_str(v)), MAX_RANKS + 1)]
     elif isinstance(v, (list, tuple)):
-        out = [i for i in map(as_int, v) if i is not None]
+        out = [i for i in map(as_int, islice(v, MAX_RANKS + 1)) if i is not None]
     else:
         return None
-    return sorted(set(out)) or None
+    return sorted(r for r in set(out) if plausible_rank(r)) or None
 
 
 def pg_config(dump: dict) -> dict[str, tuple[str, list[int] | None]]:

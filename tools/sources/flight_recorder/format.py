@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from trainlog_debugger.tools.ranks import MAX_RANKS, bounded_int
+
 _FR_NAME = re.compile(r"(?:nccl|comm_lib)_trace_rank_?\d+(?:\.(?:pkl|pickle|json|bin))?$", re.I)
 _FR_KEYS = (b"pg_config", b"pg_status", b"profiling_name", b"collective_seq_id", b"record_id",
             b"comm_lib_version", b"nccl_version", b"time_created_ns")
@@ -43,4 +45,4 @@ def rank_from_name(rel: str) -> int | None:
     name = re.sub(r"(?:\.(?:pkl|pickle|json|bin))?(?:\.(?:gz|bz2|xz|zst))?$", "", name, flags=re.I)
     name = re.sub(r"~\d+$", "", name)  # bundle's suffix for a name seen twice in one tar
     m = _TRAILING.search(name)
-    return int(m.group(1)) if m else None
+    return bounded_int(m.group(1), MAX_RANKS + 1) if m else None  # `trace_rank_<5,000 digits>` names no rank

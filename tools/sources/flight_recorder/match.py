@@ -56,7 +56,7 @@ def _minority(values: dict[int, str]) -> tuple[str | None, dict[str, list[int]],
 
 
 def _natural(s: str) -> tuple:
-    return tuple((0, int(t), "") if t.isdecimal() else (1, 0, t) for t in re.split(r"(\d+)", s) if t)
+    return tuple((0, int(t), "") if t.isdecimal() and len(t) <= 20 else (1, 0, t) for t in re.split(r"(\d+)", s) if t)
 
 
 def analyze_ranks(data: dict[int, RankData], names: dict[int, str] | None, fetch) -> FRReport:

@@ -38,7 +38,7 @@ from trainlog_debugger.tools.model import Coverage, Evidence, Finding, Role
 from trainlog_debugger.tools.ranks import ranks_str
 from trainlog_debugger.tools.scan.result import ScanResult, to_evidence
 
-_SEQ = re.compile(r"SeqNum=(\d+)")
+_SEQ = re.compile(r"SeqNum=(\d{1,20})\b")  # bounded: a longer number is no sequence number (tools.ranks)
 STATE_PATTERNS = {
     "pytorch.watchdog_timeout", "pytorch.watchdog_pg_status", "pytorch.watchdog_thread_exception",
     "pytorch.dump_first_signal", "pytorch.dump_observed", "pytorch.dump_signal_received", "pytorch.heartbeat_stuck",

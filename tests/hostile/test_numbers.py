@@ -1,0 +1,71 @@
+"""Issue 15, part B: numbers read from logs never size anything unbounded. A world size, an NCCL `nranks` of 10^9
+and a 5,000-digit rank used to make `scan`/`ask` allocate until the kernel killed them (~6 GB) or exit 1 with
+Python's int-conversion error; now each is an implausible claim, noted with its line, and the rest is analysed.
+Inputs are real line shapes (FORMATS.md §1.1 c10 header, §3 NCCL init) with the numbers made hostile."""
+
+import json
+
+import pytest
+from harness import assert_clean, run_cli, snapshot
+
+from trainlog_debugger.tools.ranks import MAX_RANKS, bounded_int, parse_ranges
+from trainlog_debugger.tools.sources import by_id
+
+HUGE = "7" * 5000
+
+
+def watchdog(r, seq="42") -> str:
+    return (f"[rank{r}]:[E1105 12:34:56.789012345 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective "
+            f"operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+            "ran for 600016 milliseconds before timing out.\n")
+
+
+def comm_init(r, nranks) -> str:
+    return (f"node1:2345:2400 [{r}] NCCL INFO ncclCommInitRank comm 0x55d0c8a0 rank {r} nranks {nranks} cudaDev {r} "
+            "nvmlDev 0 busId 61000 commId 0x8c3f2a1b - Init COMPLETE\n")
+
+
+@pytest.fixture
+def hostile_bundle(tmp_path):
+    d = tmp_path / "job"
+    d.mkdir()
+    for r in range(2):
+        (d / f"rank{r}.log").write_text(f"[2025-01-01 10:00:00] WORLD_SIZE=1000000000\n{comm_init(r, 10**9)}"
+                                        f"{watchdog(r, seq='9' * 30)}")
+    (d / "rank2.log").write_text(f"[rank{HUGE}]: started\n{watchdog(HUGE, seq=HUGE)}{watchdog(2)}")
+    return d
+
+
+@pytest.mark.parametrize("cmd", [["scan"], ["nccl", "--json"], ["ask", "--json", "--offline"]])
+def test_huge_claims_end_in_seconds_with_a_note(hostile_bundle, cmd, cli_env):
+    before = snapshot(hostile_bundle)
+    res = run_cli([*cmd, hostile_bundle], env=cli_env, timeout=60)
+    assert_clean(res, rc_in=(0,), max_rss_mb=600, max_s=30)
+    assert snapshot(hostile_bundle) == before
+    if cmd[0] == "scan":
+        assert "rank0.log: line 1: implausible claim ignored (world_size=1000000000" in res.stdout
+        assert "rank1.log: line 2: implausible claim ignored (nranks=1000000000" in res.stdout
+    elif cmd[0] == "ask":
+        d = json.loads(res.stdout)
+        notes = " ".join(d["notes"])
+        assert "implausible claim ignored (world_size=1000000000" in notes
+        assert d["coverage"]["expected_ranks"] in (None, 3)  # never the claim
+        assert len(d["coverage"]["missing_ranks"]) <= 3
+
+
+def test_catalog_int_fields_are_bounded():
+    init = by_id()["nccl.comm_init"]
+    facts = init.extract(comm_init(3, 10**9))
+    assert "nranks" not in facts and facts["comm_rank"] == 3 and facts["implausible"] == ["nranks=1000000000"]
+    assert init.extract(comm_init(3, MAX_RANKS))["nranks"] == MAX_RANKS
+    ws = by_id()["job.world_size"].extract("WORLD_SIZE=" + HUGE)
+    assert "world_size" not in ws and "5000 digits" in ws["implausible"][0]
+
+
+def test_bounded_int_and_ranges():
+    assert bounded_int("42") == 42 and bounded_int(HUGE) is None and bounded_int("1" * 21) is None
+    assert bounded_int("1700000000123456789") == 1700000000123456789  # a ns timestamp is a number
+    assert bounded_int("2000000", MAX_RANKS) is None and bounded_int("x1") is None
+    assert parse_ranges("0-3,7") == [0, 1, 2, 3, 7]
+    assert parse_ranges(f"0-{HUGE}") == [] and parse_ranges("0-999999999") == []
+    assert len(parse_ranges(",".join(f"{i}-{i + 9}" for i in range(0, 10**6, 10)), limit=1000)) <= 1000
