@@ -60,8 +60,5 @@ def test_a_real_hung_torchrun_job_collected_live_names_the_rank_reading_data(lab
     assert trigger["rank"] == CULPRIT and "_try_get_data" in trigger["text"]
 
 
-@pytest.mark.xfail(strict=True, reason="tools/stacks reads the .pyspy.txt and .pyspy.json dump of one process as two "
-                   "processes, so collective.stack_outlier sees 2 of 8 outside the collective (> 1/8) and the pattern "
-                   "rule names rank 0 too; remove this mark once the reader keeps one stack per (host, pid)")
 def test_only_that_rank_is_named(lab):
     assert verdict(lab[1]["ask"]) == ("data_loading_stall", [CULPRIT]), lab[1]["ask"]["headline"]

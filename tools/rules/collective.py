@@ -79,13 +79,13 @@ def stack_outlier(f: RuleInputs):
     fabric (weak: the dumps cannot see the network)."""
     if not f.stacks:
         return []
-    from trainlog_debugger.tools.stacks.report import group, minority
+    from trainlog_debugger.tools.stacks.report import group, minority, telling_frame
     got = minority(f.stacks)
     if got is not None:
         odd, major, cat, what, strength = got
         ranks = odd.ranks
         who = f"rank{'s' if len(ranks) > 1 else ''} {ranks_str(ranks)}" if ranks else f"{len(odd.stacks)} process(es)"
-        evs = [s.frames[0][2] for s in odd.stacks[:2]] + [major.stacks[0].frames[0][2]]
+        evs = [telling_frame(s) for s in odd.stacks[:2]] + [major.stacks[0].frames[0][2]]
         return [candidate("collective.stack_outlier", cat,
                           f"stack dumps: {len(major.stacks)} processes in {major.describe()}; {who} in "
                           f"{odd.describe()}: never reached the collective, {what}", strength, evs, f, ranks=ranks,

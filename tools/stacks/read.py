@@ -40,7 +40,24 @@ def read_stacks(bundle, also: set[str] = frozenset()) -> tuple[list[Stack], list
                 s.node = s.node or host
             attach_ranks(got, {p: [(r, host)] for p, r in pids.items()})
         out += got
-    return out, notes
+    return dedupe(out), notes
+
+
+def dedupe(stacks: list[Stack]) -> list[Stack]:
+    """One stack per process: `debugger collect` (and people) save a py-spy dump twice, as text and as --json, so
+    the same (directory, pid) can come twice. The text dump is kept (its frame lines read best when cited); stacks
+    with no pid are all kept."""
+    seen: dict[tuple[str, str], int] = {}
+    out: list[Stack] = []
+    for s in sorted(stacks, key=lambda s: s.file.endswith(".json")):  # text first
+        if s.pid is None:
+            out.append(s)
+            continue
+        key = (posixpath.dirname(s.file.replace("!", "/")), s.pid)
+        if key not in seen:
+            seen[key] = len(out)
+            out.append(s)
+    return out
 
 
 def read_manifests(bundle, notes: list[str]) -> dict[str, tuple[str | None, dict[str, int]]]:

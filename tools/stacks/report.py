@@ -322,6 +322,15 @@ def minority(stacks: list[Stack]) -> tuple[StackGroup, StackGroup, str, str, flo
     return g, major, "data_loading_stall", f"in {g.signature[0] if g.signature else '?'}", 0.5
 
 
+def telling_frame(s: Stack) -> Evidence:
+    """The frame that says what the process was doing (the DataLoader's `_try_get_data` under a `select` in the
+    multiprocessing queue): the innermost frame whose function or file a WHERE entry recognises, else the innermost."""
+    for f, w, ev in s.frames[:12]:
+        if any(rx.search(f"{f} {w}") for rx, *_ in WHERE):
+            return ev
+    return s.frames[0][2]
+
+
 def summary_lines(stacks: list[Stack], cap: int = 6) -> list[str]:
     """STAT-style: one line per group, largest first."""
     out = []
