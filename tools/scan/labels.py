@@ -110,10 +110,14 @@ class _Probed:
         self._s, self._first, self._cr = stream, first, cr
 
     def read(self, n: int = -1) -> bytes:
-        if self._first:
+        if self._first:  # a read of n bytes still returns n (short reads would cut lines at the probe's end)
             out, self._first = self._first, b""
             if n is not None and 0 <= n < len(out):
                 out, self._first = out[:n], out[n:]
+            elif n is None or n < 0:
+                out += self._s.read()
+            elif n > len(out):
+                out += self._s.read(n - len(out))
         else:
             out = self._s.read(n)
         return out.replace(b"\r", b"\n") if self._cr else out
