@@ -30,24 +30,24 @@ def records(make, bad_make=None, bad: int = 2, nodes=NODES):
 
 
 FIRE = [  # (healthy snapshot, the bad node's, rule id, category, strength, a word of the first cited line)
-    (nvsmi_q, lambda: nvsmi_q(dram_unc={1: 3}), "hardware.gpu.ecc_uncorrectable", "gpu_cuda", 0.85,
+    (nvsmi_q, lambda: nvsmi_q(dram_unc={1: 3}), "hardware.ecc_uncorrectable", "gpu_cuda", 0.85,
      "DRAM Uncorrectable"),
-    (nvsmi_q, lambda: nvsmi_q(remap_fail=4), "hardware.gpu.row_remap_failure", "gpu_cuda", 0.85,
+    (nvsmi_q, lambda: nvsmi_q(remap_fail=4), "hardware.row_remap_failure", "gpu_cuda", 0.85,
      "Remapping Failure Occurred"),
-    (lambda: nvsmi_q(old=True), lambda: nvsmi_q(old=True, dram_unc={0: 1}), "hardware.gpu.ecc_uncorrectable",
+    (lambda: nvsmi_q(old=True), lambda: nvsmi_q(old=True, dram_unc={0: 1}), "hardware.ecc_uncorrectable",
      "gpu_cuda", 0.85, "Total"),
-    (nvsmi_q, lambda: nvsmi_q(throttle=7), "hardware.gpu.hw_throttle", "gpu_cuda", 0.6, "HW Slowdown"),
-    (ibstat, lambda: ibstat(down=0, polling=True), "hardware.network.ib_port_down", "network", 0.85, "State: Down"),
-    (ibstat, lambda: ibstat(rate={1: 200}), "hardware.network.ib_port_rate", "network", 0.7, "Rate: 200"),
-    (ibv_devinfo, lambda: ibv_devinfo(down=1), "hardware.network.ib_port_down", "network", 0.85, "PORT_DOWN"),
-    (perfquery, lambda: perfquery(errors={"LinkDownedCounter": 2}), "hardware.network.ib_link_errors", "network",
+    (nvsmi_q, lambda: nvsmi_q(throttle=7), "hardware.hw_throttle", "gpu_cuda", 0.6, "HW Slowdown"),
+    (ibstat, lambda: ibstat(down=0, polling=True), "hardware.ib_port_down", "network", 0.85, "State: Down"),
+    (ibstat, lambda: ibstat(rate={1: 200}), "hardware.ib_port_rate", "network", 0.7, "Rate: 200"),
+    (ibv_devinfo, lambda: ibv_devinfo(down=1), "hardware.ib_port_down", "network", 0.85, "PORT_DOWN"),
+    (perfquery, lambda: perfquery(errors={"LinkDownedCounter": 2}), "hardware.ib_link_errors", "network",
      0.7, "LinkDownedCounter"),
-    (perfquery, lambda: perfquery(errors={"PortXmitDiscards": 40}), "hardware.network.ib_link_errors", "network",
+    (perfquery, lambda: perfquery(errors={"PortXmitDiscards": 40}), "hardware.ib_link_errors", "network",
      0.5, "PortXmitDiscards"),
-    (lambda: nccl_tests(["x"]), lambda: nccl_tests(["x"], busbw=200.0), "hardware.network.low_busbw", "network", 0.7,
+    (lambda: nccl_tests(["x"]), lambda: nccl_tests(["x"], busbw=200.0), "hardware.low_busbw", "network", 0.7,
      "# Avg bus bandwidth"),
-    (dcgmi, lambda: dcgmi(fail_gpu=0, layout="4"), "hardware.gpu.dcgm_diag_fail", "gpu_cuda", 0.8, "| Fail"),
-    (topo, lambda: topo(broken=(0, 3)), "hardware.gpu.nvlink_missing", "gpu_cuda", 0.6, "SYS"),
+    (dcgmi, lambda: dcgmi(fail_gpu=0, layout="4"), "hardware.dcgm_diag_fail", "gpu_cuda", 0.8, "| Fail"),
+    (topo, lambda: topo(broken=(0, 3)), "hardware.nvlink_missing", "gpu_cuda", 0.6, "SYS"),
 ]
 
 
@@ -64,7 +64,7 @@ def test_the_odd_node_is_named_with_its_ranks(facts_from, good, bad, rule, categ
     assert word in c.evidence[0].text and c.evidence[0].file == "hw/gpu-node-03/snap.txt"
     assert c.status == "hung" and c.restart == "restart without node gpu-node-03"
     assert "gpu-node-03" in c.summary and "ranks 16-23" in c.summary
-    if rule == "hardware.gpu.dcgm_diag_fail":  # the row naming the failed GPU is cited too
+    if rule == "hardware.dcgm_diag_fail":  # the row naming the failed GPU is cited too
         assert "GPU0: Fail" in c.evidence[1].text and c.facts["gpus"] == [0]
 
 
@@ -87,7 +87,7 @@ def test_one_node_gets_absolute_checks_only():
                                     + records(lambda: perfquery(errors={"SymbolErrorCounter": 9}), nodes=one)
                                     + records(lambda: dcgmi(fail_gpu=1), nodes=one))}
     # uncorrectable ECC and a diag Fail are bad anywhere; a throttle, a port down, a counter need peers to compare
-    assert got == {"gpu.ecc_uncorrectable", "gpu.dcgm_diag_fail"}
+    assert got == {"ecc_uncorrectable", "dcgm_diag_fail"}
 
 
 def test_what_most_nodes_share_is_the_fleet_not_one_node():
@@ -98,7 +98,7 @@ def test_what_most_nodes_share_is_the_fleet_not_one_node():
     # a counter every node has, one node ten times more: that node
     recs = records(lambda: perfquery(errors={"SymbolErrorCounter": 3}),
                    lambda: perfquery(errors={"SymbolErrorCounter": 3000}))
-    assert [(o.node, o.check) for o in compare(recs)] == [("gpu-node-03", "network.ib_link_errors")]
+    assert [(o.node, o.check) for o in compare(recs)] == [("gpu-node-03", "ib_link_errors")]
 
 
 @pytest.mark.parametrize("bw,fires", [(300.0, False), (255.0, False), (250.0, True)])

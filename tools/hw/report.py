@@ -104,12 +104,12 @@ def _throttle(r):
     return (active[0], f"clocks held down: {active[0].split(':', 1)[1]} active") if active else None
 
 
-GPU_CHECKS = (("gpu.ecc_uncorrectable", _ecc_volatile, True, 0.85),
-              ("gpu.row_remap_failure", _remap_failure, True, 0.85),
-              ("gpu.ecc_lifetime", _ecc_aggregate, False, 0.6),
-              ("gpu.retired_pages", _retired, False, 0.6),
-              ("gpu.row_remap_pending", _remap_pending, False, 0.65),
-              ("gpu.hw_throttle", _throttle, False, 0.6))
+GPU_CHECKS = (("ecc_uncorrectable", _ecc_volatile, True, 0.85),
+              ("row_remap_failure", _remap_failure, True, 0.85),
+              ("ecc_lifetime", _ecc_aggregate, False, 0.6),
+              ("retired_pages", _retired, False, 0.6),
+              ("row_remap_pending", _remap_pending, False, 0.65),
+              ("hw_throttle", _throttle, False, 0.6))
 
 
 def _gpus(recs: list[Record]) -> list[Outlier]:
@@ -148,7 +148,7 @@ def _ports(recs: list[Record]) -> list[Outlier]:
         if down and {peer_key(r) for r in rs if up(r)} and _minority({peer_key(r) for r in down}, _nodes(rs)):
             for r in down:
                 key = "state" if r.get("state") != "Active" else "physical_state"
-                out.append(Outlier(r.node, "network.ib_port_down", "network", 0.85,
+                out.append(Outlier(r.node, "ib_port_down", "network", 0.85,
                                    f"IB port {subject} is {r.get('state')}/{r.get('physical_state', '?')} on "
                                    f"{where(r)} while it is Active on its peers", [r.ev(key)], r.file,
                                    {"port": subject, "state": r.get("state"), "physical_state": r.get("physical_state")}))
@@ -160,7 +160,7 @@ def _ports(recs: list[Record]) -> list[Outlier]:
                 slow_nodes = {peer_key(x) for x in active if x.get("rate") < median(peers)}
                 if not _minority(slow_nodes, _nodes(active)):
                     continue
-                out.append(Outlier(r.node, "network.ib_port_rate", "network", 0.7,
+                out.append(Outlier(r.node, "ib_port_rate", "network", 0.7,
                                    f"IB port {r.subject} on {where(r)} runs at {r.get('rate'):g} Gb/s, its peers at "
                                    f"{median(peers):g}", [r.ev("rate")], r.file, {"port": r.subject,
                                                                                   "rate": r.get("rate")}))
@@ -185,16 +185,17 @@ def _counters(recs: list[Record]) -> list[Outlier]:
             peers = [m[c].get(c) for n, m in per_node.items() if n != node and c in m]
             if r.get(c) and peers and (max(peers) == 0 or r.get(c) >= COUNTER_FACTOR * max(1, median(peers))):
                 bad.append((c, r))
-        if bad and len(bad) <= len(ERRORS):
+        if bad:
             high = [c for c, _ in bad if c in ("LinkDownedCounter", "SymbolErrorCounter", "LinkErrorRecoveryCounter",
                                                "PortRcvErrors", "LocalLinkIntegrityErrors")]
             r0 = bad[0][1]
             what = ", ".join(f"{c}={r.get(c)} ({r.subject})" for c, r in bad[:4])
-            out.append(Outlier(r0.node, "network.ib_link_errors", "network", 0.7 if high else 0.5,
+            out.append(Outlier(r0.node, "ib_link_errors", "network", 0.7 if high else 0.5,
                                f"IB link error counters on {where(r0)}: {what}; its peers read zero or far less",
-                               [r.ev(c) for c, r in bad[:3]], r0.file, {"counters": {c: r.get(c) for c, r in bad}}))
-    # a counter non-zero on most nodes is the fabric's state, not one node's: kept out by the factor above
-    return [o for o in out if _minority({o.node or o.file for o in out}, set(per_node))]
+                               [r.ev(c) for c, r in bad[:3]], r0.file, {"counters": {c: r.get(c) for c, r in bad},
+                                                                        "peer": node}))
+    # errors on most nodes are the fabric's state, not one node's
+    return out if _minority({o.facts["peer"] for o in out}, set(per_node)) else []
 
 
 # ---- nccl-tests ------------------------------------------------------------------------------------------------
@@ -215,7 +216,7 @@ def _busbw(recs: list[Record]) -> list[Outlier]:
         blamed = [r.node] if r.node and len(r.hosts) <= 1 else sorted(shared & set(r.hosts)) or sorted(set(r.hosts))
         for node in blamed or [None]:
             evs = [r.ev("avg_busbw")] + ([r.ev("hosts_line")] if r.ev("hosts_line") else [])
-            out.append(Outlier(node, "network.low_busbw", "network", 0.7,
+            out.append(Outlier(node, "low_busbw", "network", 0.7,
                                f"nccl-tests on {node or where(r)}: average bus bandwidth {r.get('avg_busbw'):g} GB/s, "
                                f"the other {len(runs) - 1} run(s) {others:g} (below {BUSBW_FACTOR:g}x)", evs, r.file,
                                {"avg_busbw": r.get("avg_busbw"), "peers_median_busbw": others,
@@ -231,7 +232,7 @@ def _diag(recs: list[Record]) -> list[Outlier]:
             gpus = r.get("failed_gpus") or []
             on = f" (GPU {', '.join(map(str, gpus))})" if gpus else ""
             evs = [r.ev("result")] + [e for e in (r.ev("failed_gpus"), r.ev("detail")) if e and e != r.ev("result")]
-            out.append(Outlier(r.node, "gpu.dcgm_diag_fail", "gpu_cuda", 0.8,
+            out.append(Outlier(r.node, "dcgm_diag_fail", "gpu_cuda", 0.8,
                                f"dcgmi diag: {r.subject} failed{on} on {where(r)}", evs, r.file,
                                {"test": r.subject, "gpus": gpus}, True))
     return out
@@ -254,7 +255,7 @@ def _topo(recs: list[Record]) -> list[Outlier]:
         if short and len(short) * 2 < len(pairs):
             r = short[0]
             what = ", ".join(f"{p.subject} {p.get('link')}" for p in short[:4])
-            out.append(Outlier(r.node, "gpu.nvlink_missing", "gpu_cuda", 0.6,
+            out.append(Outlier(r.node, "nvlink_missing", "gpu_cuda", 0.6,
                                f"NVLink topology on {where(r)}: {what} where the other pairs have NV{usual:g}",
                                [p.ev("link") for p in short[:3]], r.file, {"pairs": [p.subject for p in short]}, True))
     return out
