@@ -36,6 +36,11 @@ READERS: tuple[Reader, ...] = (
            "AIStore daemon logs and stats: the storage side of a failed read, joined to the worker that waited",
            ("aistarget/aisproxy logs", "stats lines (periodic counters, deltas)"),
            "Node t[abcd1234], Version 3.24", ("storage.ais", "storage.ais_chain")),
+    Reader("reader.hardware", None,
+           "hardware and fabric snapshots per node; the node out of line with its peers, joined to the ranks it ran",
+           ("nvidia-smi -q (ECC, retired pages, remapped rows, throttle reasons, temperature)", "nvidia-smi topo -m",
+            "ibstat", "ibv_devinfo", "perfquery (and -x)", "nccl-tests (all_reduce_perf & co.)", "dcgmi diag"),
+           "Volatile ... DRAM Uncorrectable : 4", ("hardware.*",)),
 )
 
 
