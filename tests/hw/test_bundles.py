@@ -14,11 +14,6 @@ from trainlog_debugger.tools.bundle.open import open_bundle
 from trainlog_debugger.tools.pipeline import run
 
 NO_SMI = ("ibstat", "perfquery", "nccl", "dcgmi", "topo")
-# tools/sources/cuda.py's `cuda.ecc` trigger matches "Double Bit ECC" alone, which is also the key of
-# nvidia-smi -q's Retired Pages section ("Double Bit ECC : N/A" on every healthy A100/H100): a healthy nvidia-smi -q
-# reads as an uncorrectable ECC error (crashed, gpu_cuda, no node) before the snapshot is compared. The fix is in
-# cuda.py (not this change's file): these cases pass with it, and strict xfail makes them fail once it lands.
-SMI_BUG = pytest.mark.xfail(strict=True, reason="cuda.ecc trigger matches nvidia-smi -q's 'Double Bit ECC : N/A' key")
 
 
 def ask(root):
@@ -54,8 +49,8 @@ def test_logs_and_snapshots_name_the_node_and_its_ranks(tmp_path, nodes, bad, to
 
 
 @pytest.mark.parametrize("bad,tools,category,word", CASES[:-1] + [
-    pytest.param("ecc", ("nvsmi", "ibstat"), "gpu_cuda", "DRAM Uncorrectable", marks=SMI_BUG),
-    pytest.param("throttle", ("nvsmi",), "gpu_cuda", "HW Slowdown", marks=SMI_BUG),
+    ("ecc", ("nvsmi", "ibstat"), "gpu_cuda", "DRAM Uncorrectable"),
+    ("throttle", ("nvsmi",), "gpu_cuda", "HW Slowdown"),
     ("topo", NO_SMI, "gpu_cuda", "SYS")])
 def test_snapshots_alone_name_the_node_inconclusive(tmp_path, bad, tools, category, word):
     names = bundle(tmp_path, 128, logs=False, bad=bad, bad_node=77, tools=tools)
@@ -66,7 +61,7 @@ def test_snapshots_alone_name_the_node_inconclusive(tmp_path, bad, tools, catego
     assert word in ev.text and snapshot_line(tmp_path, ev) == ev.text
 
 
-@pytest.mark.parametrize("tools", [NO_SMI, pytest.param(NO_SMI + ("nvsmi",), marks=SMI_BUG)], ids=["no-smi", "with-smi"])
+@pytest.mark.parametrize("tools", [NO_SMI, NO_SMI + ("nvsmi",)], ids=["no-smi", "with-smi"])
 def test_healthy_snapshots_raise_nothing(tmp_path, tools):
     """Snapshots alone: inconclusive, nothing found. With the logs: the same answer as the logs alone give."""
     alone, logs_only, both = (tmp_path / x for x in ("alone", "logs_only", "both"))

@@ -85,6 +85,7 @@ NEAR_MISSES = [
      {}),
     ("≥2.4 boilerplate without the period", "For debugging consider passing CUDA_LAUNCH_BLOCKING=1", {}),
     ("a healthy ECC counter is not an ECC error", "[health-check] GPU 3 ECC errors: 0 volatile, 0 aggregate", {}),
+    ("nvidia-smi -q's retired-pages key on a healthy GPU", "            Double Bit ECC                    : N/A", {}),
     ("allocator config echo", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", {}),
 ]
 

@@ -29,7 +29,8 @@ PATTERNS = [
              r"(?: total capacity; (?P<allocated>[\d.]+ \w+) already allocated;| of which) (?P<free>[\d.]+ \w+) (?:is )?free)?",
       ints=("gpu",)),
     P("cuda.ecc", 1, "gpu_cuda", "root_candidate",
-      r"(?:[Uu]ncorrectable ECC error|Double Bit ECC)", ("ncorrectable ECC error", "Double Bit ECC"),
+      # 'Double Bit ECC error', not the bare key: every healthy `nvidia-smi -q` prints `Double Bit ECC : N/A`
+      r"(?:[Uu]ncorrectable ECC error|Double Bit ECC [Ee]rror)", ("ncorrectable ECC error", "Double Bit ECC "),
       "RuntimeError: CUDA error: uncorrectable ECC error encountered",
       "GPU memory ECC error (hardware)"),
     P("cuda.error", 1, "gpu_cuda", "root_candidate",
