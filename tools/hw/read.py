@@ -3,15 +3,12 @@ comparison are pure)."""
 
 from __future__ import annotations
 
-import json
-
-from trainlog_debugger.tools.hw.attribute import clean_host, folder_of, node_of
+from trainlog_debugger.tools.hw.attribute import node_of
 from trainlog_debugger.tools.hw.parse import parse_any
 from trainlog_debugger.tools.hw.record import Record
+from trainlog_debugger.tools.manifests import read_manifests
 
 MAX_SNAPSHOT_BYTES = 16 << 20  # nvidia-smi -q of 8 GPUs is ~60 KB; perfquery of a switch a few hundred KB
-MAX_MANIFEST_BYTES = 1 << 20
-MANIFEST = "collect.json"
 
 
 def known_nodes(scan) -> set[str]:
@@ -27,18 +24,7 @@ def read_hardware(bundle, scan, kinds: frozenset[str]) -> tuple[list[Record], li
     what could not be read, what was cut and which snapshots name no node."""
     from trainlog_debugger.tools.bundle.open import READ_ERRORS
     notes: list[str] = []
-    manifests: dict[str, str] = {}
-    for src in bundle.sources:
-        if src.rel.replace("!", "/").rsplit("/", 1)[-1] != MANIFEST:
-            continue
-        try:
-            with src.open() as fh:
-                host = clean_host(json.loads(fh.read(MAX_MANIFEST_BYTES).decode("utf-8", "replace")).get("host"))
-        except (*READ_ERRORS, ValueError, AttributeError) as e:
-            notes.append(f"{src.rel}: manifest not read ({type(e).__name__})")
-            continue
-        if host:
-            manifests[folder_of(src.rel)] = host
+    manifests = {folder: m.host for folder, m in read_manifests(bundle, notes).items() if m.host}
     records: list[Record] = []
     for src in bundle.sources:
         if src.kind not in kinds:

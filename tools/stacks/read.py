@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import posixpath
 
+from trainlog_debugger.tools.manifests import manifest_for, read_manifests
 from trainlog_debugger.tools.stacks.report import Stack, attach_ranks, parse
 
 MAX_DUMP_BYTES = 64 << 20  # one dump file; a py-spy dump of 1,000 threads is a few MB
-MAX_MANIFEST_BYTES = 4 << 20  # a collect.json lists a node's processes and snapshots: kilobytes
-MANIFEST = "collect.json"
 
 
 def read_stacks(bundle, also: set[str] = frozenset()) -> tuple[list[Stack], list[str]]:
@@ -35,10 +33,9 @@ def read_stacks(bundle, also: set[str] = frozenset()) -> tuple[list[Stack], list
         got = parse(src.rel, raw[:MAX_DUMP_BYTES].decode("utf-8", "replace"))
         man = manifest_for(src.rel, manifests)
         if man is not None:
-            host, pids = man
             for s in got:
-                s.node = s.node or host
-            attach_ranks(got, {p: [(r, host)] for p, r in pids.items()})
+                s.node = s.node or man.host
+            attach_ranks(got, {p: [(r, man.host)] for p, r in man.pids.items()})
         out += got
     return dedupe(out), notes
 
@@ -60,40 +57,3 @@ def dedupe(stacks: list[Stack]) -> list[Stack]:
     return out
 
 
-def read_manifests(bundle, notes: list[str]) -> dict[str, tuple[str | None, dict[str, int]]]:
-    """{directory of a collect.json: (host, {pid: rank})}. A manifest that is not JSON, or too big, is noted and
-    ignored: the dumps are still read, by their file names."""
-    from trainlog_debugger.tools.bundle.open import READ_ERRORS
-    out: dict[str, tuple[str | None, dict[str, int]]] = {}
-    for src in bundle.sources:
-        if posixpath.basename(src.rel.replace("!", "/")) != MANIFEST:
-            continue
-        try:
-            with src.open() as fh:
-                raw = fh.read(MAX_MANIFEST_BYTES + 1)
-            if len(raw) > MAX_MANIFEST_BYTES:
-                raise ValueError(f"larger than {MAX_MANIFEST_BYTES:,} bytes")
-            doc = json.loads(raw.decode("utf-8", "replace"))
-        except (*READ_ERRORS, ValueError) as e:
-            notes.append(f"{src.rel}: manifest ignored ({e})")
-            continue
-        if not isinstance(doc, dict):
-            continue
-        host = doc.get("host") if isinstance(doc.get("host"), str) else None
-        pids: dict[str, int] = {}
-        for p in doc.get("processes") or []:
-            if isinstance(p, dict) and isinstance(p.get("rank"), int) and 0 <= p["rank"] < 1 << 20 and p.get("pid"):
-                pids[str(p["pid"])] = p["rank"]
-        out[posixpath.dirname(src.rel.replace("!", "/"))] = (host, pids)
-    return out
-
-
-def manifest_for(rel: str, manifests: dict) -> tuple[str | None, dict[str, int]] | None:
-    """The manifest of the nearest enclosing directory of `rel`, if any."""
-    d = posixpath.dirname(rel.replace("!", "/"))
-    while True:
-        if d in manifests:
-            return manifests[d]
-        if not d:
-            return None
-        d = posixpath.dirname(d)

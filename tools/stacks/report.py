@@ -33,6 +33,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from trainlog_debugger.tools.hw.attribute import node_of
 from trainlog_debugger.tools.lines.attribution import attribute_line, attribute_path, strip_prefixes
 from trainlog_debugger.tools.model import Evidence
 
@@ -249,15 +250,6 @@ def launcher_pids(inputs) -> dict[str, list[tuple[int, str | None]]]:
     return dict(out)
 
 
-def _host_in_path(rel: str, hosts: set[str]) -> str | None:
-    """A host the job's lines name that is also a directory or a file-name part of `rel` (`gpu-node-17/4127.txt`,
-    `gpu-node-17.4127.pyspy.txt`): how people save one node's dumps. Only names the logs already know count."""
-    parts = re.split(r"[/!]", rel)
-    tokens = set(parts[:-1]) | {parts[-1].split(".")[0], parts[-1].rsplit(".", 1)[0]}
-    found = [h for h in hosts if h in tokens or h.split(".")[0] in tokens]
-    return found[0] if len(found) == 1 else None
-
-
 def attach_ranks(stacks: list[Stack], pids: dict[str, list[tuple[int, str | None]]]) -> int:
     """Give each unranked stack the rank its pid had in the job's lines: the pair on the dump's host when the dump
     names one, else the only pair for that pid (two hosts reusing a pid → left unranked: never a guess). Returns how
@@ -267,7 +259,8 @@ def attach_ranks(stacks: list[Stack], pids: dict[str, list[tuple[int, str | None
         if s.rank is not None or s.pid is None or s.pid not in pids:
             continue
         pairs = pids[s.pid]
-        node = s.node or _host_in_path(s.file, {h for _, h in pairs if h})
+        # how people save one node's dumps: `gpu-node-17/4127.txt`, `gpu-node-17.4127.pyspy.txt` (known hosts only)
+        node = s.node or node_of(s.file, {}, {h for _, h in pairs if h})[0]
         same = [p for p in pairs if node and p[1] == node] or (pairs if len(pairs) == 1 else [])
         if len(same) == 1:
             s.rank, s.node = same[0][0], s.node or same[0][1]
