@@ -37,12 +37,6 @@ def plausible_rank(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_RANKS
 
 
-def implausible_text(name: str, value) -> str:
-    """How an implausible claim is named in a note: the field and at most 24 characters of the value."""
-    s = str(value) if not isinstance(value, int) or abs(value) < 10 ** 24 else f"{value:.3e}"
-    if len(s) > 24:
-        s = f"{s[:12]}…({len(s)} digits)"
-    return f"{name}={s}"
 
 
 def ranks_str(ranks, cap: int = 12) -> str:

@@ -62,6 +62,12 @@ def test_catalog_int_fields_are_bounded():
     assert "world_size" not in ws and "5000 digits" in ws["implausible"][0]
 
 
+def test_the_catalog_reads_the_same_bounds():
+    from trainlog_debugger.tools import ranks
+    from trainlog_debugger.tools.sources import pattern
+    assert (pattern.MAX_RANKS, pattern.MAX_DIGITS) == (ranks.MAX_RANKS, ranks.MAX_DIGITS)
+
+
 def test_bounded_int_and_ranges():
     assert bounded_int("42") == 42 and bounded_int(HUGE) is None and bounded_int("1" * 21) is None
     assert bounded_int("1700000000123456789") == 1700000000123456789  # a ns timestamp is a number

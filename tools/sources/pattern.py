@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 
 from trainlog_debugger.tools.model import CATEGORIES as ALL_CATEGORIES
 from trainlog_debugger.tools.model import Role
-from trainlog_debugger.tools.ranks import MAX_RANKS, bounded_int, implausible_text
 
 TIERS = {
     0: "job facts",
@@ -71,7 +70,7 @@ class Pattern:
             if v is None:
                 continue
             if k in self.int_fields:
-                n = bounded_int(v, MAX_RANKS + 1 if _sizes_ranks(k) else None)
+                n = _bounded(v, MAX_RANKS if _sizes_ranks(k) else None)
                 if n is not None:
                     out[k] = n
                 elif v.strip().lstrip("+-").isdecimal():  # a number beyond any sane bound: a claim, not a size
@@ -84,6 +83,25 @@ class Pattern:
 
 
 IMPLAUSIBLE = "implausible"  # the facts key of int fields over their bound (tools.ranks): 'world_size=1000000000'
+# The bounds of tools.ranks (MAX_RANKS, MAX_DIGITS), restated because a format module imports no analysis helper
+# (tests/test_layers.py); tests/hostile/test_numbers.py checks that the two agree.
+MAX_RANKS = 1_000_000
+MAX_DIGITS = 20
+
+
+def _bounded(v: str, ceiling: int | None) -> int | None:
+    """An int field's text as an int: at most MAX_DIGITS digits (int() of 4,300+ raises), at most `ceiling`."""
+    t = v.strip()
+    digits = t[1:] if t[:1] in "+-" else t
+    if not digits.isdecimal() or not digits.isascii() or len(digits) > MAX_DIGITS:
+        return None
+    n = int(t)
+    return None if ceiling is not None and n > ceiling else n
+
+
+def implausible_text(name: str, value: str) -> str:
+    """How an implausible claim is named in a note: the field and at most 24 characters of the value."""
+    return f"{name}={value}" if len(value) <= 24 else f"{name}={value[:12]}…({len(value)} digits)"
 
 
 def _sizes_ranks(name: str) -> bool:

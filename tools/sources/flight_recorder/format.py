@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import re
 
-from trainlog_debugger.tools.ranks import MAX_RANKS, bounded_int
-
 _FR_NAME = re.compile(r"(?:nccl|comm_lib)_trace_rank_?\d+(?:\.(?:pkl|pickle|json|bin))?$", re.I)
 _FR_KEYS = (b"pg_config", b"pg_status", b"profiling_name", b"collective_seq_id", b"record_id",
             b"comm_lib_version", b"nccl_version", b"time_created_ns")
@@ -35,7 +33,7 @@ def is_fr_dump(name: str, head: bytes, text: str) -> bool:
     return bool(_FR_NAME.search(name)) and (not stripped or stripped[0] in "{[" or b"\x00" in head)
 
 
-_TRAILING = re.compile(r"(\d+)$")
+_TRAILING = re.compile(r"(?<!\d)(\d{1,6})$")  # `trace_rank_<5,000 digits>` names no rank (tools.ranks.MAX_RANKS)
 
 
 def rank_from_name(rel: str) -> int | None:
@@ -45,4 +43,4 @@ def rank_from_name(rel: str) -> int | None:
     name = re.sub(r"(?:\.(?:pkl|pickle|json|bin))?(?:\.(?:gz|bz2|xz|zst))?$", "", name, flags=re.I)
     name = re.sub(r"~\d+$", "", name)  # bundle's suffix for a name seen twice in one tar
     m = _TRAILING.search(name)
-    return bounded_int(m.group(1), MAX_RANKS + 1) if m else None  # `trace_rank_<5,000 digits>` names no rank
+    return int(m.group(1)) if m else None
