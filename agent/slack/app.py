@@ -1,5 +1,5 @@
 """`debugger slack`: the slack-bolt app. Handlers are thin: they check who asks and what (intake.py), investigate
-(conversations.py, the same pipeline and agent as `debugger ask`) and answer in the thread (post.py, blocks.py).
+(conversations.py, the same pipeline and agent as `debugger ask`) and answer in the thread (post.py, agent/render/slack_blocks.py).
 
 Triggers: an @mention with a path (under --allow-root), a bundle uploaded with an @mention or into a thread the
 bot is already investigating, and `/debug PATH` (its answer goes in a thread under a message the bot posts). A
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from trainlog_debugger.agent.graph.session import AgentOptions
 from trainlog_debugger.agent.render.report import to_markdown
-from trainlog_debugger.agent.slack import blocks as B
+from trainlog_debugger.agent.render import slack_blocks as B
 from trainlog_debugger.agent.slack.conversations import Conversations, sqlite_saver
 from trainlog_debugger.agent.slack.intake import Config, Guard, Refused, Seen, download, parse_text, safe_name
 from trainlog_debugger.agent.slack.post import Poster

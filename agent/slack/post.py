@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 
-from trainlog_debugger.agent.slack import blocks as B
+from trainlog_debugger.agent.render import slack_blocks as B
 from trainlog_debugger.tools.redact import Redactor
 
 log = logging.getLogger("trainlog_debugger.slack")

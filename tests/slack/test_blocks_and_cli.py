@@ -13,7 +13,7 @@ import pytest
 from conftest import CASE, TOKEN
 from fake_slack import blocks_problem
 
-from trainlog_debugger.agent.slack import blocks as B
+from trainlog_debugger.agent.render import slack_blocks as B
 from trainlog_debugger.agent.slack.intake import parse_text
 
 

@@ -14,7 +14,7 @@ import time
 from conftest import CASE, HF, TOKEN
 from fake_slack import BOT_USER, TEAM, blocks_problem
 
-from trainlog_debugger.agent.slack.blocks import as_text
+from trainlog_debugger.agent.render.slack_blocks import as_text
 
 CH = "C0INCIDENT"
 
