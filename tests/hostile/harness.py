@@ -12,6 +12,7 @@ Used by tests/hostile/test_*.py (both parts of issue 15); keep the interface sta
     run_cli(args, *, env=None, timeout=60, cwd=None, on_start=None) -> Result
     assert_clean(result, rc_in=(0, 2), max_rss_mb=1024, max_s=60.0)
     snapshot(path) -> dict  (compare before/after to prove the input was not modified)
+    write_tar(path, members, mode='w:gz')  (build a tar input at test time)
 """
 
 from __future__ import annotations
@@ -154,6 +155,18 @@ def snapshot(path: str | os.PathLike) -> dict[str, tuple]:
         else:
             out[rel] = ("dir" if p.is_dir() else "other", st.st_mode)
     return out
+
+
+def write_tar(path: str | os.PathLike, members, mode: str = "w:gz") -> Path:
+    """A tar of `members` ((name, bytes) pairs, an iterable: 100,000 need not be held at once) at `path`."""
+    import io
+    import tarfile
+    with tarfile.open(path, mode) as tf:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return Path(path)
 
 
 def assert_clean(result: Result, rc_in: tuple[int, ...] = (0, 2), max_rss_mb: float = 1024,

@@ -7,10 +7,9 @@ import gzip
 import io
 import tarfile
 import zipfile
-from pathlib import Path
 
 import pytest
-from harness import assert_clean, run_cli, snapshot
+from harness import assert_clean, run_cli, snapshot, write_tar
 
 WATCHDOG = ("[rank{r}]:[E1105 12:34:56.789012345 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective "
             "operation timeout: WorkNCCL(SeqNum=42, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
@@ -81,12 +80,7 @@ def test_bz2_of_zeros_is_skipped_without_extracting(tmp_path, cli_env):
 
 def test_tar_of_many_tiny_files_stops_on_files_budget(tmp_path, cli_env):
     t = tmp_path / "many.tar.gz"
-    with tarfile.open(t, "w:gz") as tf:
-        for i in range(3000):
-            data = rank_log(i)
-            info = tarfile.TarInfo(f"logs/rank_{i}.log")
-            info.size = len(data)
-            tf.addfile(info, io.BytesIO(data))
+    write_tar(t, ((f"logs/rank_{i}.log", rank_log(i)) for i in range(3000)))
     res, rep = scan_json([str(t)], dict(cli_env, DEBUGGER_MAX_FILES="200"))
     assert_clean(res, rc_in=(0,), max_s=30)
     assert len(rep["files"]) == 200

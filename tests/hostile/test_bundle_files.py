@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from harness import assert_clean, run_cli, snapshot
+from harness import assert_clean, run_cli, snapshot, write_tar
 
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, clean_stale_tmpdirs, open_bundle, read_error_reason
 
@@ -141,12 +141,7 @@ def test_non_utf8_file_names_keep_json_valid(tmp_path, cli_env):
 
 def test_sigterm_and_sighup_remove_the_temp_dir(tmp_path, cli_env):
     t = tmp_path / "many.tar.gz"
-    with tarfile.open(t, "w:gz") as tf:
-        for i in range(4000):
-            data = rank_log(i)
-            info = tarfile.TarInfo(f"logs/rank_{i}.log")
-            info.size = len(data)
-            tf.addfile(info, io.BytesIO(data))
+    write_tar(t, ((f"logs/rank_{i}.log", rank_log(i)) for i in range(4000)))
     before = snapshot(t)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         def hit(popen, sig=sig):

@@ -156,6 +156,14 @@ class _Bounded(io.RawIOBase):
         self.pos += got
         return got
 
+    def readall(self) -> bytes:
+        """`read()` of everything left in one system call loop (RawIOBase's default reads 8 KiB at a time)."""
+        parts = []
+        while self.pos < self.limit and (data := os.read(self.fd, min(self.limit - self.pos, 1 << 30))):
+            parts.append(data)
+            self.pos += len(data)
+        return b"".join(parts)
+
     def seek(self, off: int, whence: int = 0) -> int:
         base = {0: 0, 1: self.pos, 2: self.limit}[whence]
         self.pos = os.lseek(self.fd, max(0, base + off), 0)
