@@ -89,10 +89,11 @@ def run(bundle, *, progress: Callable[[int, int], None] | None = None, workers: 
         inputs.diff = diff_bundle(bundle, workers=workers)
         if inputs.diff.only:
             diag = diagnose(inputs)
-    if stack_notes:  # a capped read is said in the answer, never silent
-        diag = diag.model_copy(update={"notes": list(diag.notes) + stack_notes})
-    if hw_notes:
-        diag = diag.model_copy(update={"notes": list(diag.notes) + hw_notes})
+    # what the input itself made the analysis refuse or cut (an implausible number, a budget, a partial file, a
+    # capped dump) is said in the answer, never silent: for every caller (ask, eval, the agent, Slack)
+    extra = [n for n in stack_notes + hw_notes + scan.input_notes() if n not in diag.notes]
+    if extra:
+        diag = diag.model_copy(update={"notes": list(diag.notes) + extra})
     return Investigation(scan=scan, nccl=nccl, diagnosis=verified(diag, bundle), fr=fr, ais=ais, steps=inputs.steps,
                          diff=inputs.diff)
 

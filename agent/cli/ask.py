@@ -86,7 +86,7 @@ def ask(args: list[str] = ArgsArg, json_: bool = JsonOpt,
                 if sec.notice:
                     _notice(f"agent: {sec.notice}; showing the deterministic analysis")
                 diag = with_agent(diag, sec)
-            diag = shown(with_input_notes(diag, inv.scan), not no_redact)  # every output below is drawn from these
+            diag = shown(diag, not no_redact)  # every output below is drawn from these
             inv = shown(inv, not no_redact)
             if markdown and not to_stdout_md:
                 markdown.write_text(to_markdown(diag), encoding="utf-8")
@@ -105,14 +105,6 @@ def ask(args: list[str] = ArgsArg, json_: bool = JsonOpt,
                 render_report(diag, out, full=full)
             if interactive and session is not None and diag.agent and diag.agent.outcome not in ("api_error",):
                 _chat_loop(session, render_agent)
-
-
-def with_input_notes(diag, scan):
-    """The scan's notes about the input itself (implausible numbers ignored, lines matched in pieces, CR-only
-    files: tools.scan.result.ScanResult.input_notes) added to the answer's notes, so a claim the analysis refused
-    to size anything with is said where the user reads the verdict."""
-    extra = [n for n in scan.input_notes() if n not in diag.notes]
-    return diag.model_copy(update={"notes": list(diag.notes) + extra}) if extra else diag
 
 
 def _notice(text: str) -> None:

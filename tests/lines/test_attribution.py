@@ -285,3 +285,13 @@ def test_one_local_to_global_mapping_and_conflicts_make_it_ambiguous():
                                        ("logs/host-a7_dmesg.txt", "a7"), ("node_b12_stderr.out", "b12")])
 def test_a_word_for_what_the_file_holds_is_not_part_of_the_node(path, node):
     assert attribute_path(path).node == node
+
+
+def test_huge_numbers_are_no_prefix_and_raise_nothing():
+    """A rank of thousands of digits (hostile input) is not a rank prefix: no exception, no rank."""
+    from trainlog_debugger.tools.lines.attribution import attribute_line, attribute_path
+    a = attribute_line("[rank" + "9" * 5000 + "]: Traceback (most recent call last):")
+    assert a.rank is None
+    assert attribute_line("node1:" + "7" * 400 + ":1 [0] NCCL INFO x").rank is None
+    assert attribute_path("logs/rank_" + "1" * 3000 + ".log").rank is None
+    assert attribute_line("[rank1234567]: ok").rank == 1234567

@@ -17,6 +17,9 @@ Two kinds of prefix, treated differently:
 * *emitter headers* (c10 ``[E1105 ... File.cpp:N]``, ``[PG ... Rank r]``, NCCL
   ``host:pid:tid [dev]``, ``[NeMo I ... rank:3]``) are only **read**: the parsers of those formats
   anchor on them (FORMATS §1.1, §3.1), so they stay in the body.
+
+Every number these regexes capture is bounded in the regex itself (ranks and tasks 1-7 digits, pids 1-10): a
+`[rank<5,000 digits>]:` is not a rank prefix at all, so no caller ever converts or sizes anything with it.
 """
 from __future__ import annotations
 
@@ -42,17 +45,17 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 # One wrapper layer at the current position; applied repeatedly (outer -> inner).
 _WRAP = re.compile(
-    r"\[rank(?P<rank>\d+)\]: ?"  # c10 '[rank3]:[E..' / excepthook '[rank3]: ' (one space)
-    r"|\[(?P<tmpl>\d+)\]:(?=.*\S)"  # TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE '[12]:' (not a bare '[1]:')
-    r"|\[(?P<tee_name>[A-Za-z_]\w*?)(?P<lrank>\d+)\]:"  # torchrun --tee '[default3]:', '[trainer12]:'
-    r"|(?:P(?P<het>\d+) )?(?P<pad> *)(?P<task>\d+): "  # srun --label ' 3: ', '15: ', het 'P1  3: '
-    r"|\((?:(?P<cls>[A-Za-z_][\w.]*)(?:\[rank=(?P<rrank>\d+)\])?(?: pid=(?P<pid>\d+))?"
-    r"(?:, ip=(?P<ip>[\w.:\-]+))?|pid=(?P<pid2>\d+)(?:, ip=(?P<ip2>[\w.:\-]+))?)\) ?"  # Ray actor
+    r"\[rank(?P<rank>\d{1,7})\]: ?"  # c10 '[rank3]:[E..' / excepthook '[rank3]: ' (one space)
+    r"|\[(?P<tmpl>\d{1,7})\]:(?=.*\S)"  # TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE '[12]:' (not a bare '[1]:')
+    r"|\[(?P<tee_name>[A-Za-z_]\w*?)(?P<lrank>\d{1,7})\]:"  # torchrun --tee '[default3]:', '[trainer12]:'
+    r"|(?:P(?P<het>\d{1,7}) )?(?P<pad> *)(?P<task>\d{1,7}): "  # srun --label ' 3: ', '15: ', het 'P1  3: '
+    r"|\((?:(?P<cls>[A-Za-z_][\w.]*)(?:\[rank=(?P<rrank>\d{1,7})\])?(?: pid=(?P<pid>\d{1,10}))?"
+    r"(?:, ip=(?P<ip>[\w.:\-]+))?|pid=(?P<pid2>\d{1,10})(?:, ip=(?P<ip2>[\w.:\-]+))?)\) ?"  # Ray actor
     r"|slurmstepd-(?P<sdnode>[\w.\-]+): "  # MULTIPLE_SLURMD builds: 'slurmstepd-{node}: error: ...'
     r"|(?P<host>[A-Za-z0-9][A-Za-z0-9.\-]*): "  # pdsh / DeepSpeed 'worker-1: ' (validated below)
 )
 # tqdm glues headers mid-line: 'Epoch 10/10: 240it [05:55, ...][rank0]:[E709 17:05:38...'.
-_RANK_ANY = re.compile(r"\[rank(\d+)\]:(?:(?=\[)| |$)")
+_RANK_ANY = re.compile(r"\[rank(\d{1,7})\]:(?:(?=\[)| |$)")
 _CAMEL = re.compile(r"[a-z][A-Z]")
 _DIGIT = re.compile(r"\d")
 _IPV4 = re.compile(r"(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)")
@@ -65,12 +68,12 @@ _NOT_HOST = re.compile(
 )
 _PG = re.compile(
     r"\[(?:PG (?:ID (?P<id>\d+) PG GUID (?P<guid>[^ (\]]+)|GUID (?P<guid2>[^ (\]]+)|(?P<uid>[^ (\]]+))"
-    r"(?: ?\((?P<desc>[^)]*)\))? )?Rank (?P<r>\d+)\]"
+    r"(?: ?\((?P<desc>[^)]*)\))? )?Rank (?P<r>\d{1,7})\]"
 )
-_NEMO = re.compile(r"\[NeMo [A-Z] \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+:\d+ rank:(\d+)\]")
+_NEMO = re.compile(r"\[NeMo [A-Z] \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+:\d+ rank:(\d{1,7})\]")
 # '{host}:{pid}:{tid} [{cudaDev}] ... NCCL INFO', optional v2.26+ '[ts] ' before it (FORMATS §3.1).
 _NCCL = re.compile(
-    r"(?:\[[^\]]*\] )?(?P<host>[^\s:\[\]]+):\d+:\d+ (?:\[(?P<dev>\d+)\] )?"
+    r"(?:\[[^\]]*\] )?(?P<host>[^\s:\[\]]+):\d+:\d+ (?:\[(?P<dev>\d{1,4})\] )?"
     r"(?=(?:\S+ ){0,3}NCCL )"
 )
 # Rank sources, best first: explicit c10 '[rankN]:' > elastic template > srun task id > Ray
@@ -245,12 +248,12 @@ class PathHint:
     style: str | None = None  # '+'-joined when several hints combine, e.g. 'slurm_job+rank_name'
 
 
-_PATH_TORCHRUN = re.compile(r"(?:^|/)attempt_(\d+)/(\d+)/(?:stdout\.log|stderr\.log|error\.json)$")
+_PATH_TORCHRUN = re.compile(r"(?:^|/)attempt_(\d{1,7})/(\d{1,7})/(?:stdout\.log|stderr\.log|error\.json)$")
 _PATH_RANK = re.compile(
-    r"(?i)(?:^|[_\-.])(?P<kind>local[_\-]?rank|node[_\-]?rank|global[_\-]?rank|rank|task)[_\-]?(?P<n>\d+)(?=[_\-.]|$)"
+    r"(?i)(?:^|[_\-.])(?P<kind>local[_\-]?rank|node[_\-]?rank|global[_\-]?rank|rank|task)[_\-]?(?P<n>\d{1,7})(?=[_\-.]|$)"
 )
 _PATH_SLURM = re.compile(r"slurm-(?P<job>\d+(?:_\d+)?(?:\.\d+)?)\.(?:out|err)")  # %j, %A_%a, %J
-_PATH_SLURM_N = re.compile(r"[A-Za-z]\w*-(?P<job>\d{3,})-(?P<n>\d+)\.(?:out|err)")  # error-<job>-<%n>.out
+_PATH_SLURM_N = re.compile(r"[A-Za-z]\w*-(?P<job>\d{3,20})-(?P<n>\d{1,7})\.(?:out|err)")  # error-<job>-<%n>.out
 _PATH_JOB = re.compile(r"(?i)(?:^|[_\-.])job(?:id)?[_\-]?(?P<job>\d{3,})(?=[_\-.]|$)")
 # 'node_H100-1.log', 'host-gpu7.out'; a trailing word that names what the file holds (`node_48_pyspy.log`,
 # `host-a_dmesg.txt`) is not part of the node's name.

@@ -15,7 +15,10 @@ from trainlog_debugger.tools.lines.timestamps import Stamp
 from trainlog_debugger.tools.model import Coverage, Evidence, Finding, Role
 
 
-INPUT_NOTE_MARKS = ("implausible claim", "shown truncated", "carriage return only", "are read as UTC")
+INPUT_NOTE_MARKS = ("implausible claim", "shown truncated", "carriage return only", "are read as UTC",
+                    # the bundle's own (tools/bundle/open.py): a budget that stopped extraction, files not read whole
+                    "extraction stopped", "extraction cap", "files budget", "still growing", "partial", "replaced by",
+                    "tar stops")
 
 
 @dataclass
