@@ -104,12 +104,29 @@ def _children(ppid: int) -> list[int]:
     return sorted(kids)
 
 
+def _tree(root: int) -> list[int]:
+    """root's descendants, found before anything is killed (an orphan is re-parented and lost to the walk)."""
+    out, todo = [], [root]
+    while todo:
+        kids = _children(todo.pop())
+        out += kids
+        todo += kids
+    return out
+
+
 def kill_job(job: subprocess.Popen) -> None:
-    """SIGKILL the session this script started (torchrun, its workers, their DataLoader workers)."""
+    """SIGKILL everything this script started: torchrun's session, and by pid its workers and their DataLoader
+    workers, which torch.distributed.elastic starts in sessions of their own (a killpg alone leaves them running)."""
+    pids = _tree(job.pid)
     try:
         os.killpg(job.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     job.wait(timeout=30)
 
 

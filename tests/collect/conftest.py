@@ -72,6 +72,11 @@ class Job:
             os.killpg(self.agent.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        for pid in self.pids - {self.agent.pid}:  # children that started sessions of their own
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         self.agent.wait(timeout=30)
 
 
