@@ -78,6 +78,21 @@ class ReadRefused(OSError):
         self.reason = reason
 
 
+def read_capped(src, cap: int, what: str, notes: list[str]) -> str | None:
+    """A whole-file record (a stack dump, a hardware snapshot) as text, read up to `cap` bytes: the readers of such
+    records share this so that a file cut at the cap, or not readable at all, is said in `notes`, never silent.
+    None when it could not be read."""
+    try:
+        with src.open() as fh:
+            raw = fh.read(cap + 1)
+    except READ_ERRORS as e:
+        notes.append(f"{src.rel}: not read ({read_error_reason(e)})")
+        return None
+    if len(raw) > cap:
+        notes.append(f"{src.rel}: only the first {cap:,} bytes of the {what} were read")
+    return raw[:cap].decode("utf-8", "replace")
+
+
 def read_error_reason(exc: BaseException) -> str:
     """One-line Skipped reason for an exception in READ_ERRORS (or any other)."""
     if isinstance(exc, ReadRefused):

@@ -22,22 +22,16 @@ def known_nodes(scan) -> set[str]:
 def read_hardware(bundle, scan, kinds: frozenset[str]) -> tuple[list[Record], list[str]]:
     """Every snapshot of the bundle (sources whose kind is in `kinds`), parsed, each record with its node. Notes say
     what could not be read, what was cut and which snapshots name no node."""
-    from trainlog_debugger.tools.bundle.open import READ_ERRORS
+    from trainlog_debugger.tools.bundle.open import read_capped
     notes: list[str] = []
     manifests = {folder: m.host for folder, m in read_manifests(bundle, notes).items() if m.host}
     records: list[Record] = []
     for src in bundle.sources:
         if src.kind not in kinds:
             continue
-        try:
-            with src.open() as fh:
-                raw = fh.read(MAX_SNAPSHOT_BYTES + 1)
-        except READ_ERRORS as e:
-            notes.append(f"{src.rel}: not read ({e})")
-            continue
-        if len(raw) > MAX_SNAPSHOT_BYTES:
-            notes.append(f"{src.rel}: only the first {MAX_SNAPSHOT_BYTES:,} bytes of the snapshot were read")
-        records += parse_any(src.rel, raw[:MAX_SNAPSHOT_BYTES].decode("utf-8", "replace"))
+        text = read_capped(src, MAX_SNAPSHOT_BYTES, "snapshot", notes)
+        if text is not None:
+            records += parse_any(src.rel, text)
     known = known_nodes(scan) | set(manifests.values()) | {h for r in records for h in r.hosts}
     unattributed = set()
     for r in records:

@@ -15,22 +15,17 @@ def read_stacks(bundle, also: set[str] = frozenset()) -> tuple[list[Stack], list
     the scan saw as stack frames: faulthandler output inside a log). A file past MAX_DUMP_BYTES is read up to it and
     said so. Dumps under a `debugger collect` node directory take that node's host, and the rank its manifest
     read from the process's environment when the file name does not say it."""
-    from trainlog_debugger.tools.bundle.open import READ_ERRORS
+    from trainlog_debugger.tools.bundle.open import read_capped
     out: list[Stack] = []
     notes: list[str] = []
     manifests = read_manifests(bundle, notes)
     for src in bundle.sources:
         if src.kind != "pyspy" and src.rel not in also:
             continue
-        try:
-            with src.open() as fh:
-                raw = fh.read(MAX_DUMP_BYTES + 1)
-        except READ_ERRORS as e:
-            notes.append(f"{src.rel}: not read ({e})")
+        text = read_capped(src, MAX_DUMP_BYTES, "dump", notes)
+        if text is None:
             continue
-        if len(raw) > MAX_DUMP_BYTES:
-            notes.append(f"{src.rel}: only the first {MAX_DUMP_BYTES:,} bytes of the dump were read")
-        got = parse(src.rel, raw[:MAX_DUMP_BYTES].decode("utf-8", "replace"))
+        got = parse(src.rel, text)
         man = manifest_for(src.rel, manifests)
         if man is not None:
             for s in got:
