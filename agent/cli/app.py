@@ -9,7 +9,6 @@ included, is one line and exit code 1 (set DEBUGGER_TRACEBACK=1 to see the stack
 from __future__ import annotations
 
 import sys
-from importlib.metadata import PackageNotFoundError, version
 
 import typer
 
@@ -32,6 +31,7 @@ app = typer.Typer(add_completion=True, no_args_is_help=True, rich_markup_mode=No
 
 
 def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # ~40 ms: only for --version
     try:
         return version("trainlog-debugger")
     except PackageNotFoundError:

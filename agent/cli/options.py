@@ -20,25 +20,70 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import typer
-from rich.console import Console
-
-class _Console(Console):
-    """rich's Console, except that a closed pipe (`| head -1`) ends the command quietly with exit code 0, as
-    ripgrep and git do (rich's own handler exits 1)."""
-
-    def on_broken_pipe(self) -> None:
-        quiet_pipe()
-        raise SystemExit(0)
 
 
-# soft_wrap: rich never inserts a line break of its own: a terminal wraps long lines itself, and piped output keeps
-# every line whole (rows of file:line are meant to be grepped). Piped output lays tables out at $COLUMNS when set.
-out = _Console(highlight=False, soft_wrap=True)
-if not out.is_terminal:
-    _cols = os.environ.get("COLUMNS", "")
-    out = _Console(highlight=False, soft_wrap=True, width=int(_cols) if _cols.isdigit() and 20 <= int(_cols) <= 1000
-                  else 200)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+def _console_class():
+    from rich.console import Console
+
+    class _Console(Console):
+        """rich's Console, except that a closed pipe (`| head -1`) ends the command quietly with exit code 0, as
+        ripgrep and git do (rich's own handler exits 1)."""
+
+        def on_broken_pipe(self) -> None:
+            quiet_pipe()
+            raise SystemExit(0)
+    return _Console
+
+
+def _make_out():
+    # soft_wrap: rich never inserts a line break of its own: a terminal wraps long lines itself, and piped output
+    # keeps every line whole (rows of file:line are meant to be grepped). Piped output lays tables out at $COLUMNS
+    # when set.
+    cls = _console_class()
+    console = cls(highlight=False, soft_wrap=True)
+    if not console.is_terminal:
+        cols = os.environ.get("COLUMNS", "")
+        console = cls(highlight=False, soft_wrap=True,
+                      width=int(cols) if cols.isdigit() and 20 <= int(cols) <= 1000 else 200)
+    return console
+
+
+def _make_err():
+    from rich.console import Console
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class LazyConsole:
+    """A rich Console made on first use. Why: importing rich costs ~80 ms, and `debugger scan --json` (or a usage
+    error) never prints through rich; every command module imports `out`/`err` at its top, so the object they
+    import must be cheap. Every attribute goes to the real Console."""
+
+    def __init__(self, make):
+        object.__setattr__(self, "_make", make)
+        object.__setattr__(self, "_real", None)
+
+    def _get(self):
+        real = object.__getattribute__(self, "_real")
+        if real is None:
+            real = object.__getattribute__(self, "_make")()
+            object.__setattr__(self, "_real", real)
+        return real
+
+    def __getattr__(self, name):
+        return getattr(self._get(), name)
+
+    def __setattr__(self, name, value):
+        setattr(self._get(), name, value)
+
+    def __enter__(self):
+        return self._get().__enter__()
+
+    def __exit__(self, *exc):
+        return self._get().__exit__(*exc)
+
+
+out = LazyConsole(_make_out)
+err = LazyConsole(_make_err)
 
 PathsArg = typer.Argument(..., help="Log bundle(s): directory, .tar/.tar.gz/.tgz/.zip, or files (.gz ok).")
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON.")
@@ -222,7 +267,7 @@ def progress():
     import time
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
     bar = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                   console=err, transient=True)
+                   console=err._get(), transient=True)
     state = {"task": None, "t0": time.monotonic()}
 
     def cb(done: int, total: int):

@@ -27,7 +27,6 @@ def scan(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
          no_redact: bool = NoRedactOpt):
     """One pass over every line of every rank: fatal patterns by tier, outlier ranks, silent ranks, coverage."""
     with guarded():
-        from trainlog_debugger.agent.render import text as render
         from trainlog_debugger.tools.scan.driver import scan_bundle
         with opened(paths) as b:
             with progress() as cb:
@@ -36,6 +35,7 @@ def scan(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
             if json_:
                 print_json(res)
             else:
+                from trainlog_debugger.agent.render import text as render  # rich: only for the text output
                 render.render_scan(res, out)
 
 
