@@ -9,6 +9,12 @@ declared here with the catalog pattern ids each line must hit: that declaration,
 manifest records (per pattern id: line count and per-rank counts; plus the number of lines any trigger hits, which
 `rg -c` must reproduce). Lines are made by cheap arithmetic on a counter (no per-field RNG), in 2 processes, so
 1 GiB takes seconds. Same seed and size → byte-identical files.
+
+Two more knobs for the benchmark's matrix: `ranks` (one file per rank: 16-4,096 files of the same total size, for
+per-file costs) and `hits` (the share of lines that match the catalog, 0.1-10 %: a 1,024-rank NCCL_DEBUG=INFO job
+logs ~10 % `ncclCommInitRank ... Init COMPLETE` lines, one per communicator and rank, for per-hit costs). Hit lines
+are real NCCL init lines (FORMATS.md §NCCL, `nccl.comm_init`) inserted at an even rate, declared like the needles.
+With hits=0 the bytes are those of earlier versions.
 """
 
 from __future__ import annotations
@@ -166,8 +172,15 @@ def _needles(rank: int, prefix: str, p: dict, host: str, pid: int, sec: int) -> 
     return mid, tail
 
 
+def _hit_line(rank: int, prefix: str, host: str, pid: int, n: int) -> str:
+    """The n-th communicator init line of a rank (NCCL_DEBUG=INFO prints one per communicator it joins)."""
+    dev = rank % NODE_GPUS
+    return (f"{prefix}{host}:{pid}:{pid + 57} [{dev}] NCCL INFO comm 0x7f{n * 2654435761 % (1 << 32):08x} rank {rank} "
+            f"nranks 256 cudaDev {dev} nvmlDev {dev} busId {dev}b000 commId 0x{n * 40503 % (1 << 32):08x} - Init COMPLETE\n")
+
+
 def _write_file(job: tuple) -> dict:
-    rank, root, per_file, seed, p = job
+    rank, root, per_file, seed, p, hits = job
     rel, prefix = layout(rank)
     rng = random.Random(f"bench-file:{seed}:{rank}")
     order = "".join(rng.sample(BLOCK_KINDS, len(BLOCK_KINDS)))
@@ -191,7 +204,8 @@ def _write_file(job: tuple) -> dict:
     path = Path(root) / rel
     path.parent.mkdir(parents=True, exist_ok=True)
     target = per_file - tail_bytes
-    written = nlines = c = 0
+    written = nlines = c = nhit = 0
+    per_cycle, owed = 20 * hits / (1 - hits) if 0 < hits < 1 else 0.0, 0.0  # k/(20+k) = hits
     mid.sort(key=lambda m: m[0])
     with open(path, "w", encoding="utf-8", newline="\n") as f:
         buf: list[str] = []
@@ -201,6 +215,11 @@ def _write_file(job: tuple) -> dict:
                 buf += lines
                 nlines += len(lines)
             block = _ordinary(rank, prefix, c, sec0 + c * step, order, host, pid)
+            owed += per_cycle
+            while owed >= 1:
+                owed -= 1
+                block.insert(nhit * 7 % len(block), take([(_hit_line(rank, prefix, host, pid, nhit), ["nccl.comm_init"])])[0])
+                nhit += 1
             nlines += len(block)
             s = "".join(block)
             buf.append(s)
@@ -217,20 +236,22 @@ def _write_file(job: tuple) -> dict:
     return {"rank": rank, "file": rel, "bytes": path.stat().st_size, "lines": nlines, "counts": counts, "matched": matched}
 
 
-def generate(data: Path, size_gib: float, seed: int = 42, ranks: int = 256) -> tuple[Path, dict]:
+def generate(data: Path, size_gib: float, seed: int = 42, ranks: int = 256, hits: float = 0.0) -> tuple[Path, dict]:
     """Write (or reuse) the bundle; return (bundle dir, manifest). Reused when the manifest's parameters match
-    and the files are all there with their recorded sizes; the manifest is written last."""
-    name = f"logs-{size_gib:g}gib-{ranks}r-s{seed}"
+    and the files are all there with their recorded sizes; the manifest is written last. `ranks` is bounded
+    to 1..65,536 and `hits` to 0..0.5 (they size the file list and the lines)."""
+    ranks, hits = min(max(int(ranks), 8), 65536), min(max(float(hits), 0.0), 0.5)
+    name = f"logs-{size_gib:g}gib-{ranks}r-s{seed}" + (f"-h{hits:g}" if hits else "")
     root, mpath = data / name, data / f"{name}.manifest.json"
     size = int(size_gib * (1 << 30))
     if mpath.exists():
         man = json.loads(mpath.read_text())
         if (man.get("gen_version"), man.get("size_target"), man.get("seed"), man.get("ranks")) == (
-                GEN_VERSION, size, seed, ranks) and all(
+                GEN_VERSION, size, seed, ranks) and man.get("hits", 0.0) == hits and all(
                 (root / f["file"]).is_file() and (root / f["file"]).stat().st_size == f["bytes"] for f in man["files"]):
             return root, man
     p = plan(seed, ranks)
-    jobs = [(r, str(root), size // ranks, seed, p) for r in range(ranks)]
+    jobs = [(r, str(root), size // ranks, seed, p, hits) for r in range(ranks)]
     with get_context("fork").Pool(min(2, os.cpu_count() or 1)) as pool:
         res = sorted(pool.map(_write_file, jobs, chunksize=4), key=lambda d: d["rank"])
     pats: dict[str, dict] = {}
@@ -239,7 +260,7 @@ def generate(data: Path, size_gib: float, seed: int = 42, ranks: int = 256) -> t
             e = pats.setdefault(pid, {"count": 0, "ranks": {}})
             e["count"] += n
             e["ranks"][str(d["rank"])] = n
-    man = {"gen_version": GEN_VERSION, "seed": seed, "ranks": ranks, "size_target": size, "dir": name,
+    man = {"gen_version": GEN_VERSION, "seed": seed, "ranks": ranks, "hits": hits, "size_target": size, "dir": name,
            "bytes": sum(d["bytes"] for d in res), "lines": sum(d["lines"] for d in res),
            "matched_lines": sum(d["matched"] for d in res), "plan": p,
            "patterns": dict(sorted(pats.items())), "files": res}
