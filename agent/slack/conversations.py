@@ -9,11 +9,10 @@ bolt's worker threads, so two threads' questions run at once: SqliteSaver serial
 follow-up waits for the answer before it). An async saver would only be needed under bolt's asyncio App, which the
 bot does not use.
 
-Passes over the bytes run one at a time: tools/scan/driver.py keeps the scan engine in a module global (its
-Hyperscan scratch space is per engine), so two scans on two threads of one process collide (ScratchInUseError) or
-swap engines. The deterministic pipeline and the agent's tool calls (grep, step times, rank diff re-read the bundle)
-therefore take SCAN_LOCK; the model calls, which are most of an agent's time, still overlap. Big bundles are scanned
-by worker processes inside one pass anyway.
+Passes over the bytes of two conversations may run at once: each scan has its own engine, and each thread its own
+Hyperscan scratch space (tools/scan/driver.py, engine.thread_scratch), so the deterministic pipeline and the agent's
+tool calls (grep, step times, rank diff re-read the bundle) take no lock. Big bundles are scanned by worker
+processes inside one pass anyway.
 
 Memory: at most `cap` investigations stay open (least recently used closed first, their extracted uploads
 removed). A follow-up in a thread whose investigation was closed, or predates a restart, is told so.
@@ -35,7 +34,6 @@ from trainlog_debugger.tools.model import AgentSection, Diagnosis
 from trainlog_debugger.tools.pipeline import run
 
 log = logging.getLogger("trainlog_debugger.slack")
-SCAN_LOCK = threading.Lock()
 
 
 @dataclass
@@ -75,13 +73,6 @@ def sqlite_saver():
         return MemorySaver()
 
 
-def _one_scan_at_a_time(call):
-    def locked(name, args):
-        with SCAN_LOCK:
-            return call(name, args)
-    return locked
-
-
 class Conversations:
     def __init__(self, opts: AgentOptions, *, offline: bool = False, cap: int = 32, checkpointer=None,
                  make_model=None, max_extract_bytes: int = 8 << 30):
@@ -113,8 +104,7 @@ class Conversations:
         """Open and investigate (deterministic). Raises BundleError (one line) when there is nothing usable."""
         b = open_bundle(paths, max_extract_bytes=self.max_extract)
         try:
-            with SCAN_LOCK:
-                inv = run(b, progress=progress)
+            inv = run(b, progress=progress)
         except BaseException:
             b.close()
             raise
@@ -144,7 +134,6 @@ class Conversations:
                 conv.session = Session(conv.bundle, conv.inv, [conv.label], opts, model=self.make_model(),
                                        checkpointer=self.checkpointer)
                 conv.session.thread = conv.conv_id  # the Slack thread is the conversation
-                conv.session.box.call = _one_scan_at_a_time(conv.session.box.call)
             try:
                 return conv.session.chat(question)
             except Exception as e:  # noqa: BLE001 - Session.chat already turns API errors into a section

@@ -232,3 +232,27 @@ def test_source_kinds_and_their_patterns(tmp_path):
     assert found["kernel.xid"].file == "kern.log"
     assert found["ais.resource_pressure"].node == "ais-target-3"
     assert found["slurm.cancelled_time_limit"].time.iso() == "2024-11-05T12:34:56.000000"
+
+
+@pytest.mark.parametrize("engine", available_engines())
+def test_concurrent_scans_in_one_process_give_the_sequential_results(straggler16, engine):
+    """Two threads scanning at once (the Slack bot's conversations) each use their own engine and Hyperscan scratch:
+    no ScratchInUseError, and each result is exactly the one a scan alone gives."""
+    import threading
+    alone = _hits(_scan(straggler16, engine=engine, workers=1))
+    results, errors = [], []
+
+    def one():
+        try:
+            for _ in range(3):
+                results.append(_hits(_scan(straggler16, engine=engine, workers=1)))
+        except Exception as e:  # noqa: BLE001 - the test reports any failure of a thread
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=one) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(results) == 12 and all(r == alone for r in results)

@@ -6,8 +6,10 @@ before the workers fork so each inherits it; the parent only merges small per-fi
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
+from functools import partial
 
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, natural_key, read_error_reason
 from trainlog_debugger.tools.bundle.parallel import map_sources
@@ -21,11 +23,15 @@ from trainlog_debugger.tools.sources import patterns
 TEXT_SKIP_KINDS = {"fr_dump"}  # binary dumps have their own reader (tools/sources/flight_recorder)
 
 
-_ENGINE = None
+# Engines of the scans running in this process, by a token per call: a forked worker finds its scan's engine here
+# (inherited, not pickled: only the token travels with the task), and two scans in two threads of one process (the
+# Slack bot) each find their own. Each thread scans with its own Hyperscan scratch (engine.thread_scratch).
+_ENGINES: dict[int, object] = {}
+_TOKENS = itertools.count()
 
 
-def _scan_sources(batch) -> list[FileScan]:
-    scanner = FileScanner(_ENGINE)
+def _scan_sources(token: int, batch) -> list[FileScan]:
+    scanner = FileScanner(_ENGINES[token])
     out = []
     for src in batch:
         try:
@@ -40,17 +46,22 @@ def scan_bundle(bundle, *, workers: int | None = None, engine=None, pats=None,
                 progress: Callable[[int, int], None] | None = None) -> ScanResult:
     """`engine` is an engine name (None = fastest available) or a ready engine object over `pats`
     (grep passes its own one-pattern engine); `pats` defaults to the whole catalog."""
-    global _ENGINE
     t0 = time.perf_counter()
     pats = list(pats) if pats is not None else list(patterns())
-    _ENGINE = engine if hasattr(engine, "candidates") else make_engine(pats, engine)
+    eng = engine if hasattr(engine, "candidates") else make_engine(pats, engine)
     rank_labels(b"")  # load the label database once, before the workers fork, not once per worker
     sources = [s for s in bundle.sources if s.kind not in TEXT_SKIP_KINDS]
     results: list[FileScan] = []
-    for batch in map_sources(_scan_sources, sources, workers=workers, progress=progress, per_worker=16):
-        results.extend(batch)
+    token = next(_TOKENS)
+    _ENGINES[token] = eng
+    try:
+        for batch in map_sources(partial(_scan_sources, token), sources, workers=workers, progress=progress,
+                                 per_worker=16):
+            results.extend(batch)
+    finally:
+        del _ENGINES[token]
     results.sort(key=lambda f: natural_key(f.rel))
-    res = summarize(bundle.root, _ENGINE.name, results, list(getattr(bundle, "notes", [])),
+    res = summarize(bundle.root, eng.name, results, list(getattr(bundle, "notes", [])),
                     [{"file": s.rel, "reason": s.reason} for s in getattr(bundle, "skipped", [])],
                     {p.id: p for p in pats})
     res.seconds = time.perf_counter() - t0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -63,6 +64,26 @@ def _cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainlog-debugger"
 
 
+_SCRATCH = threading.local()
+SCRATCH_KEPT = 4  # databases per thread whose scratch is kept (the catalog's, the labels', a grep's)
+
+
+def thread_scratch(db):
+    """This thread's Hyperscan scratch for `db`. Why: a scratch serves one scan at a time (a second concurrent scan
+    on it raises ScratchInUseError), and `scan_bundle` may run in several threads of one process (the Slack bot's
+    conversations). Each thread gets its own scratch per database, made once (a clone of the database's scratch);
+    a forked worker inherits the forking thread's."""
+    per = getattr(_SCRATCH, "by_db", None)
+    if per is None:
+        per = _SCRATCH.by_db = {}
+    s = per.get(id(db))
+    if s is None or s[0] is not db:
+        if len(per) >= SCRATCH_KEPT:  # a long-lived thread scanning with many engines keeps only the newest few
+            del per[next(iter(per))]
+        s = per[id(db)] = (db, db.scratch.clone() if getattr(db, "scratch", None) is not None else _hs.Scratch(db))
+    return s[1]
+
+
 def _cached_db(exprs: list[bytes], flags: list[int] | None = None):
     """Compiling the catalog takes ~0.4 s; a serialized database keyed by the patterns and the Hyperscan version
     loads in milliseconds. The cache is ours (never user input) and any problem with it just means compiling."""
@@ -104,6 +125,7 @@ class HyperscanEngine:
     def candidates(self, buf: bytes) -> set[tuple[int, int]]:
         ends: list[tuple[int, int]] = []
         add = ends.append
+        scratch = thread_scratch(self.db)
 
         def on_match(idx, _from, to, _flags, _ctx):
             add((to, idx))
@@ -114,7 +136,7 @@ class HyperscanEngine:
             if not view:
                 break
             ends_before = len(ends)
-            self.db.scan(view, match_event_handler=on_match)
+            self.db.scan(view, match_event_handler=on_match, scratch=scratch)
             if base:
                 ends[ends_before:] = [(to + base, i) for to, i in ends[ends_before:]]
         out: set[tuple[int, int]] = set()

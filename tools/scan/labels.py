@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from trainlog_debugger.tools.lines.attribution import Attribution, PathHint, attribute_line, attribute_path
 from trainlog_debugger.tools.ranks import plausible_rank
-from trainlog_debugger.tools.scan.engine import HyperscanEngine, _cached_db, _hs
+from trainlog_debugger.tools.scan.engine import HyperscanEngine, _cached_db, _hs, thread_scratch
 
 SRUN_LABEL = re.compile(rb"(?m)^ *(\d{1,7}): ")  # srun pads to digits(ntasks-1): 7 digits is 10^7 tasks
 _NO_ATTRIBUTION = Attribution()
@@ -86,8 +86,10 @@ def rank_labels(buf: bytes, known: set[int] | None = None) -> set[int]:
         exprs.append(rb"\[rank(?:0[0-9]+|[1-9][0-9]{4,})\]")
         _label_db = _cached_db(exprs, [_hs.HS_FLAG_SINGLEMATCH] * len(exprs))
     seen: set[int] = set()
+    scratch = thread_scratch(_label_db)
     for base in range(0, len(buf), HyperscanEngine.MAX_BLOCK):
-        _label_db.scan(buf[base: base + HyperscanEngine.MAX_BLOCK], match_event_handler=lambda i, *_: seen.add(i))
+        _label_db.scan(buf[base: base + HyperscanEngine.MAX_BLOCK], match_event_handler=lambda i, *_: seen.add(i),
+                       scratch=scratch)
     if LABEL_RANKS in seen:
         seen.discard(LABEL_RANKS)
         seen |= _ints(_RANK_LABEL.findall(buf))
