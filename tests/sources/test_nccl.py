@@ -170,6 +170,9 @@ NEAR_MISSES = [
      {"env.nccl_set_by_env": dict(name="NCCL_SOCKET_IFNAME", value="eth0")}),
     ("topology summary: nRanks, not nranks", "node2:1234:1299 [0] NCCL INFO comm 0x5 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0", {}),
     ("2.30 GID table changed is not an error event", "node7:1234:1300 [0] NCCL INFO NET/IB : mlx5_1:1 GID table changed", {}),
+    # the error_return trigger is `file:line -> rc` (issue 16); verify requires `NCCL INFO` in front
+    ("a Python frame arrow, not NCCL", "  model/train.py:1008 -> 6 frames skipped", {}),
+    ("NCCL TRACE with a return arrow", "node1:1:1 [0] NCCL TRACE transport/net.cc:1008 -> 6", {}),
 ]
 
 

@@ -11,6 +11,12 @@ Two regexes per pattern, because the scan engine and the field extractor have di
 - `fields` (Python `re`, named groups) runs only on the lines the trigger found and extracts typed facts.
 `anchors` are literals, one of which every matching line contains; the pure-Python engine uses them as a
 `bytes.find` prefilter when Hyperscan is not installed.
+`verify` (optional, Python `re`): when set, the trigger is only the engine's cheap, selective superset (literal
+text Hyperscan can anchor on) and a line counts as a match only if `verify` also matches it. The scan already
+confirms every engine candidate with `match()`, so the precise regex runs only on the few candidate lines. Why:
+a trigger like `[Ll]oss[ a-z_]*: nan` makes Hyperscan confirm a near-miss on every `lm loss:` line (35 % of the
+whole database's time, issue 16); `: nan` finds the same lines at no measurable cost. A line that `verify`
+matches must also match `trigger` (tests/sources check it on the examples and near-misses).
 """
 
 from __future__ import annotations
@@ -49,11 +55,12 @@ class Pattern:
     weight: float | None = None
     advice: str = ""  # the first thing to do when this pattern is the trigger (a recommendation)
     status: str = "crashed"  # what a run whose trigger is this line did: crashed, hung, slow
+    verify: str | None = None  # the precise regex when `trigger` is the engine's looser literal superset
     _rx: re.Pattern = field(init=False, repr=False, compare=False)
     _frx: re.Pattern | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_rx", re.compile(self.trigger))
+        object.__setattr__(self, "_rx", re.compile(self.verify or self.trigger))
         object.__setattr__(self, "_frx", re.compile(self.fields) if self.fields else None)
 
     def match(self, line: str) -> bool:
@@ -111,11 +118,11 @@ def _sizes_ranks(name: str) -> bool:
 
 
 def P(id, tier, category, role, trigger, anchors, example, summary, fields=None, ints=(), fallback=False, weight=None,
-      advice="", status="crashed"):
+      advice="", status="crashed", verify=None):
     """Terse constructor so that source modules read as tables."""
     if isinstance(anchors, str):
         anchors = (anchors,)
     if weight is not None and (role != "root_candidate" or category is None or not 0 < weight <= 1):
         raise ValueError(f"{id}: a weighted pattern is a root candidate with a category and 0 < weight <= 1")
     return Pattern(id, tier, category, role, trigger, tuple(anchors), example, summary, fields, tuple(ints), fallback,
-                   weight, advice, status)
+                   weight, advice, status, verify)
