@@ -160,18 +160,26 @@ with Pool(2) as pool:
 """
 
 
-def raw_hyperscan_db(path: Path) -> bool:
-    """The catalog's triggers compiled into one Hyperscan database, serialized for the raw-Hyperscan method."""
-    try:
-        import hyperscan as hs
-    except ImportError:
-        return False
-    from trainlog_debugger.tools.sources import patterns
-    exprs = [p.trigger.encode() for p in patterns()]
-    db = hs.Database(mode=hs.HS_MODE_BLOCK)
-    db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=[0] * len(exprs))
-    path.write_bytes(hs.dumpb(db))
-    return True
+_COMPILE = """
+import sys
+import hyperscan as hs
+from trainlog_debugger.tools.sources import patterns
+exprs = [p.trigger.encode() for p in patterns()]
+db = hs.Database(mode=hs.HS_MODE_BLOCK)
+db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=[0] * len(exprs))
+open(sys.argv[1], "wb").write(hs.dumpb(db))
+"""
+
+
+def raw_hyperscan_db(path: Path, tree: Path | None = None) -> bool:
+    """The catalog's triggers compiled into one Hyperscan database, serialized for the raw-Hyperscan method;
+    `tree`: the catalog of another source tree (a PYTHONPATH root holding trainlog_debugger/), for an A/B."""
+    env = {**os.environ, "PYTHONPATH": str(tree)} if tree else None
+    r = subprocess.run([sys.executable, "-c", _COMPILE, str(path)], env=env, cwd="/" if tree else None,
+                       capture_output=True, text=True)
+    if r.returncode:
+        print(f"raw hyperscan skipped: {r.stderr.strip()[-300:]}")
+    return r.returncode == 0
 
 
 def ratio_rows(methods: list, runs: dict, base: str = "rg -j2") -> dict[int, dict]:
@@ -290,6 +298,9 @@ def main(argv=None) -> int:
     ap.add_argument("--strict", action="store_true", help="exit 2 when a speed or memory target fails")
     ap.add_argument("--also", default=None, help="a second scan command timed and checked in the same rounds "
                     "(A/B of a patched tree), e.g. 'env -C /tmp PYTHONPATH=/tmp/tree python -m trainlog_debugger.agent.cli.app'")
+    ap.add_argument("--also-tree", type=Path, default=None, help="a copy of the source tree (a PYTHONPATH root "
+                    "holding trainlog_debugger/, e.g. from `git archive`): its `scan` and its catalog's raw Hyperscan "
+                    "database are timed in the same rounds (A/B of a catalog change); implies --also")
     ap.add_argument("--debugger", default=None, help="command to run instead of `debugger`; for a copy of the "
                     "tree leave the repo root first (python -m puts the cwd before PYTHONPATH): "
                     "'env -C /tmp PYTHONPATH=/tmp/tree python -m trainlog_debugger.agent.cli.app'")
@@ -300,6 +311,8 @@ def main(argv=None) -> int:
         print("psutil is missing: pip install psutil")
         return 2
     a.data = a.data.resolve()
+    if a.also_tree and not a.also:
+        a.also = f"env -C / PYTHONPATH={shlex.quote(str(a.also_tree.resolve()))} {sys.executable} -m trainlog_debugger.agent.cli.app"
     cases = MATRIX if a.matrix else [(0.0625 if a.quick else a.size_gib, a.files, a.hits)]
     rc, table = 0, []
     for size, nfiles, hits in cases:
@@ -354,12 +367,15 @@ def run_case(a, size: float, nfiles: int, hits: float) -> tuple[int, dict]:
 
     hsdb = tmp / "catalog.hsdb"
     has_hs = raw_hyperscan_db(hsdb)
+    also_db = tmp / "also.hsdb"
+    has_also_hs = bool(a.also_tree) and raw_hyperscan_db(also_db, a.also_tree.resolve())
     paths = [str(root / f["file"]) for f in files]
     sub_paths = [str(sub / f["file"]) for f in sub_files]
     rgcmd = [rg, "-c", "-j2", "-f", str(alt)] if rg else None
     methods = [("cat", ["cat", *paths], "full"),
                ("rg -j2", rgcmd and [*rgcmd, str(root)], "full"),
                ("raw hyperscan", has_hs and [sys.executable, "-c", _RAW_HS, str(hsdb), *paths], "full"),
+               ("raw hs (--also-tree)", has_also_hs and [sys.executable, "-c", _RAW_HS, str(also_db), *paths], "full"),
                ("scan (hyperscan)", [*dbg, "scan", str(root), "--json"], "full")]
     if not a.no_ask:
         methods.append(("ask", [*dbg, "ask", str(root), "--offline", "--json"], "full"))
