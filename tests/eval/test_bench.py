@@ -1,0 +1,75 @@
+"""The scan benchmark's own logic: ratios paired by round, and generated bundles whose manifest is the truth.
+
+Why: a benchmark that reports a ratio of per-method medians can turn a loss into a pass when one ripgrep round was
+slowed by other load (issue 16); and the hit-rate and file-count cases only mean something if the bundle really
+has that many files and that share of catalog hits, with the manifest counting exactly what the catalog matches.
+"""
+
+from __future__ import annotations
+
+import json
+
+from trainlog_debugger.eval.bench.logs import generate
+from trainlog_debugger.eval.bench.scan import ratio_rows
+from trainlog_debugger.tools.sources import patterns
+
+
+def _run(wall: float, rss: int = 100 << 20, other: float = 0.0) -> dict:
+    return {"wall": wall, "cpu": wall, "rss1": rss, "rss_tree": rss, "other": other}
+
+
+def test_ratios_are_paired_by_round():
+    """Scan takes 1.5x rg's time in two of three rounds; rg was slowed in two rounds by other load. Paired by
+    round that is 1.5x (a FAIL); the ratio of the per-method medians would say 0.95x (a PASS)."""
+    methods = [("rg -j2", ["rg"], "full"), ("scan (hyperscan)", ["debugger"], "full")]
+    runs = {0: [_run(1.0), _run(2.0, other=0.9), _run(2.0, other=0.9)], 1: [_run(1.5), _run(1.9), _run(3.0)]}
+    rows = ratio_rows(methods, runs)
+    assert rows[1]["x_rg"] == 1.5
+    assert rows[1]["wall"] / rows[0]["wall"] < 1.0
+    assert rows[0]["x_rg"] == 1.0 and rows[1]["mem_x_rg"] == 1.0
+
+
+def test_a_method_without_rg_in_its_group_has_no_ratio():
+    methods = [("rg -j2", ["rg"], "full"), ("cat", ["cat"], "sub")]
+    rows = ratio_rows(methods, {0: [_run(1.0)], 1: [_run(0.2)]})
+    assert "x_rg" not in rows[1] and rows[1]["wall"] == 0.2
+
+
+def _catalog_hits(root, man) -> tuple[int, dict[str, int]]:
+    """(lines any trigger hits, per-pattern line counts) by matching every line with the catalog in Python."""
+    pats = patterns()
+    lines, per = 0, {}
+    for f in man["files"]:
+        for line in (root / f["file"]).read_text().splitlines():
+            ids = {p.id for p in pats if p.match(line)}
+            specific = {i for i in ids if not next(p for p in pats if p.id == i).fallback}
+            ids = specific or ids
+            lines += bool(ids)
+            for i in ids:
+                per[i] = per.get(i, 0) + 1
+    return lines, per
+
+
+def test_hit_rate_and_file_count(tmp_path):
+    root, man = generate(tmp_path, 4 / 1024, seed=7, ranks=16, hits=0.1)
+    assert len(man["files"]) == 16 and len(list(root.rglob("*.*"))) == 16
+    hits = man["patterns"]["nccl.comm_init"]["count"]
+    assert 0.09 < hits / man["lines"] < 0.11
+    matched, per = _catalog_hits(root, man)
+    assert matched == man["matched_lines"]
+    assert per == {pid: e["count"] for pid, e in man["patterns"].items()}
+
+
+def test_no_hits_keeps_the_old_bytes(tmp_path):
+    """hits=0 writes the bytes earlier versions wrote (figures stay comparable), and the manifest is reused."""
+    root, man = generate(tmp_path, 1 / 1024, seed=3, ranks=16)
+    assert man["patterns"]["nccl.comm_init"]["count"] == 16  # one init line per rank, no filler hits
+    again, man2 = generate(tmp_path, 1 / 1024, seed=3, ranks=16)
+    assert again == root and man2 == json.loads((tmp_path / f"{root.name}.manifest.json").read_text())
+    other, _ = generate(tmp_path, 1 / 1024, seed=3, ranks=16, hits=0.01)
+    assert other != root
+
+
+def test_file_count_is_bounded(tmp_path):
+    _, man = generate(tmp_path, 1 / 1024, seed=1, ranks=2)
+    assert man["ranks"] == 8 and len(man["files"]) == 8
