@@ -31,10 +31,10 @@ def scan(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
         with opened(paths) as b:
             with progress() as cb:
                 res = scan_bundle(b, workers=workers, engine=engine, progress=cb)
-            res = shown(res, not no_redact)
-            if json_:
-                print_json(res)
+            if json_:  # the plain JSON is what is redacted: walking it is cheaper than copying pydantic models
+                print_json(shown(res.to_json(), not no_redact), plain=True)
             else:
+                res = shown(res.without_hits(), not no_redact)
                 from trainlog_debugger.agent.render import text as render  # rich: only for the text output
                 render.render_scan(res, out)
 

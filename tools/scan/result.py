@@ -8,7 +8,7 @@ extracted fields), counts per (pattern, rank), the last line of each rank, retry
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from trainlog_debugger.tools.jsonable import to_jsonable
 from trainlog_debugger.tools.lines.timestamps import Stamp
@@ -128,6 +128,13 @@ class ScanResult:
         with its line), lines matched in pieces, CR-only line ends. At most `cap`, then how many more."""
         out = [n for n in self.notes if any(m in n for m in INPUT_NOTE_MARKS)]
         return out[:cap] + ([f"{len(out) - cap} more such note(s) in `debugger scan`"] if len(out) > cap else [])
+
+    def without_hits(self) -> "ScanResult":
+        """A shallow copy whose files carry no kept hits: what `debugger scan` shows (the summaries, and per file its
+        counts, last lines and notes; `to_json` and the text renderer read no kept hit). Why: the report goes
+        through redaction (agent/render.shown) before it is shown, and walking every kept hit of 4,096 files took
+        longer than the scan itself, for text nobody prints."""
+        return replace(self, files=[replace(f, hits=[]) for f in self.files])
 
     def to_json(self) -> dict:
         """`debugger scan --json`: the summaries, and per file its counts by pattern (not every kept hit)."""
