@@ -256,3 +256,27 @@ def test_concurrent_scans_in_one_process_give_the_sequential_results(straggler16
         t.join()
     assert errors == []
     assert len(results) == 12 and all(r == alone for r in results)
+
+
+@pytest.mark.parametrize("chunk", [1 << 20, 700])
+def test_repeated_hits_kept_last_are_finished_like_the_first(tmp_path, monkeypatch, chunk):
+    """Times and traceback facts are worked out only for hits that are kept (the first few per pattern and rank at
+    once, the newest few when their buffer is done): the kept last ones carry the same time (inferred from the line
+    before) and exception as the first ones, also when the ring spans several read buffers."""
+    monkeypatch.setattr(filescan, "CHUNK", chunk)
+    lines = []
+    for i in range(12):
+        lines += [f"[rank3]:2026-01-05 10:{i:02d}:00,123 INFO step {i}", "[rank3]:Traceback (most recent call last):",
+                  '[rank3]:  File "/app/train.py", line 10, in <module>', f"[rank3]:RuntimeError: boom {i}"]
+    (tmp_path / "rank_3.log").write_text("\n".join(lines) + "\n")
+    res = _scan(tmp_path)
+    tbs = [h for f in res.files for h in f.hits if h.pattern == "python.traceback"]
+    assert [h.line for h in tbs] == [2 + 4 * i for i in (0, 1, 2, 3, 4, 7, 8, 9, 10, 11)]
+    for h in tbs:
+        i = (h.line - 2) // 4
+        # a look-back stays inside its read buffer: with 700-byte reads the line before may lie in the previous one
+        assert h.rank == 3 and (h.time is not None or chunk == 700)
+        assert h.time is None or h.time.iso() == f"2026-01-05T10:{i:02d}:00.123000"
+        assert h.fields.get("exception") == "RuntimeError" and h.fields.get("message") == f"boom {i}"
+    assert sum(h.time is not None for h in tbs) >= (10 if chunk > 700 else 5)
+    assert dict(res.files[0].counts)[("python.traceback", 3)] == 12

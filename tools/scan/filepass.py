@@ -74,8 +74,16 @@ class _HitKeeper:
         self.first: dict[tuple, list[Hit]] = {}
         self.last: dict[tuple, deque] = {}
         self.counts: dict[tuple, int] = {}
+        self.pending: dict[int, tuple] = {}  # id(hit) → (hit, how to finish it): hits of the current buffer
 
-    def add(self, h: Hit) -> None:
+    def keeps_first(self, pattern: str, rank) -> bool:
+        """Whether the next hit of (pattern, rank) is one of the first few, kept for good (then it is finished at
+        once); later ones only pass through the ring of the newest few, and most are pushed out again."""
+        return self.counts.get((pattern, rank), 0) < (KEEP_STATE if pattern.startswith(STATE_PREFIXES) else KEEP)
+
+    def add(self, h: Hit, pending: tuple | None = None) -> None:
+        """`pending`: what finishing the hit needs (its time, the exception after a traceback), done by `finish`
+        at the end of the buffer, and only if the hit is still in the ring by then."""
         key = (h.pattern, h.rank)
         n = self.counts.get(key, 0)
         self.counts[key] = n + 1
@@ -83,6 +91,20 @@ class _HitKeeper:
             self.first.setdefault(key, []).append(h)
         else:
             self.last.setdefault(key, deque(maxlen=KEEP)).append(h)  # the newest few as well
+            if pending is not None:
+                self.pending[id(h)] = (h, pending)
+
+    def finish(self, done) -> None:
+        """`done(hit, pending)` for every pending hit still kept (at most KEEP per key); the rest are dropped
+        unfinished. Called before the buffer they point into is released."""
+        if not self.pending:
+            return
+        pend, self.pending = self.pending, {}
+        for dq in self.last.values():
+            for h in dq:
+                got = pend.get(id(h))
+                if got is not None and got[0] is h:
+                    done(h, got[1])
 
     def hits(self) -> tuple[list[Hit], int]:
         out: list[Hit] = []
@@ -183,7 +205,7 @@ class FileScanner:
         for start, idx in cands:
             by_line.setdefault(start, []).append(idx)
         prev_start, prev_line = 0, base_line + 1
-        lookbacks = 0
+        budget = [0]  # look-backs made in this buffer (MAX_LOOKBACKS)
         for start in sorted(by_line):
             line_no = prev_line + buf.count(b"\n", prev_start, start)
             prev_start, prev_line = start, line_no
@@ -203,38 +225,61 @@ class FileScanner:
             if not matched:
                 continue
             attr = attribute_line(text)
-            stamp = parse_stamp(text)
-            inferred_from = None
-            if stamp is None and lookbacks < MAX_LOOKBACKS and any(p.tier in (1, 2) for p in matched):
-                lookbacks += 1
-                stamp, inferred_from = _previous_stamp(buf, start, line_no, attr.rank)
-                if stamp is not None and not _bracketed(stamp, _next_stamp(buf, end, attr.rank)):
-                    stamp, inferred_from = None, None
             rank = attr.rank if attr.rank is not None else self._hint.rank
             if rank is None and attr.local_rank is not None and fs.local_to_rank.get(attr.local_rank, -1) >= 0:
                 rank = fs.local_to_rank[attr.local_rank]
             node = attr.node or self._hint.node
-            time = stamp
-            if time is not None and inferred_from:  # a traceback line has no time of its own
-                time = time.with_meta(inferred_from_line=inferred_from)
-            extra: dict[str, Any] = {}
-            if fs.kind == "cloud_logging":
-                extra = _cloud_entry(buf, start, end)
-                node = node or extra.get("task_name")
-                time = time or extra.get("time")
+            where = (start, end, line_no, text, attr.rank, any(p.tier in (1, 2) for p in matched), node)
+            # The time (parse_stamp, ~70 µs, and a look back for untimed lines) only for hits that are kept: the
+            # first few per (pattern, rank) now, the ring's newest few when the buffer is done (finish below).
+            eager = any(keeper.keeps_first(p.id, rank) for p in matched)
+            time = None
+            if eager:
+                time, node = self._when(fs, buf, where, budget)
             for p in matched:
                 facts = p.extract(text)
                 if IMPLAUSIBLE in facts and sum(n.count("implausible claim") for n in fs.notes) < MAX_CLAIM_NOTES:
                     fs.notes.append(f"line {line_no}: implausible claim ignored ({', '.join(facts[IMPLAUSIBLE])}; "
                                     f"bounds: {MAX_RANKS:,} ranks, {MAX_DIGITS} digits)")
-                if p.id == "python.traceback":
+                if eager and p.id == "python.traceback":
                     facts.update(_final_exception(buf, end, attr.rank, line_no))
                 if p.id == "io.retrying" and "attempt" in facts:
                     self._retry(fs, rank, facts)
                 keeper.add(Hit(p.id, line_no, base_off + start, text, rank,
                                attr.local_rank if attr.local_rank is not None else self._hint.local_rank,
-                               node, time, facts))
+                               node, time, facts), None if eager else where)
+        if keeper.pending:
+            when: dict[int, tuple] = {}  # one time per line, whichever of its patterns are kept
+
+            def done(h: Hit, w: tuple) -> None:
+                if w[0] not in when:
+                    when[w[0]] = self._when(fs, buf, w, budget)
+                h.time, h.node = when[w[0]]
+                if h.pattern == "python.traceback":
+                    h.fields.update(_final_exception(buf, w[1], w[4], w[2]))
+            keeper.finish(done)
         return prev_start, prev_line - base_line - 1
+
+    def _when(self, fs: FileScan, buf: bytes, where: tuple, budget: list[int]):
+        """(time, node) of a kept hit's line: its own stamp, else (fatal tiers only, within MAX_LOOKBACKS per
+        buffer) the previous timed line of the same rank when the next one is close after it; Cloud Logging
+        entries give their task and timestamp."""
+        start, end, line_no, text, attr_rank, fatal, node = where
+        stamp = parse_stamp(text)
+        inferred_from = None
+        if stamp is None and budget[0] < MAX_LOOKBACKS and fatal:
+            budget[0] += 1
+            stamp, inferred_from = _previous_stamp(buf, start, line_no, attr_rank)
+            if stamp is not None and not _bracketed(stamp, _next_stamp(buf, end, attr_rank)):
+                stamp, inferred_from = None, None
+        time = stamp
+        if time is not None and inferred_from:  # a traceback line has no time of its own
+            time = time.with_meta(inferred_from_line=inferred_from)
+        if fs.kind == "cloud_logging":
+            extra = _cloud_entry(buf, start, end)
+            node = node or extra.get("task_name")
+            time = time or extra.get("time")
+        return time, node
 
     def _long_line(self, buf: bytes, start: int, end: int, idxs: list[int]) -> tuple[str, list]:
         """A line over LINE_CAP: each candidate pattern is tried on overlapping pieces of LINE_CAP bytes (a match
