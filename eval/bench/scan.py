@@ -67,15 +67,19 @@ def _busy_s() -> float:
     return (sum(v[:8]) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(cmd: list[str], stdout_path: str) -> dict:
-    """Wall/CPU time, peak RSS of the process tree (sampled) and of its largest process, other load, of one run."""
+def measure(cmd: list[str], stdout_path: str, limit_s: float = 300.0) -> dict:
+    """Wall/CPU time, peak RSS of the process tree (sampled) and of its largest process, other load, of one run.
+    A run past `limit_s` has its whole session killed (a hung worker must not eat the benchmark) and is reported
+    with rc -9 and timed_out."""
     import psutil
     peak = [0]
     done = threading.Event()
     with open(stdout_path, "wb") as out, tempfile.TemporaryFile() as errf:  # a file, not a pipe: no deadlock
         busy0, self0 = _busy_s(), sum(os.times()[:2])
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=errf)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=errf, start_new_session=True)
+        killer = threading.Timer(limit_s, lambda: os.killpg(proc.pid, 9))
+        killer.start()
 
         def sample():
             try:
@@ -100,6 +104,11 @@ def measure(cmd: list[str], stdout_path: str) -> dict:
         th.start()
         _, status, ru = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
+        killer.cancel()
+        try:  # workers left behind by a killed run
+            os.killpg(proc.pid, 9)
+        except OSError:
+            pass
         done.set()
         th.join()
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -109,7 +118,7 @@ def measure(cmd: list[str], stdout_path: str) -> dict:
     other = max(0.0, _busy_s() - busy0 - cpu - (sum(os.times()[:2]) - self0)) / wall
     rss1 = ru.ru_maxrss * 1024
     return {"wall": wall, "cpu": cpu, "rss1": rss1, "rss_tree": max(peak[0], rss1), "rc": proc.returncode,
-            "other": other, "stderr": err[-2000:]}
+            "other": other, "stderr": err[-2000:], "timed_out": wall >= limit_s}
 
 
 _PIN = """
@@ -295,6 +304,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-re", action="store_true", help="skip the pure-Python engine rows")
     ap.add_argument("--combined", action="store_true", help="also time one combined 256-rank SLURM output "
                     "(a quarter of the bundle, at most 256 MiB)")
+    ap.add_argument("--run-limit", type=float, default=300.0, help="seconds before one run is killed (a hang)")
     ap.add_argument("--strict", action="store_true", help="exit 2 when a speed or memory target fails")
     ap.add_argument("--also", default=None, help="a second scan command timed and checked in the same rounds "
                     "(A/B of a patched tree), e.g. 'env -C /tmp PYTHONPATH=/tmp/tree python -m trainlog_debugger.agent.cli.app'")
@@ -404,7 +414,7 @@ def run_case(a, size: float, nfiles: int, hits: float) -> tuple[int, dict]:
         for i, (name, cmd, grp) in enumerate(methods):
             # warm right before every run as well (cheap once pinned)
             subprocess.run(["cat", *group_paths[grp]], stdout=subprocess.DEVNULL, check=True)
-            r = measure(cmd, os.devnull if name == "cat" else str(tmp / f"out{i}.txt"))
+            r = measure(cmd, os.devnull if name == "cat" else str(tmp / f"out{i}.txt"), a.run_limit)
             runs[i].append(r)
             if r["rc"] not in (0, 1) or (name.startswith(("scan", "ask", "raw")) and r["rc"]):
                 print(f"{name} [{grp}] exited {r['rc']}: {r['stderr']}")
