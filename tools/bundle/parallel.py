@@ -17,7 +17,6 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 from collections.abc import Callable, Iterable, Iterator
-from functools import partial
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -67,11 +66,6 @@ def forks(items: list, workers: int, *, min_files: int | None = None) -> bool:
     return workers > 1 and big and len(items) > 1 and "fork" in mp.get_all_start_methods()
 
 
-def _numbered(fn: Callable[[list], R], task: tuple[int, list]) -> tuple[int, R]:
-    i, batch = task
-    return i, fn(batch)
-
-
 def map_sources(fn: Callable[[list[T]], R], items: Iterable[T], *, workers: int | None = None,
                 progress: Callable[[int, int], None] | None = None, per_worker: int = 8,
                 min_files: int | None = None) -> Iterator[R]:
@@ -86,12 +80,31 @@ def map_sources(fn: Callable[[list[T]], R], items: Iterable[T], *, workers: int 
     if forks(items, workers, min_files=min_files):
         tasks = batches(items, workers, per_worker=per_worker)
         sizes = [sum(map(_size, b)) for b in tasks]
-        with mp.get_context("fork").Pool(workers) as pool:
-            for i, res in pool.imap_unordered(partial(_numbered, fn), enumerate(tasks)):
-                done += sizes[i]
-                if progress:
-                    progress(done, total)
-                yield res
+        # concurrent.futures, not mp.Pool: when a worker dies (the OOM killer, a signal), Pool replaces it and waits
+        # forever for the task it held (seen: a scan of 4,096 files hung for good); the executor raises
+        # BrokenProcessPool instead, and the unfinished batches are read here, in-process, so the answer is complete
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+        from concurrent.futures.process import BrokenProcessPool
+        left = set(range(len(tasks)))
+        try:
+            with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
+                futs = {pool.submit(fn, tasks[i]): i for i in range(len(tasks))}
+                for fut in as_completed(futs):
+                    res = fut.result()
+                    i = futs[fut]
+                    left.discard(i)
+                    done += sizes[i]
+                    if progress:
+                        progress(done, total)
+                    yield res
+        except BrokenProcessPool:
+            pass
+        for i in sorted(left):  # a worker died: its batches (and any not yet run) are read in-process
+            res = fn(tasks[i])
+            done += sizes[i]
+            if progress:
+                progress(done, total)
+            yield res
     else:
         for it in items:
             res = fn([it])
