@@ -280,3 +280,109 @@ def test_repeated_hits_kept_last_are_finished_like_the_first(tmp_path, monkeypat
         assert h.fields.get("exception") == "RuntimeError" and h.fields.get("message") == f"boom {i}"
     assert sum(h.time is not None for h in tbs) >= (10 if chunk > 700 else 5)
     assert dict(res.files[0].counts)[("python.traceback", 3)] == 12
+
+
+class _Pipe:
+    """A stream that cannot seek (a pipe, a decompressor without seek): read() only."""
+
+    def __init__(self, data: bytes):
+        import io
+        self._b = io.BytesIO(data)
+
+    def read(self, n: int = -1) -> bytes:
+        return self._b.read(n)
+
+
+@pytest.mark.parametrize("ends", [b"\n", b"\r"])
+def test_seekable_and_pipe_streams_scan_alike(straggler16, ends):
+    """The CR probe rewinds a seekable stream and prepends its bytes for one that cannot seek: both must give the
+    same lines, hits and last lines, for LF and CR-only files alike."""
+    from trainlog_debugger.tools.scan.engine import make_engine
+    from trainlog_debugger.tools.sources import patterns
+    import io
+    data = (straggler16 / "rank11.log").read_bytes() if (straggler16 / "rank11.log").exists() else \
+        next(p for p in sorted(straggler16.rglob("*")) if p.is_file() and p.stat().st_size > 10_000).read_bytes()
+    data = b"x" * 60_000 + b"\n" + data  # lines after it straddle the probe's 64 KiB
+    if ends == b"\r":
+        data = data.replace(b"\n", b"\r")
+    eng = make_engine(list(patterns()))
+    a = filescan.FileScanner(eng).scan("r.log", "text", len(data), io.BytesIO(data))
+    b = filescan.FileScanner(eng).scan("r.log", "text", len(data), _Pipe(data), sized=False)
+    assert a.lines == b.lines > 50
+    assert [(h.line, h.pattern, h.text) for h in a.hits] == [(h.line, h.pattern, h.text) for h in b.hits]
+    assert a.hits, "the straggler's log has catalog hits"
+    assert {r: (ll.line, ll.text) for r, ll in a.last_lines.items()} == \
+        {r: (ll.line, ll.text) for r, ll in b.last_lines.items()}
+    assert a.notes == b.notes
+    assert ("carriage return only" in " ".join(a.notes)) == (ends == b"\r")
+
+
+def test_multi_rank_tail_finds_every_ranks_last_line(tmp_path):
+    """A per-node file: the reverse walk of its tail stops once every rank has its last line, so a rank that fell
+    silent long before the others (rank 7, mapped from `[default7]:`) and an unmapped local rank (9) must still get
+    theirs, with their true line numbers and times."""
+    lines = [f"[default{r}]:[rank{r}]:[I1105 12:00:0{r}.000000 1 train.py:1] init" for r in range(8)]
+    lines.append("[default9]:I1105 12:00:08.500000 1 side.py:1] helper started")
+    silent9 = len(lines)
+    lines.append("[default7]:[E1105 12:00:09.000000 1 loader.py:7] worker stalled on shard 17")
+    silent7 = len(lines)
+    for i in range(3000):
+        r = i % 7
+        lines.append(f"[default{r}]:[rank{r}]:[I1105 12:{10 + i // 600:02d}:{i % 60:02d}.000000 1 train.py:9] step {i}")
+    data = ("\n".join(lines) + "\n").encode()
+    (tmp_path / "node0.out").write_bytes(data)
+    res = _scan(tmp_path)
+    (f,) = res.files
+    assert f.last_lines[7].line == silent7 and "worker stalled" in f.last_lines[7].text
+    assert f.last_lines[7].time is not None and f.last_lines[7].time.second == 9
+    assert f.last_local[9].line == silent9
+    for r in range(7):
+        assert f.last_lines[r].text.endswith(f"step {max(i for i in range(3000) if i % 7 == r)}")
+    assert f.lines == len(lines)
+
+
+def _corpus_lines(limit: int = 200_000):
+    """Lines of the bundled cases and the public incidents (where present), for agreement checks."""
+    import pathlib
+    roots = [pathlib.Path(__file__).resolve().parents[2] / "cases", pathlib.Path("/work/shared/incidents")]
+    n = 0
+    for root in roots:
+        for p in sorted(root.rglob("*")) if root.is_dir() else ():
+            if p.is_file() and p.suffix not in (".gz", ".tar", ".zip", ".pickle", ".pkl") and p.stat().st_size < 50 << 20:
+                for line in p.read_bytes().decode("utf-8", "replace").splitlines():
+                    yield line
+                    n += 1
+                    if n >= limit:
+                        return
+
+
+PREFIXES = ["", "[rank3]:", "[default3]:", "[default3]:[rank3]:", "[rank3]:[rank5]:", "[trainer12]:[rank9]: ",
+            " 3: ", " 3: [rank7]:", "[12]:", "node-2: ", "\x1b[31m[rank4]:", "[rank4]:\x1b[0m", "[rank9999999]:",
+            "[rank2]:\r[rank6]:", "[rankx1]:[rank6]:", "(RayWorker pid=7, ip=10.0.0.1) [rank1]:"]
+
+
+def test_fast_rank_agrees_with_attribution():
+    """The scan's shortcut for a line opening with `[rankN]:` must give the rank that full attribution gives, on
+    real lines and on every wrapper combination (a disagreement would move a hit to another rank)."""
+    from hypothesis import given, settings, strategies as st
+    from trainlog_debugger.tools.scan.filepass import _FAST_RANK
+    from trainlog_debugger.tools.scan.labels import bounded_attribution
+    from trainlog_debugger.tools.ranks import plausible_rank
+
+    def check(line: str) -> bool:
+        m = _FAST_RANK.match(line)
+        if m is None or not plausible_rank(int(m.group(1))):
+            return False
+        assert bounded_attribution(line).rank == int(m.group(1)), line
+        return True
+
+    fast = sum(check(pre + body) for body in _corpus_lines(60_000) for pre in ("", PREFIXES[3]))
+    assert fast > 1000
+    for pre in PREFIXES:
+        check(pre + "[E1105 12:00:00.000000 1 ProcessGroupNCCL.cpp:1] [PG ID 0 PG GUID 0 Rank 5] Watchdog")
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.sampled_from(PREFIXES), max_size=3), st.text(max_size=40))
+    def prop(pres, body):
+        check("".join(pres) + body)
+    prop()

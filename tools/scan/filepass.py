@@ -39,6 +39,9 @@ MAX_INHERIT_GAP_S = 120  # an untimed line inherits a time only from a neighbour
 MAX_LOOKBACKS = 2000  # per buffer: bounded work even when thousands of untimed lines match
 
 _ROLE_RANK = re.compile(rb"\[[A-Za-z_]+(\d{1,7})\]:\[rank(\d{1,7})\]:")
+# A line that opens with c10's `[rankN]:`, after at most a torchrun role label (`[default3]:`): the rank that
+# tools.lines.attribution gives it is N (the first `[rankN]:` wrapper outranks every other rank source)
+_FAST_RANK = re.compile(r"(?:\[(?!rank\d)[A-Za-z_]\w*?\d{1,7}\]:)?\[rank(\d{1,7})\]:")
 LINE_CAP = 1 << 20  # a longer line is matched in pieces of this size (overlapping by PIECE_OVERLAP)
 PIECE_OVERLAP = 4096
 SHOW = 2000  # characters of a long line kept as a hit's text: its head (prefixes) and the text around the match
@@ -74,37 +77,54 @@ class _HitKeeper:
         self.first: dict[tuple, list[Hit]] = {}
         self.last: dict[tuple, deque] = {}
         self.counts: dict[tuple, int] = {}
-        self.pending: dict[int, tuple] = {}  # id(hit) → (hit, how to finish it): hits of the current buffer
+        self.limit: dict[str, int] = {}  # per pattern id: how many first hits are kept
+        self.unfinished = False  # the ring holds entries of the current buffer, not yet made into hits
+
+    def first_limit(self, pattern: str) -> int:
+        lim = self.limit.get(pattern)
+        if lim is None:
+            lim = self.limit[pattern] = KEEP_STATE if pattern.startswith(STATE_PREFIXES) else KEEP
+        return lim
 
     def keeps_first(self, pattern: str, rank) -> bool:
         """Whether the next hit of (pattern, rank) is one of the first few, kept for good (then it is finished at
         once); later ones only pass through the ring of the newest few, and most are pushed out again."""
-        return self.counts.get((pattern, rank), 0) < (KEEP_STATE if pattern.startswith(STATE_PREFIXES) else KEEP)
+        return self.counts.get((pattern, rank), 0) < self.first_limit(pattern)
 
-    def add(self, h: Hit, pending: tuple | None = None) -> None:
-        """`pending`: what finishing the hit needs (its time, the exception after a traceback), done by `finish`
-        at the end of the buffer, and only if the hit is still in the ring by then."""
+    def add(self, h: Hit) -> None:
+        """A finished hit: one of the first few, or (a line that also holds a first hit) into the ring."""
         key = (h.pattern, h.rank)
         n = self.counts.get(key, 0)
         self.counts[key] = n + 1
-        if n < (KEEP_STATE if h.pattern.startswith(STATE_PREFIXES) else KEEP):
+        if n < self.first_limit(h.pattern):
             self.first.setdefault(key, []).append(h)
         else:
-            self.last.setdefault(key, deque(maxlen=KEEP)).append(h)  # the newest few as well
-            if pending is not None:
-                self.pending[id(h)] = (h, pending)
+            self._ring(key).append(h)  # the newest few as well
+
+    def add_unfinished(self, key: tuple, entry: tuple) -> None:
+        """A repeat past the first few: counted, and only a tuple of what finishing it needs goes into the ring
+        (most are pushed out again before the buffer ends: no Hit object, no time, no facts for them)."""
+        self.counts[key] += 1
+        self._ring(key).append(entry)
+        self.unfinished = True
+
+    def _ring(self, key: tuple) -> deque:
+        dq = self.last.get(key)
+        if dq is None:
+            dq = self.last[key] = deque(maxlen=KEEP)
+        return dq
 
     def finish(self, done) -> None:
-        """`done(hit, pending)` for every pending hit still kept (at most KEEP per key); the rest are dropped
-        unfinished. Called before the buffer they point into is released."""
-        if not self.pending:
+        """Each unfinished entry still in a ring (at most KEEP per key) becomes `done(entry)`, a Hit; the rest were
+        dropped unfinished. Called before the buffer they point into is released."""
+        if not self.unfinished:
             return
-        pend, self.pending = self.pending, {}
+        self.unfinished = False
         for dq in self.last.values():
-            for h in dq:
-                got = pend.get(id(h))
-                if got is not None and got[0] is h:
-                    done(h, got[1])
+            if any(type(e) is tuple for e in dq):
+                for i, e in enumerate(dq):
+                    if type(e) is tuple:
+                        dq[i] = done(e)
 
     def hits(self) -> tuple[list[Hit], int]:
         out: list[Hit] = []
@@ -119,6 +139,7 @@ class FileScanner:
     def __init__(self, engine):
         self.engine = engine
         self.patterns = engine.patterns
+        self.by_id = {p.id: p for p in self.patterns}
 
     # -- public -------------------------------------------------------------------------------------------
     def scan(self, rel: str, kind: str, size: int, stream, sized: bool = True) -> FileScan:
@@ -130,7 +151,7 @@ class FileScanner:
         keeper = _HitKeeper()
         base_line = 0
         base_off = 0
-        tail, tail_line = b"", 0
+        tail, tail_line, tail_nl = b"", 0, 0
         srun = None
         stream, cr_only = cr_lines(stream)
         if cr_only:
@@ -144,14 +165,21 @@ class FileScanner:
                     srun = self._head(fs, buf)
                 self._labels(fs, buf, srun)
                 pos, lines_before = self._hits(fs, keeper, buf, base_line, base_off)
-                n = lines_before + buf.count(b"\n", pos)  # one newline count per buffer, shared with the hits
+                # One newline count per buffer, shared with the hits and the tail: the bytes after the last hit
+                # are counted up to the tail, the tail once (1 MiB per file counted twice more cost a third of
+                # the counting of a 1 GiB / 256-file scan)
+                t0 = max(0, len(buf) - TAIL)
+                if t0 >= pos:
+                    nl = buf.count(b"\n", t0)
+                    n = lines_before + buf.count(b"\n", pos, t0) + nl
+                else:
+                    n = lines_before + buf.count(b"\n", pos)
+                    nl = buf.count(b"\n", t0)
                 if len(buf) >= TAIL or not tail:
-                    t0 = max(0, len(buf) - TAIL)
-                    tail = buf[t0:]
-                    tail_line = base_line + n - tail.count(b"\n")
+                    tail, tail_nl = buf[t0:], nl
+                    tail_line = base_line + n - nl
                 else:  # short final piece: keep the previous tail in front of it
-                    tail_line = tail_line
-                    tail = tail + buf
+                    tail, tail_nl = tail + buf, tail_nl + nl
                 base_line += n
                 base_off += len(buf)
         except READ_ERRORS as e:
@@ -162,7 +190,7 @@ class FileScanner:
         fs.hits, fs.dropped_hits = keeper.hits()
         fs.counts = keeper.counts
         self._local_ranks(fs)
-        self._tail(fs, tail, tail_line)
+        self._tail(fs, tail, tail_line, tail_nl)
         self._file_nodes(fs)
         if hint.rank is not None:
             fs.ranks.add(hint.rank)
@@ -206,59 +234,102 @@ class FileScanner:
             by_line.setdefault(start, []).append(idx)
         prev_start, prev_line = 0, base_line + 1
         budget = [0]  # look-backs made in this buffer (MAX_LOOKBACKS)
-        for start in sorted(by_line):
-            line_no = prev_line + buf.count(b"\n", prev_start, start)
+        pats, count, find, fast_rank = self.patterns, buf.count, buf.find, _FAST_RANK.match
+        for start in sorted(by_line):  # locals above and the one-pattern path below: this loop runs per hit line
+            line_no = prev_line + count(b"\n", prev_start, start)
             prev_start, prev_line = start, line_no
-            end = buf.find(b"\n", start)
+            end = find(b"\n", start)
             end = len(buf) if end == -1 else end
-            idxs = sorted(set(by_line[start]))
+            idxs = by_line[start]
             if end - start > LINE_CAP:
-                text, matched = self._long_line(buf, start, end, idxs)
+                text, matched = self._long_line(buf, start, end, sorted(set(idxs)))
                 if not any("matched in pieces" in n for n in fs.notes):
                     fs.notes.append(f"line {line_no} has {end - start:,} bytes: matched in pieces of "
                                     f"{LINE_CAP >> 20} MiB and shown truncated")
             else:
-                text = _decode(buf[start:end])
-                matched = [self.patterns[i] for i in idxs if self.patterns[i].match(text)]
-            specific = [p for p in matched if not p.fallback]
-            matched = specific or matched
+                text = buf[start:end].decode("utf-8", "replace").rstrip("\r")  # as _decode
+                if len(idxs) == 1:
+                    p = pats[idxs[0]]
+                    matched = [p] if p._rx.search(text) is not None else []
+                else:
+                    matched = [pats[i] for i in sorted(set(idxs)) if pats[i].match(text)]
+            if len(matched) > 1:
+                matched = [p for p in matched if not p.fallback] or matched
             if not matched:
                 continue
-            attr = attribute_line(text)
-            rank = attr.rank if attr.rank is not None else self._hint.rank
-            if rank is None and attr.local_rank is not None and fs.local_to_rank.get(attr.local_rank, -1) >= 0:
-                rank = fs.local_to_rank[attr.local_rank]
-            node = attr.node or self._hint.node
-            where = (start, end, line_no, text, attr.rank, any(p.tier in (1, 2) for p in matched), node)
-            # The time (parse_stamp, ~70 µs, and a look back for untimed lines) only for hits that are kept: the
-            # first few per (pattern, rank) now, the ring's newest few when the buffer is done (finish below).
-            eager = any(keeper.keeps_first(p.id, rank) for p in matched)
-            time = None
-            if eager:
-                time, node = self._when(fs, buf, where, budget)
+            # The rank decides whether the hit is kept; a line that opens with c10's `[rankN]:` (after at most a
+            # torchrun role label) has rank N whatever follows (attribution takes the first `[rankN]:` wrapper
+            # before any other source), so most repeats, which are only counted, skip attribution (~10 µs).
+            fast = fast_rank(text)
+            attr = None
+            if fast is not None and int(fast.group(1)) <= MAX_RANKS:  # plausible_rank: the regex has no sign
+                rank = int(fast.group(1))
+            else:
+                attr = attribute_line(text)
+                rank = self._rank_of(fs, attr)
+            # The time (parse_stamp, ~70 µs, and a look back for untimed lines), the node, and the facts only for
+            # hits that are kept: the first few per (pattern, rank) now, the ring's newest few when the buffer is
+            # done (finish below). Retry facts are read for every hit: the escalation counts them all.
+            counts, limit = keeper.counts, keeper.first_limit
+            if (counts.get((matched[0].id, rank), 0) >= limit(matched[0].id) if len(matched) == 1 else
+                    all(counts.get((p.id, rank), 0) >= limit(p.id) for p in matched)):
+                for p in matched:
+                    facts = None
+                    if p.id == "io.retrying":
+                        facts = self._facts(fs, p, text, line_no)
+                        if "attempt" in facts:
+                            self._retry(fs, rank, facts)
+                    keeper.add_unfinished((p.id, rank), (p, start, end, line_no, text, rank, facts, matched))
+                continue
+            if attr is None:
+                attr = attribute_line(text)
+            fatal = any(p.tier in (1, 2) for p in matched)
+            where = (start, end, line_no, text, attr.rank, fatal, attr.node or self._hint.node)
+            time, node = self._when(fs, buf, where, budget)
+            local = attr.local_rank if attr.local_rank is not None else self._hint.local_rank
             for p in matched:
-                facts = p.extract(text)
-                if IMPLAUSIBLE in facts and sum(n.count("implausible claim") for n in fs.notes) < MAX_CLAIM_NOTES:
-                    fs.notes.append(f"line {line_no}: implausible claim ignored ({', '.join(facts[IMPLAUSIBLE])}; "
-                                    f"bounds: {MAX_RANKS:,} ranks, {MAX_DIGITS} digits)")
-                if eager and p.id == "python.traceback":
+                facts = self._facts(fs, p, text, line_no)
+                if p.id == "python.traceback":
                     facts.update(_final_exception(buf, end, attr.rank, line_no))
                 if p.id == "io.retrying" and "attempt" in facts:
                     self._retry(fs, rank, facts)
-                keeper.add(Hit(p.id, line_no, base_off + start, text, rank,
-                               attr.local_rank if attr.local_rank is not None else self._hint.local_rank,
-                               node, time, facts), None if eager else where)
-        if keeper.pending:
-            when: dict[int, tuple] = {}  # one time per line, whichever of its patterns are kept
+                keeper.add(Hit(p.id, line_no, base_off + start, text, rank, local, node, time, facts))
+        if keeper.unfinished:
+            when: dict[int, tuple] = {}  # one attribution and time per line, whichever of its patterns are kept
 
-            def done(h: Hit, w: tuple) -> None:
-                if w[0] not in when:
-                    when[w[0]] = self._when(fs, buf, w, budget)
-                h.time, h.node = when[w[0]]
-                if h.pattern == "python.traceback":
-                    h.fields.update(_final_exception(buf, w[1], w[4], w[2]))
+            def done(e: tuple) -> Hit:
+                p, start, end, line_no, text, rank, facts, matched = e
+                got = when.get(start)
+                if got is None:
+                    a = attribute_line(text)
+                    fatal = any(q.tier in (1, 2) for q in matched)
+                    where = (start, end, line_no, text, a.rank, fatal, a.node or self._hint.node)
+                    got = when[start] = (a, self._when(fs, buf, where, budget))
+                a, (time, node) = got
+                if facts is None:
+                    facts = self._facts(fs, p, text, line_no)
+                if p.id == "python.traceback":
+                    facts.update(_final_exception(buf, end, a.rank, line_no))
+                local = a.local_rank if a.local_rank is not None else self._hint.local_rank
+                return Hit(p.id, line_no, base_off + start, text, rank, local, node, time, facts)
             keeper.finish(done)
         return prev_start, prev_line - base_line - 1
+
+    def _rank_of(self, fs: FileScan, attr) -> int | None:
+        """A hit's rank: the line's own, else the file name's, else the file's mapping of its local rank."""
+        rank = attr.rank if attr.rank is not None else self._hint.rank
+        if rank is None and attr.local_rank is not None and fs.local_to_rank.get(attr.local_rank, -1) >= 0:
+            rank = fs.local_to_rank[attr.local_rank]
+        return rank
+
+    @staticmethod
+    def _facts(fs: FileScan, p, text: str, line_no: int) -> dict:
+        """A kept hit's typed facts; a number beyond its bound is noted (the first few per file), not used."""
+        facts = p.extract(text)
+        if IMPLAUSIBLE in facts and sum(n.count("implausible claim") for n in fs.notes) < MAX_CLAIM_NOTES:
+            fs.notes.append(f"line {line_no}: implausible claim ignored ({', '.join(facts[IMPLAUSIBLE])}; "
+                            f"bounds: {MAX_RANKS:,} ranks, {MAX_DIGITS} digits)")
+        return facts
 
     def _when(self, fs: FileScan, buf: bytes, where: tuple, budget: list[int]):
         """(time, node) of a kept hit's line: its own stamp, else (fatal tiers only, within MAX_LOOKBACKS per
@@ -312,18 +383,20 @@ class FileScanner:
         r[2] += a == 1
         r[3] += a >= m
 
-    def _tail(self, fs: FileScan, tail: bytes, tail_line: int) -> None:
-        """Each rank's last line and last timestamp, read back from the end of the file."""
+    def _tail(self, fs: FileScan, tail: bytes, tail_line: int, tail_nl: int) -> None:
+        """Each rank's last line and last timestamp, read back from the end of the file (`tail_nl`: the newlines
+        in `tail`, already counted)."""
         if not tail:
             return
         multi = len(fs.ranks) > 1
         single = None if multi else (fs.hint.get("rank") if fs.hint.get("rank") is not None else next(iter(fs.ranks), None))
         need_time: set = set()
         end = len(tail)
-        line_no = tail_line + tail.count(b"\n") + (0 if tail.endswith(b"\n") else 1)
+        line_no = tail_line + tail_nl + (0 if tail.endswith(b"\n") else 1)
         if tail.endswith(b"\n"):
             end -= 1
         steps = 0
+        wanted = _tail_ranks(fs, tail) if multi else None
         while end >= 0:  # walk back line by line with rfind: no split of the whole tail for one-rank files
             start = tail.rfind(b"\n", 0, end) + 1
             raw = tail[start:end]
@@ -355,7 +428,7 @@ class FileScanner:
                 if st is not None and st.uptime_s is None:
                     ll.time, ll.time_line = st, cur
                     need_time.discard(rank)
-            if (not multi and not need_time) or steps > 20000 or start == 0:
+            if not need_time and (not multi or _tail_covered(fs, wanted)) or steps > 20000 or start == 0:
                 break
 
     @staticmethod
@@ -391,6 +464,34 @@ class FileScanner:
             for h in fs.hits:
                 if h.node is None:
                     h.node = node
+
+
+_TAIL_RANK = re.compile(rb"\[rank=?(\d{1,7})\]")
+_TAIL_LOCAL = re.compile(rb"(?m)^(?:\s*\d{1,7}: )?\[[A-Za-z_]\w*?(\d{1,7})\]:")
+
+
+def _tail_ranks(fs: FileScan, tail: bytes) -> tuple[set, set]:
+    """(global ranks, local ranks) whose last line the reverse walk of a multi-rank file's tail must reach before it
+    may stop: the file's rank labels, the globals its local ranks map to, and the rank and torchrun role labels
+    found in the tail (two regex passes over the tail in C, instead of attributing each of its ~20,000 lines: the
+    walk over every line of the last MiB cost 10 of 12.5 CPU-s of a 1,024-rank scan in per-node files)."""
+    glob = set(fs.ranks) | {r for r in fs.local_to_rank.values() if r >= 0}
+    glob.update(r for r in map(int, set(_TAIL_RANK.findall(tail))) if plausible_rank(r))
+    local = {r for r in map(int, set(_TAIL_LOCAL.findall(tail))) if plausible_rank(r)}
+    return glob, local
+
+
+def _tail_covered(fs: FileScan, wanted: tuple[set, set]) -> bool:
+    """Every wanted rank has its last line: a global rank in last_lines; a local rank through the global rank it
+    maps to, or, unmapped or ambiguous, in last_local."""
+    glob, local = wanted
+    if not glob <= fs.last_lines.keys():
+        return False
+    for lr in local:
+        r = fs.local_to_rank.get(lr, -1)
+        if (r not in fs.last_lines) if r >= 0 else (lr not in fs.last_local):
+            return False
+    return True
 
 
 def _previous_stamp(buf: bytes, start: int, line_no: int, rank: int | None):

@@ -127,7 +127,27 @@ class _Probed:
 
 def cr_lines(stream):
     """(stream, cr_only): a file whose lines end in CR alone (classic Mac output, a log of only progress-bar
-    redraws) would be one line: when its first 64 KiB hold CRs and no LF, every CR is read as a line end."""
+    redraws) would be one line: when its first 64 KiB hold CRs and no LF, every CR is read as a line end.
+
+    A seekable stream (plain files, gzip) is probed and rewound, and handed back as it is when it has LFs (nearly
+    always): prepending the probe to the first read instead cost a copy of every file's first read (a 4 MiB rank
+    log copied once more: 0.7 of 4.1 CPU-s of a 1 GiB scan)."""
+    pos = _tell(stream)
     first = stream.read(CR_PROBE)
     cr = b"\n" not in first and first.count(b"\r") >= 2
-    return _Probed(stream, first, cr), cr
+    if pos is not None:
+        try:
+            stream.seek(pos)
+        except (OSError, ValueError):
+            pos = None
+    if pos is None:
+        return _Probed(stream, first, cr), cr
+    return (_Probed(stream, b"", True) if cr else stream), cr
+
+
+def _tell(stream) -> int | None:
+    """The stream's position when it can seek back to it, else None (pipes, sockets, wrapped streams)."""
+    try:
+        return stream.tell() if stream.seekable() else None
+    except (AttributeError, OSError, ValueError):
+        return None
