@@ -240,3 +240,39 @@ def test_real_incidents_open():
             kinds = {os.path.basename(s.rel): s.kind for s in b.sources}
             assert kinds.get("rank5.log", "rank_log") == "rank_log"
             assert kinds.get("torchelastic_summary.log", "torchrun") == "torchrun"
+
+
+def test_tar_header_precheck_turns_down_only_what_tarfile_turns_down(tmp_path):
+    """open's quick look at a header's checksum field must never turn down a header tarfile accepts: real headers
+    of every format, and fields that int(s, 8) reads in odd spellings (signs, spaces, underscores, 0o, base-256)."""
+    import io
+    from trainlog_debugger.tools.bundle.open import _looks_tar
+
+    def by_tarfile(block: bytes) -> bool:
+        try:
+            return len(block) >= 512 and bool(tarfile.TarInfo.frombuf(block[:512], "utf-8", "surrogateescape"))
+        except tarfile.HeaderError:
+            return False
+
+    heads = []
+    for fmt in (tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT):
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=fmt) as tf:
+            data = b"[rank0]: hello\n"
+            ti = tarfile.TarInfo("logs/rank0.log")
+            ti.size = len(data)
+            tf.addfile(ti, io.BytesIO(data))
+        heads.append(buf.getvalue()[:512])
+    assert all(_looks_tar(h) for h in heads)
+    base = heads[0]
+    for field in (b" 1234 \x00 ", b"+0o1234\x00", b"-1_2_3\x00 ", b"\x80\x00\x00\x00\x00\x00\x12\x34", b"\x00" * 8,
+                  b"12:34:56", b"[rank0]:", b"INFO 123", b"0000000\xff"):
+        block = base[:148] + field + base[156:]
+        assert _looks_tar(block) == by_tarfile(block), field
+    calc = tarfile.calc_chksums(base)[0]
+    for spelled in (f"+0o{calc:o}", f" {calc:o}_"[:-1] + "\x00", f"{calc:07o}\x00"):
+        block = base[:148] + spelled.encode()[:8].ljust(8, b" ") + base[156:]
+        assert by_tarfile(block) and _looks_tar(block), spelled
+    log = (b"[rank3]:[E1105 12:34:56.789012345 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective "
+           b"operation timeout: WorkNCCL(SeqNum=5231, OpType=ALLREDUCE) ran for 600000 milliseconds\n") * 8
+    assert not _looks_tar(log) and not by_tarfile(log)

@@ -180,3 +180,23 @@ def test_odd_bytes_and_crlf():
     assert sniff("x.log", b"\xff\xfe garbage \xc3\x28\r\n" + RANK_TB.encode().replace(b"\n", b"\r\n") * 3) == "rank_log"
     assert sniff("x.log", b"") == "generic"
     assert sniff("x.log", NEMO.encode() * 2000) == "nemo"        # > 8 KiB head is fine
+
+
+def test_head_lines_split_at_every_line_end_like_a_regex():
+    """sniff's line split (str methods, for speed on thousands of heads) cuts where `\\r\\n|\\r|\\n` cuts: tqdm redraws
+    (`\\r`), Windows and mixed line ends, blank and whitespace-only pieces dropped; other Unicode separators stay."""
+    import re
+    from hypothesis import given, settings, strategies as st
+    from trainlog_debugger.tools.sources.detect import _lines
+
+    def by_regex(t: str) -> list[str]:
+        return [ln for ln in re.split(r"\r\n|\r|\n", t) if ln.strip()]
+
+    assert _lines("a\r\r\nb\rc\n\n \nd\u2028e") == ["a", "b", "c", "d\u2028e"] == by_regex("a\r\r\nb\rc\n\n \nd\u2028e")
+
+    @settings(max_examples=500, deadline=None)
+    @given(st.lists(st.sampled_from(["step 1", " ", "\r", "\n", "\r\n", "\t", "\x1c", "\u2028", "é"]), max_size=30))
+    def prop(parts):
+        t = "".join(parts)
+        assert _lines(t) == by_regex(t)
+    prop()

@@ -352,8 +352,18 @@ def _source_code_reason(rel: str, kind: str) -> str | None:
     return None
 
 
+# What tarfile's nti() can read in a header's checksum field (up to its first NUL): octal digits and whatever else
+# int(s, 8) takes (whitespace, a sign, underscores, a 0o prefix), or GNU's base-256 marker byte first. A log's bytes
+# 148-156 are nearly never that.
+_TAR_CHKSUM = re.compile(rb"[\x80\xff]|[0-7_+\-oO\t-\r\x1c-\x1f ]*(?:\x00|$)")
+
+
 def _looks_tar(block: bytes) -> bool:
-    """A valid tar header checksum: detects every tar flavour, with no false positives on logs."""
+    """A valid tar header checksum: detects every tar flavour, with no false positives on logs. The checksum field
+    is looked at first, so that a log's head is turned down without building a TarInfo (30-40 µs per file of a
+    4,096-file bundle)."""
+    if len(block) < 512 or not _TAR_CHKSUM.match(block, 148, 156):
+        return False
     try:
         return len(block) >= 512 and bool(tarfile.TarInfo.frombuf(block[:512], "utf-8", "surrogateescape"))
     except tarfile.HeaderError:

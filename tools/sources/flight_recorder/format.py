@@ -23,14 +23,19 @@ def looks_pickle(head: bytes) -> bool:
 
 
 def is_fr_dump(name: str, head: bytes, text: str) -> bool:
-    keys = sum(1 for k in _FR_KEYS if k in head)
     if looks_pickle(head):                      # any pickle is binary; only FR-looking ones are kept
-        return bool(_FR_NAME.search(name)) or (b"entries" in head and keys >= 1)
+        return bool(_FR_NAME.search(name)) or (b"entries" in head and _has_key(head))
     stripped = text.lstrip("\ufeff \t\r\n")
-    if stripped.startswith("{") and '"entries"' in text and keys >= 1:
+    if stripped.startswith("{") and '"entries"' in text and _has_key(head):
         return True
     # An FR-named file that is not line-oriented text (binary, JSON, empty) is still a dump.
     return bool(_FR_NAME.search(name)) and (not stripped or stripped[0] in "{[" or b"\x00" in head)
+
+
+def _has_key(head: bytes) -> bool:
+    """One of the dump's own keys in the head: asked only of a pickle or a JSON object holding `entries`, not of
+    every log head a bundle's opening sniffs."""
+    return any(k in head for k in _FR_KEYS)
 
 
 _TRAILING = re.compile(r"(?<!\d)(\d{1,6})$")  # `trace_rank_<5,000 digits>` names no rank (tools.ranks.MAX_RANKS)
