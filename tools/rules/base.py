@@ -7,6 +7,7 @@ the rest as alternatives with the reason each was rejected.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +73,44 @@ def by_time(ev: Evidence) -> tuple:
     return order_then_place(ev.time, ev.file, ev.line)
 
 
+def _first(pair: tuple):
+    return pair[0]
+
+
+class _EvidenceByPattern(Mapping):
+    """pattern id → its kept hits as Evidence, earliest first: made per pattern when a rule first asks for it. Why
+    lazy: a 1,024-rank bundle keeps ~27,000 hits, and making every one a pydantic Evidence and sorting all of them
+    took ~0.9 s of `ask`, for patterns most rules never read."""
+
+    def __init__(self, raw: dict[str, list]):
+        self._raw = raw
+        self._keyed: dict[str, list[tuple]] = {}
+        self._evs: dict[str, list[Evidence]] = {}
+
+    def keyed(self, pid: str) -> list[tuple]:
+        got = self._keyed.get(pid)
+        if got is None:
+            evs = [to_evidence(h, rel, kind) for h, rel, kind in self._raw.get(pid, ())]
+            got = [(by_time(e), e) for e in evs]
+            got.sort(key=_first)
+            self._keyed[pid] = got
+        return got
+
+    def __getitem__(self, pid: str) -> list[Evidence]:
+        got = self._evs.get(pid)
+        if got is None:
+            if pid not in self._raw:
+                raise KeyError(pid)
+            got = self._evs[pid] = [e for _k, e in self.keyed(pid)]
+        return got
+
+    def __iter__(self):
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+
 class RuleInputs:
     """The deterministic tools' output, indexed for rules: hits by pattern, the NCCL report, optional extras."""
 
@@ -80,22 +119,24 @@ class RuleInputs:
         self.scan, self.nccl, self.ais, self.steps, self.fr, self.diff = scan, nccl, ais, steps, fr, diff
         self.stacks = stacks or []  # tools/stacks.Stack: each dumped process's main-thread stack
         self.hardware = hardware or []  # tools/hw.record.Record: hardware/fabric snapshot values, each with its node
-        self.by_pattern: dict[str, list[Evidence]] = {}
+        raw: dict[str, list] = {}
         self.fields: dict[tuple[str, int], dict] = {}
         for f in scan.files:
             for h in f.hits:
-                ev = to_evidence(h, f.rel, f.kind)
-                self.by_pattern.setdefault(h.pattern, []).append(ev)
+                raw.setdefault(h.pattern, []).append((h, f.rel, f.kind))
                 self.fields[(f.rel, h.line, h.pattern)] = h.fields
-        for evs in self.by_pattern.values():
-            evs.sort(key=by_time)
+        self.by_pattern = _EvidenceByPattern(raw)
         self.summaries = {p.id: p for p in scan.patterns}
         self.kinds = {f.rel: f.kind for f in scan.files}
 
     def hits(self, *pids: str) -> list[Evidence]:
-        out = [e for p in pids for e in self.by_pattern.get(p, [])]
-        out.sort(key=by_time)
-        return out
+        """The kept hits of these patterns as evidence, earliest first (by_time; ties in the order of `pids`)."""
+        if len(pids) == 1:
+            return list(self.by_pattern.get(pids[0], ()))
+        keyed = self.by_pattern.keyed
+        pairs = [kv for p in pids for kv in keyed(p)]
+        pairs.sort(key=_first)  # the keys made once per hit, not once per sort
+        return [ev for _k, ev in pairs]
 
     def fields_of(self, ev: Evidence, pid: str) -> dict:
         return self.fields.get((ev.file, ev.line, pid), {})
