@@ -287,7 +287,48 @@ def rg_total(path: str) -> int:
 
 # -- main -------------------------------------------------------------------------------------------------
 MATRIX = [(0.125, 256, 0.0), (0.5, 256, 0.0), (1.0, 256, 0.0), (4.0, 256, 0.0), (0.5, 16, 0.0), (0.5, 4096, 0.0),
-          (1.0, 2048, 0.0), (0.5, 256, 0.001), (0.5, 256, 0.01), (0.5, 256, 0.1)]  # (GiB, files, share of hit lines)
+          (1.0, 2048, 0.0), (1.0, 1024, 0.0), (0.5, 256, 0.001), (0.5, 256, 0.01), (0.5, 256, 0.1)]  # (GiB, files, hits)
+# The cases the speed targets below are judged on (--targets): the scan against rg at 1 GiB and 512 MiB, the same
+# 512 MiB in 4,096 files, 0.1 % against 10 % hit lines, and `ask` on 1,024 ranks
+TARGET_CASES = [(1.0, 256, 0.0), (0.5, 256, 0.0), (0.5, 4096, 0.0), (0.5, 256, 0.001), (0.5, 256, 0.1),
+                (1.0, 1024, 0.0)]
+SCAN_X_RG = {(1.0, 256, 0.0): 1 / 1.5, (0.5, 256, 0.0): 1.0}  # scan's time / rg's: at least 1.5x, 1.0x rg's throughput
+FILES_X = 1.5   # 4,096 files within 1.5x the scan time of 256 files of the same total size
+HITS_X = 3.0    # 10 % hit lines within 3x the scan time of 0.1 %
+ASK_S = 5.0     # `ask` on 1,024 ranks / 1 GiB, seconds
+TREE_MB = 300   # peak memory of the scan's process tree, MB, whatever the bundle
+
+
+def judge(table: dict) -> list[tuple[bool, str]]:
+    """The speed and memory targets, from the cases of one run that are present ({case: {method: median row}}).
+    Cross-case targets compare the scan's median wall times of two cases run one after the other (the drift between
+    them is the run's `other load`); the scan-vs-rg targets are medians of per-round ratios."""
+    out = []
+    scan = {c: rows.get("scan (hyperscan)") for c, rows in table.items()}
+    for case, limit in SCAN_X_RG.items():
+        r = scan.get(case)
+        if r and "x_rg" in r:
+            out.append((r["x_rg"] <= limit, f"scan {case[0]:g} GiB/{case[1]} files: {r['x_rg']:.2f}x rg's time "
+                                             f"({1 / r['x_rg']:.2f}x its throughput; target >= {1 / limit:.2f}x)"))
+    few, many = scan.get((0.5, 256, 0.0)), scan.get((0.5, 4096, 0.0))
+    if few and many:
+        x = many["wall"] / few["wall"]
+        out.append((x <= FILES_X, f"scan 512 MiB in 4,096 files: {many['wall']:.2f} s = {x:.2f}x the 256-file "
+                                  f"{few['wall']:.2f} s (target <= {FILES_X})"))
+    lo, hi = scan.get((0.5, 256, 0.001)), scan.get((0.5, 256, 0.1))
+    if lo and hi:
+        x = hi["wall"] / lo["wall"]
+        out.append((x <= HITS_X, f"scan with 10 % hit lines: {hi['wall']:.2f} s = {x:.2f}x the 0.1 % bundle's "
+                                 f"{lo['wall']:.2f} s (target <= {HITS_X})"))
+    ask = table.get((1.0, 1024, 0.0), {}).get("ask")
+    if ask:
+        out.append((ask["wall"] < ASK_S, f"ask on 1,024 ranks / 1 GiB: {ask['wall']:.2f} s (target < {ASK_S:g} s)"))
+    peaks = [(c, r["rss_tree"]) for c, r in scan.items() if r]
+    if peaks:
+        c, peak = max(peaks, key=lambda cp: cp[1])
+        out.append((peak < TREE_MB * 1e6, f"scan peak memory over the process tree: {peak / 1e6:.0f} MB at most "
+                                          f"({c[0]:g} GiB/{c[1]} files; target < {TREE_MB} MB)"))
+    return out
 
 
 def main(argv=None) -> int:
@@ -296,6 +337,8 @@ def main(argv=None) -> int:
     ap.add_argument("--files", type=int, default=256, help="rank files in the bundle (16-4096)")
     ap.add_argument("--hits", type=float, default=0.0, help="share of lines that hit the catalog (0-0.1)")
     ap.add_argument("--matrix", action="store_true", help="every case of MATRIX (sizes, file counts, hit rates)")
+    ap.add_argument("--targets", action="store_true", help="the cases the speed targets are judged on "
+                    "(TARGET_CASES), then the verdict on each target")
     ap.add_argument("--no-ask", action="store_true", help="skip the `debugger ask` rows")
     ap.add_argument("--quick", action="store_true", help="64 MiB smoke run (same as --size-gib 0.0625)")
     ap.add_argument("--data", type=Path, default=REPO / "bench-data")
@@ -323,7 +366,7 @@ def main(argv=None) -> int:
     a.data = a.data.resolve()
     if a.also_tree and not a.also:
         a.also = f"env -C / PYTHONPATH={shlex.quote(str(a.also_tree.resolve()))} {sys.executable} -m trainlog_debugger.agent.cli.app"
-    cases = MATRIX if a.matrix else [(0.0625 if a.quick else a.size_gib, a.files, a.hits)]
+    cases = MATRIX if a.matrix else TARGET_CASES if a.targets else [(0.0625 if a.quick else a.size_gib, a.files, a.hits)]
     rc, table = 0, []
     for size, nfiles, hits in cases:
         print(f"\n=== {size:g} GiB, {nfiles} files, {hits:.1%} hit lines ===")
@@ -338,6 +381,13 @@ def main(argv=None) -> int:
             cells = "".join(f"{rows[n]['x_rg']:>8.2f} [{rows[n]['rss_tree'] / 1e6:4.0f}, {rows[n]['mem_x_rg']:4.1f}]"
                             if n in rows and "x_rg" in rows[n] else f"{'-':>22}" for n in names)
             print(f"{size:g} GiB/{nfiles} f/{hits:.1%}".ljust(24) + cells)
+    verdicts = judge(dict(table))
+    if verdicts:
+        print("\ntargets (issue 16):")
+        for ok, text in verdicts:
+            print(f"{'PASS' if ok else 'FAIL'}  {text}")
+        if a.strict and not all(ok for ok, _ in verdicts):
+            rc = max(rc, 2)
     return rc
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from trainlog_debugger.eval.bench.logs import generate
-from trainlog_debugger.eval.bench.scan import ratio_rows
+from trainlog_debugger.eval.bench.scan import judge, ratio_rows
 from trainlog_debugger.tools.sources import patterns
 
 
@@ -73,3 +73,33 @@ def test_no_hits_keeps_the_old_bytes(tmp_path):
 def test_file_count_is_bounded(tmp_path):
     _, man = generate(tmp_path, 1 / 1024, seed=1, ranks=2)
     assert man["ranks"] == 8 and len(man["files"]) == 8
+
+
+def _row(wall: float, x_rg: float | None = None, mb: int = 120) -> dict:
+    r = {"wall": wall, "cpu": wall, "rss1": mb * 10**6, "rss_tree": mb * 10**6, "other": 0.0}
+    if x_rg is not None:
+        r["x_rg"] = x_rg
+    return r
+
+
+def test_targets_are_judged_on_their_own_cases():
+    """Each target of issue 16 reads the cases it is about: 1 GiB needs 1.5x rg's throughput (0.70x its time
+    fails), 512 MiB 1.0x; 4,096 files and 10 % hits are compared with their 256-file and 0.1 % twins; ask on 1,024
+    ranks is absolute; memory is the worst scan of the run."""
+    table = {(1.0, 256, 0.0): {"scan (hyperscan)": _row(1.4, 0.70)},
+             (0.5, 256, 0.0): {"scan (hyperscan)": _row(0.8, 0.95)},
+             (0.5, 4096, 0.0): {"scan (hyperscan)": _row(1.3, 0.9)},
+             (0.5, 256, 0.001): {"scan (hyperscan)": _row(0.8, 0.9)},
+             (0.5, 256, 0.1): {"scan (hyperscan)": _row(2.6, 2.0, mb=310)},
+             (1.0, 1024, 0.0): {"scan (hyperscan)": _row(1.5, 0.8), "ask": _row(4.2)}}
+    verdicts = judge(table)
+    got = {text.split(":")[0]: ok for ok, text in verdicts}
+    assert got == {"scan 1 GiB/256 files": False, "scan 0.5 GiB/256 files": True, "scan 512 MiB in 4,096 files": False,
+                   "scan with 10 % hit lines": False, "ask on 1,024 ranks / 1 GiB": True,
+                   "scan peak memory over the process tree": False}
+    assert "310 MB" in next(t for _, t in verdicts if t.startswith("scan peak"))
+    table[(1.0, 256, 0.0)]["scan (hyperscan)"]["x_rg"] = 0.66
+    table[(0.5, 4096, 0.0)]["scan (hyperscan)"]["wall"] = 1.2
+    table[(0.5, 256, 0.1)]["scan (hyperscan)"].update(wall=2.4, rss_tree=290 * 10**6)
+    assert all(ok for ok, _ in judge(table))
+    assert judge({(0.5, 16, 0.0): {"scan (hyperscan)": _row(1.0, 0.9)}})[0][1].startswith("scan peak memory")
