@@ -6,11 +6,33 @@ file; the AWS pair is AWS's own documented example.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import gzip
+import json
+import re
+import string
 import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import NamedTuple
+from unittest import mock
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from trainlog_debugger.tools.redact import SECRET_MARK, Redactor, redact_secrets
+from trainlog_debugger.tools import redact as redact_module
+from trainlog_debugger.tools.evidence import Evidence
+from trainlog_debugger.tools.model import Finding, Role
+from trainlog_debugger.tools.redact import (
+    _SECRET_RE,
+    SECRET_MARK,
+    Redactor,
+    _may_hold_secret,
+    redact_secrets,
+    redact_tree,
+)
 
 HF = "hf_" + "abcdefghijklmnopqrstuvwxyzABCDEFGH"
 WANDB = "0123456789abcdef0123456789abcdef01234567"
@@ -70,6 +92,11 @@ SECRET_LINES = [
     ("GET https://s3.amazonaws.com/b/k?X-Amz-Signature=9f86d081884c7d65&X-Amz-Expires=60", "9f86d081884c7d65",
      "X-Amz-Signature=[REDACTED]&X-Amz-Expires=60"),
     (f"wandb login {WANDB}", WANDB, "wandb login [REDACTED]"),
+    ("GET https://acct.blob.core.windows.net/c/b?sv=2022-11-02&sig=AbCdEf0123%2Bxyz&se=2024", "AbCdEf0123%2Bxyz",
+     "&sig=[REDACTED]&se=2024"),  # an Azure SAS: no name, no shape, only `sig=`
+    ("retrying request with Bearer abcdef0123456789xyz", "abcdef0123456789xyz", "with Bearer [REDACTED]"),
+    ("CLIENT_SECRET=Zk29fjQ01x", "Zk29fjQ01x", "CLIENT_SECRET=[REDACTED]"),
+    ("DOCKER_CREDENTIALS=u1:Zk29fjQ01x", "u1:Zk29fjQ01x", "DOCKER_CREDENTIALS=[REDACTED]"),
     ("machine api.wandb.ai login user password 9c1f0a2b3c4d5e6f", "9c1f0a2b3c4d5e6f", "login user password [REDACTED]"),
 ]
 
@@ -283,3 +310,159 @@ def test_a_line_that_is_only_base64_is_a_key_body_seen_alone():
     assert r.redact(body) == SECRET_MARK and r.redact(f"[rank0]: {body}") == f"[rank0]: {SECRET_MARK}"
     for keep in ("-" * 60, "step 100 loss 2.31 " * 3, "a" * 50):
         assert r.redact(keep) == keep
+
+
+# --- the pre-check and the plain-data walk: the fast paths redact exactly what the full ones do ---------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+INCIDENTS = ROOT.parent / "shared" / "incidents"
+
+
+def _lines(path: Path) -> list[str]:
+    data = path.read_bytes()
+    return (gzip.decompress(data) if path.suffix == ".gz" else data).decode("utf-8", "replace").splitlines()
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[str]:
+    """Every distinct line of the bundled cases (digit runs folded to one `0`: ranks, stamps and pids make 107 k
+    distinct lines of ~5 k shapes, and the full pattern costs ~0.5 µs a character) and of the shared incidents."""
+    cases = {re.sub(r"\d+", "0", line) for p in (ROOT / "cases").rglob("*") if p.is_file() for line in _lines(p)}
+    incidents = {line for p in INCIDENTS.rglob("*") if p.is_file() for line in _lines(p)}
+    assert len(cases) > 1000
+    return sorted(cases | incidents)
+
+
+SECRET_TEXTS = [line for line, _, _ in SECRET_LINES] + [
+    NCCL_LOG,
+    "\n".join(["+ cat /root/.ssh/id_rsa", "-----BEGIN RSA PRIVATE KEY-----", *PEM_BODY, "-----END RSA PRIVATE KEY-----"]),
+    "-----BEGIN OPENSSH PRIVATE KEY-----\n" + "\n".join(PEM_BODY) + "\nsrun: error: task 0 killed",
+    f"[rank0]: {PEM_BODY[0]}",
+    "API_\u212aEY=abc123XYZ",  # the Kelvin sign: IGNORECASE takes it for `k`, str.lower does not
+    "DB_PA\u017fSWORD=hunter2",  # the long s, the same
+    "HF_ToKeN=abc123XYZ --Api-Key xyz123secret BEARER abcdef0123456789xyz",
+]
+
+
+def _full_path(text: str, hosts: bool = False) -> tuple[str, int]:
+    """Redactor.redact with the pre-check forced on: the path every string took before it existed."""
+    with mock.patch.object(redact_module, "_may_hold_secret", lambda t: True):
+        r = Redactor(hosts=hosts)
+        return r.redact(text), r.secrets_found
+
+
+def _fast_path(text: str, hosts: bool = False) -> tuple[str, int]:
+    r = Redactor(hosts=hosts)
+    return r.redact(text), r.secrets_found
+
+
+def test_precheck_never_skips_a_line_the_full_pattern_matches(corpus):
+    texts = corpus + SECRET_TEXTS + NEAR_MISSES
+    assert [t for t in texts if not _may_hold_secret(t) and _SECRET_RE.search(t)] == []
+    assert all(_fast_path(t) == _full_path(t) for t in texts if _may_hold_secret(t))  # the others are unchanged
+
+
+def test_precheck_skips_most_log_lines_and_no_secret(corpus):
+    assert sum(map(_may_hold_secret, corpus)) < len(corpus) / 20
+    assert all(_may_hold_secret(line) for line, _, _ in SECRET_LINES)
+
+
+# Pieces of secrets and of their near misses, glued with log-like text, case-flipped and with letters swapped for
+# the non-ASCII letters IGNORECASE folds onto ASCII ones.
+_PIECES = [*SECRET_TEXTS, *NEAR_MISSES, HF, WANDB, ANTHROPIC, OPENAI, GITHUB, SLACK, GOOGLE, JWT, AWS_ID, AWS_SECRET,
+           *PEM_BODY, "HF_TOKEN", "api_key", "x-api-key", "Authorization", "passwd", "pwd", "credentials", "--hf-token",
+           "Bearer ", "wandb login ", "machine h login u password ", "?X-Amz-Signature=", "&sig=", "https://u:",
+           "@host/simple", "s3://bucket/k", "sk-", "ghp_", "hf_", "AKIA", "ASIA", "AIza", "eyJ", "-----BEGIN ",
+           "PRIVATE KEY-----", "=", ": ", " ", "\n", "'", '"', "[rank0]: "]
+_FOLDS = str.maketrans({"k": "\u212a", "K": "\u212a", "s": "\u017f", "S": "\u017f", "i": "\u0131", "I": "\u0130"})
+
+
+@st.composite
+def _secretish(draw) -> str:
+    parts = draw(st.lists(st.one_of(st.sampled_from(_PIECES), st.text(string.printable, max_size=12)), max_size=6))
+    text = "".join(draw(st.sampled_from([str, str.upper, str.lower, str.swapcase]))(p) for p in parts)
+    if draw(st.booleans()):  # fold the letters of one stretch
+        a = draw(st.integers(0, len(text)))
+        b = draw(st.integers(a, len(text)))
+        text = text[:a] + text[a:b].translate(_FOLDS) + text[b:]
+    return text
+
+
+@settings(max_examples=400, deadline=None)
+@given(_secretish(), st.booleans())
+def test_precheck_agrees_with_the_full_pattern_on_secret_shapes(text, hosts):
+    assert _may_hold_secret(text) or not _SECRET_RE.search(text)
+    assert _fast_path(text, hosts) == _full_path(text, hosts)
+
+
+def _general(v):
+    """The same tree in containers the plain-data fast path leaves to the general walk (dict subclass, tuples)."""
+    if isinstance(v, dict):
+        return OrderedDict((_general(k), _general(x)) for k, x in v.items())
+    return tuple(map(_general, v)) if isinstance(v, list) else v
+
+
+def _scan_like(lines: list[str]) -> dict:
+    """A report shaped like `scan --json`: per-file hits with text, numbers, flags, nested lists, counts by text."""
+    files = [{"path": f"node{i}/rank_{i}.log", "ok": True, "bytes": 1 << 20, "stamp": None,
+              "hits": [{"line": n, "text": t, "tags": ["nccl", t[:24]], "score": 0.5} for n, t in enumerate(chunk)]}
+             for i, chunk in enumerate(lines[i:i + 7] for i in range(0, len(lines), 7))]
+    return {"root": "bundle", "seconds": 1.5, "files": files, "patterns": {t[:40]: len(t) for t in lines},
+            "notes": [[t] for t in lines[:50]], f"HF_TOKEN={HF}": 1, f"HF_TOKEN={OPENAI}": 2}  # both keys -> one
+
+
+def test_plain_tree_walk_redacts_like_the_general_walk(corpus):
+    lines = corpus[:300] + SECRET_TEXTS + corpus[300:600] + SECRET_TEXTS[:5]
+    tree = _scan_like(lines)
+    before = copy.deepcopy(tree)
+    fast_r, general_r = Redactor(hosts=True), Redactor(hosts=True)
+    fast, general = redact_tree(tree, fast_r), redact_tree(_general(tree), general_r)
+    # the same strings, in the same order (hosts are numbered in order of first sight), counted the same
+    assert json.dumps(fast) == json.dumps(general)
+    assert fast_r.secrets_found == general_r.secrets_found > 0
+    assert tree == before  # the input is not touched
+    assert HF not in json.dumps(fast) and "host-1" in json.dumps(fast)
+    plain = [f for f in tree["files"] if json.dumps(f) == json.dumps(redact_tree(f, Redactor(hosts=True)))]
+    assert plain and all(redact_tree(f) is f for f in plain)  # nothing to redact: the same object, no copy
+
+
+@pytest.mark.parametrize("depth", [1, 63, 64, 65, 66])
+def test_plain_lists_are_walked_exactly_as_deep_as_other_containers(depth):
+    as_list, as_tuple = [f"HF_TOKEN={HF}"], (f"HF_TOKEN={HF}",)
+    for _ in range(depth):
+        as_list, as_tuple = [as_list], (as_tuple,)
+    out_list, out_tuple = redact_tree(as_list), redact_tree(as_tuple)
+    for _ in range(depth):
+        out_list, out_tuple = out_list[0], out_tuple[0]
+    assert out_list == list(out_tuple)
+    assert (out_list[0] == "HF_TOKEN=[REDACTED]") == (depth < 65)
+
+
+class _Span(NamedTuple):
+    rank: int
+    text: str
+
+
+@dataclasses.dataclass
+class _Window:
+    lines: list[str]
+    span: _Span
+
+
+def test_reports_objects_are_redacted_and_keep_their_types():
+    """Pydantic models, dataclasses, NamedTuples and str enums: the general walk the analyses' own objects take.
+    An enum member equal to a string seen earlier stays the member (Role.cascade, not the "cascade" seen first: a
+    model's serializer warns about a plain string in an enum field)."""
+    ev = Evidence(file="rank_3.log", line=12, text=f"[rank3]: export HF_TOKEN={HF}", rank=3)
+    finding = Finding(id="env.token", summary="a token in the env dump", role=Role.cascade, ranks=[3],
+                      facts={"cmd": f"--hf-token {HF}", "n": 1}, evidence=[ev])
+    window = _Window(lines=["step 1", f"HF_TOKEN={HF}"], span=_Span(3, f"key {ANTHROPIC}"))
+    report = ["cascade", finding, window, ("cascade", 7)]
+    r = Redactor()
+    out = redact_tree(report, r)
+    assert HF not in repr(out) and ANTHROPIC not in repr(out[2].span)
+    assert type(out[1].role) is Role and out[1].role is Role.cascade
+    assert out[1].evidence[0].text == "[rank3]: export HF_TOKEN=[REDACTED]" and out[1].ranks is finding.ranks
+    assert type(out[2].span) is _Span and out[2].span.rank == 3
+    assert out[3] is report[3] and r.secrets_found == 4
+    assert finding.evidence[0] is ev and HF in ev.text  # the originals are untouched
