@@ -29,3 +29,23 @@ def test_a_dead_worker_does_not_hang_and_loses_nothing():
     assert parallel.forks(items, 2)
     got = sorted(n for res in parallel.map_sources(_work, items, workers=2) for n in res)
     assert got == sorted(i.name for i in items)
+
+
+def _never(batch):
+    raise AssertionError("the remote function ran without a cluster")
+
+
+def test_remote_is_used_only_where_a_cluster_is_configured(monkeypatch):
+    """Without DEBUGGER_CLUSTER (or with it empty) a caller's `remote` is ignored: nothing is imported or contacted,
+    the bundle is read here exactly as before."""
+    items = [Item(f"f{i}", 1 << 10) for i in range(5)]
+    for value in (None, "", "  "):
+        if value is None:
+            monkeypatch.delenv(parallel.CLUSTER_ENV, raising=False)
+        else:
+            monkeypatch.setenv(parallel.CLUSTER_ENV, value)
+        got = list(parallel.map_sources(_work, items, remote=parallel.Remote(_never)))
+        assert got == [[i.name] for i in items]  # in-process, one file at a time, in order
+    assert parallel.cluster_of("tcp://h:8786") == "tcp://h:8786"
+    monkeypatch.setenv(parallel.CLUSTER_ENV, " tcp://h:8786 ")
+    assert parallel.cluster_of() == "tcp://h:8786"

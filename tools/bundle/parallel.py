@@ -9,7 +9,11 @@ PARALLEL_MIN_BYTES (64 MiB, where the pool's start-up is not worth it), or of on
 unavailable, is read in-process, one file at a time. Workers are forked so that what the parent prepared (a
 compiled pattern engine, reset per-process state) is inherited, not pickled.
 
-Used by tools.scan.summary (the catalog scan), tools.rankdiff.analyze (the rank diff) and tools.steps.analyze (step times).
+Where a cluster is configured (DEBUGGER_CLUSTER; tools.bundle.distributed), the same batches go to its workers
+instead, for callers that say how to rebuild on a worker what a fork would inherit (`remote`).
+
+Used by tools.scan.driver (the catalog scan), tools.rankdiff.analyze (the rank diff) and tools.steps.analyze (step
+times).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -25,11 +30,37 @@ R = TypeVar("R")
 PARALLEL_MIN_BYTES = 64 << 20   # below this a bundle is read in-process (unless min_files says otherwise)
 MIN_BATCH_BYTES = 32 << 20      # a task is a batch of files of at least this many bytes
 MAX_WORKERS = 2                 # the project VM has 2 cores; more workers only fight over them
+CLUSTER_ENV = "DEBUGGER_CLUSTER"  # a Dask scheduler's address (tcp://host:8786): batches go to its workers
+
+
+@dataclass(frozen=True)
+class Remote:
+    """What `map_sources` runs on a cluster worker instead of `fn`: `fn(batch, *shared)`, with `fn` a module-level
+    function (workers import it by name, so they need the same install) that rebuilds what a fork would inherit,
+    and `shared` picklable values every task needs, sent to the cluster once per call (tools.bundle.distributed)."""
+
+    fn: Callable
+    shared: tuple = ()
+
+    def __call__(self, batch):
+        return self.fn(batch, *self.shared)
+
+
+def cluster_of(cluster=None):
+    """The cluster to use: `cluster` (an address, or a distributed.Client the caller owns), else DEBUGGER_CLUSTER;
+    None where neither is set (an empty string turns the variable off)."""
+    if cluster is None:
+        cluster = os.environ.get(CLUSTER_ENV, "").strip()
+    return cluster or None
+
+
+def source_of(item):
+    """A source, or the source of an `(index, source)` pair."""
+    return item[1] if isinstance(item, tuple) else item
 
 
 def _size(item) -> int:
-    """Size of a source, or of an `(index, source)` pair."""
-    return item[1].size if isinstance(item, tuple) else item.size
+    return source_of(item).size
 
 
 def default_workers(workers: int | None = None) -> int:
@@ -68,47 +99,80 @@ def forks(items: list, workers: int, *, min_files: int | None = None) -> bool:
 
 def map_sources(fn: Callable[[list[T]], R], items: Iterable[T], *, workers: int | None = None,
                 progress: Callable[[int, int], None] | None = None, per_worker: int = 8,
-                min_files: int | None = None) -> Iterator[R]:
+                min_files: int | None = None, remote: Remote | None = None, cluster=None,
+                private: str | os.PathLike | None = None, notes: list[str] | None = None) -> Iterator[R]:
     """`fn(batch)` for batches of `items` in forked workers (see `batches`), yielded as they finish (unordered);
     in-process, `fn([item])` for each item in order. `fn` must be a module-level function (it is pickled by name)
     and its results plain data. `progress(bytes_done, bytes_total)` is called after each result. Callers that need
-    an order sort the results afterwards."""
+    an order sort the results afterwards.
+
+    On a cluster (tools.bundle.distributed: `cluster`, else DEBUGGER_CLUSTER; only for callers that give `remote`, a
+    Remote doing what `fn` does from nothing a fork would inherit): the batches go to the cluster's
+    workers, while the files under `private` (the bundle's temp dir: archive members, no worker sees them) are read
+    here as above; a batch the cluster gives back unread is read here with `fn`, and `notes` gets why."""
     items = list(items)
-    total = sum(map(_size, items))
-    workers = default_workers(workers)
-    done = 0
-    if forks(items, workers, min_files=min_files):
-        tasks = batches(items, workers, per_worker=per_worker)
-        sizes = [sum(map(_size, b)) for b in tasks]
-        # concurrent.futures, not mp.Pool: when a worker dies (the OOM killer, a signal), Pool replaces it and waits
-        # forever for the task it held (seen: a scan of 4,096 files hung for good); the executor raises
-        # BrokenProcessPool instead, and the unfinished batches are read here, in-process, so the answer is complete
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-        from concurrent.futures.process import BrokenProcessPool
-        left = set(range(len(tasks)))
-        try:
-            with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
-                futs = {pool.submit(fn, tasks[i]): i for i in range(len(tasks))}
-                for fut in as_completed(futs):
-                    res = fut.result()
-                    i = futs[fut]
-                    left.discard(i)
-                    done += sizes[i]
-                    if progress:
-                        progress(done, total)
-                    yield res
-        except BrokenProcessPool:
-            pass
-        for i in sorted(left):  # a worker died: its batches (and any not yet run) are read in-process
-            res = fn(tasks[i])
-            done += sizes[i]
-            if progress:
-                progress(done, total)
-            yield res
-    else:
+    tally = _Tally(sum(map(_size, items)), progress)
+    target = cluster_of(cluster) if remote is not None else None
+    here = [it for it in items if _under(it, private)] if target is not None else items
+    there = [it for it in items if not _under(it, private)] if target is not None else []
+    if not there:
+        yield from _local(fn, here, default_workers(workers), per_worker, min_files, tally)
+        return
+    from trainlog_debugger.tools.bundle import distributed  # dask and the rest: only where a cluster is used
+    run = distributed.ClusterRun(target)
+    try:
+        tasks = batches(there, run.slots, per_worker=per_worker)
+        run.submit(remote, tasks)
+        yield from _local(fn, here, default_workers(workers), per_worker, min_files, tally)  # while the cluster reads
+        for i, res in run.results():
+            yield tally(fn(tasks[i]) if res is None else res, sum(map(_size, tasks[i])))
+    finally:
+        run.cancel()
+    if notes is not None:
+        notes.extend(run.notes)
+
+
+class _Tally:
+    """Bytes done, reported to `progress` after each result."""
+
+    def __init__(self, total: int, progress: Callable[[int, int], None] | None):
+        self.total, self.done, self.progress = total, 0, progress
+
+    def __call__(self, res: R, size: int) -> R:
+        self.done += size
+        if self.progress:
+            self.progress(self.done, self.total)
+        return res
+
+
+def _under(item, private) -> bool:
+    """Whether the item's file lies under `private` (None: nothing is private)."""
+    return private is not None and str(source_of(item).path).startswith(f"{os.fspath(private)}{os.sep}")
+
+
+def _local(fn: Callable[[list[T]], R], items: list[T], workers: int, per_worker: int, min_files: int | None,
+           tally: _Tally) -> Iterator[R]:
+    """The items on this machine: batches in forked workers where `forks` says so, else one at a time in order."""
+    if not forks(items, workers, min_files=min_files):
         for it in items:
-            res = fn([it])
-            done += _size(it)
-            if progress:
-                progress(done, total)
-            yield res
+            yield tally(fn([it]), _size(it))
+        return
+    tasks = batches(items, workers, per_worker=per_worker)
+    # concurrent.futures, not mp.Pool: when a worker dies (the OOM killer, a signal), Pool replaces it and waits
+    # forever for the task it held (seen: a scan of 4,096 files hung for good); the executor raises
+    # BrokenProcessPool instead, and the unfinished batches are read here, in-process, so the answer is complete
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+    left = set(range(len(tasks)))
+    try:
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
+            futs = {pool.submit(fn, tasks[i]): i for i in range(len(tasks))}
+            for fut in as_completed(futs):
+                res = fut.result()
+                i = futs[fut]
+                left.discard(i)
+                yield tally(res, sum(map(_size, tasks[i])))
+    except BrokenProcessPool:
+        pass
+    for i in sorted(left):  # a worker died: its batches (and any not yet run) are read in-process
+        yield tally(fn(tasks[i]), sum(map(_size, tasks[i])))

@@ -42,7 +42,7 @@ from trainlog_debugger.tools.bundle.open import READ_ERRORS, read_error_reason
 from trainlog_debugger.tools.bundle.chunks import CHUNK, chunks
 from trainlog_debugger.tools.scan.labels import (bounded_attribution as attribute_line, bounded_path_hint as attribute_path,
                                                  srun_labelled)
-from trainlog_debugger.tools.bundle.parallel import map_sources
+from trainlog_debugger.tools.bundle.parallel import Remote, map_sources
 from trainlog_debugger.tools.rankdiff.mask import MAX_TEMPLATE_BYTES, RANK_LABEL0, ZERO, template_of, template_of_key
 from trainlog_debugger.tools.rankdiff.report import Batch, DiffResult, FileOut, TemplateDiff, merge_batch, merge_file, report
 
@@ -381,7 +381,8 @@ def diff_bundle(bundle, *, minority: float = 0.5, max_report: int = 50, workers:
         notes.append(f"{len(skipped_kinds)} flight-recorder dump(s) not diffed (binary): "
                      f"{', '.join(skipped_kinds[:5])}")
     agg = Batch()
-    for b in map_sources(_diff_sources, items, workers=workers, progress=progress, min_files=PARALLEL_MIN_FILES):
+    for b in map_sources(_diff_sources, items, workers=workers, progress=progress, min_files=PARALLEL_MIN_FILES,
+                         remote=Remote(_diff_sources), private=getattr(bundle, "tmpdir", None), notes=notes):
         merge_batch(agg, b)
     res = report(bundle, agg, minority, max_report, notes)
     res.seconds = time.perf_counter() - t0

@@ -2,6 +2,8 @@
 
 Files are batched to tens of MB per task, as PERF.md measured (tools.bundle.parallel); the engine is built once
 before the workers fork so each inherits it; the parent only merges small per-file summaries (tools.scan.summary).
+On a cluster (tools.bundle.distributed) nothing is inherited: each task carries the recipe of the engine (its name
+and patterns, sent once per scan), and a worker process builds the engine once and keeps it for later batches.
 """
 
 from __future__ import annotations
@@ -9,11 +11,12 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable
-from functools import partial
+from dataclasses import dataclass
+from functools import cached_property, partial
 
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, natural_key, read_error_reason
-from trainlog_debugger.tools.bundle.parallel import map_sources
-from trainlog_debugger.tools.scan.engine import make_engine
+from trainlog_debugger.tools.bundle.parallel import Remote, map_sources
+from trainlog_debugger.tools.scan.engine import HyperscanEngine, ReEngine, make_engine
 from trainlog_debugger.tools.scan.labels import rank_labels
 from trainlog_debugger.tools.scan.filepass import FileScanner
 from trainlog_debugger.tools.scan.result import FileScan, ScanResult
@@ -31,7 +34,49 @@ _TOKENS = itertools.count()
 
 
 def _scan_sources(token: int, batch) -> list[FileScan]:
-    scanner = FileScanner(_ENGINES[token])
+    return _scan_with(_ENGINES[token], batch)
+
+
+@dataclass(frozen=True)
+class _Recipe:
+    """What a cluster worker needs to build the scan's engine: a catalog engine's name and patterns (a compiled
+    Hyperscan database does not pickle; the worker loads it from its disk cache or compiles it), or an engine object
+    that pickles as it is (grep's one-regex engine)."""
+
+    engine: object
+    patterns: tuple = ()
+
+    @staticmethod
+    def of(eng) -> "_Recipe":
+        return _Recipe(eng.name, tuple(eng.patterns)) if type(eng) in (HyperscanEngine, ReEngine) else _Recipe(eng)
+
+    @cached_property
+    def key(self) -> str:
+        import hashlib
+        import pickle
+        return hashlib.sha256(pickle.dumps((self.engine, self.patterns))).hexdigest()
+
+    def build(self):
+        return make_engine(self.patterns, self.engine) if isinstance(self.engine, str) else self.engine
+
+
+_BUILT: dict[str, object] = {}   # engines built in this cluster worker process, by recipe key
+BUILT_KEPT = 4                   # the catalog's, a grep's or two
+
+
+def _remote_scan(batch, recipe: _Recipe) -> list[FileScan]:
+    """`_scan_sources` on a cluster worker, with the engine built there (once per worker process and recipe)."""
+    eng = _BUILT.get(recipe.key)
+    if eng is None:
+        eng = recipe.build()
+        if len(_BUILT) >= BUILT_KEPT:
+            del _BUILT[next(iter(_BUILT))]
+        _BUILT[recipe.key] = eng
+    return _scan_with(eng, batch)
+
+
+def _scan_with(engine, batch) -> list[FileScan]:
+    scanner = FileScanner(engine)
     out = []
     for src in batch:
         try:
@@ -43,25 +88,28 @@ def _scan_sources(token: int, batch) -> list[FileScan]:
 
 
 def scan_bundle(bundle, *, workers: int | None = None, engine=None, pats=None,
-                progress: Callable[[int, int], None] | None = None) -> ScanResult:
+                progress: Callable[[int, int], None] | None = None, cluster=None) -> ScanResult:
     """`engine` is an engine name (None = fastest available) or a ready engine object over `pats`
-    (grep passes its own one-pattern engine); `pats` defaults to the whole catalog."""
+    (grep passes its own one-pattern engine); `pats` defaults to the whole catalog. `cluster`: a Dask scheduler
+    address or Client (default: DEBUGGER_CLUSTER, if set) to read the bundle's shared files on."""
     t0 = time.perf_counter()
     pats = list(pats) if pats is not None else list(patterns())
     eng = engine if hasattr(engine, "candidates") else make_engine(pats, engine)
     rank_labels(b"")  # load the label database once, before the workers fork, not once per worker
     sources = [s for s in bundle.sources if s.kind not in TEXT_SKIP_KINDS]
     results: list[FileScan] = []
+    cluster_notes: list[str] = []
     token = next(_TOKENS)
     _ENGINES[token] = eng
     try:
         for batch in map_sources(partial(_scan_sources, token), sources, workers=workers, progress=progress,
-                                 per_worker=16):
+                                 per_worker=16, remote=Remote(_remote_scan, (_Recipe.of(eng),)), cluster=cluster,
+                                 private=getattr(bundle, "tmpdir", None), notes=cluster_notes):
             results.extend(batch)
     finally:
         del _ENGINES[token]
     results.sort(key=lambda f: natural_key(f.rel))
-    res = summarize(bundle.root, eng.name, results, list(getattr(bundle, "notes", [])),
+    res = summarize(bundle.root, eng.name, results, list(getattr(bundle, "notes", [])) + cluster_notes,
                     [{"file": s.rel, "reason": s.reason} for s in getattr(bundle, "skipped", [])],
                     {p.id: p for p in pats})
     res.seconds = time.perf_counter() - t0

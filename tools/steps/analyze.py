@@ -36,7 +36,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from trainlog_debugger.tools.bundle.parallel import map_sources
+from trainlog_debugger.tools.bundle.parallel import Remote, map_sources
 from trainlog_debugger.tools.steps.analysis import Analysis
 from trainlog_debugger.tools.steps.parse import FileOut, reset_facts, scan_sources
 from trainlog_debugger.tools.steps.report import METRICS, Bound, Outlier, Regression, StepReport, StepSeries
@@ -49,6 +49,18 @@ __all__ = ["StepSeries", "Outlier", "Regression", "Bound", "StepReport", "METRIC
 SKIP_KINDS = frozenset({"fr_dump"})
 
 
+def _remote_steps(batch) -> list[FileOut]:
+    """`scan_sources` on a cluster worker, a long-lived process that read other batches and other jobs before: each
+    file looks for the job facts afresh. The analysis takes each fact from the first file (in bundle order) that
+    states it, and one process reading in bundle order looks in every file up to that one, so the facts are the
+    ones an in-process run finds."""
+    outs: list[FileOut] = []
+    for item in batch:
+        reset_facts()
+        outs.extend(scan_sources([item]))
+    return outs
+
+
 def scan_steps(bundle, *, workers: int | None = None, progress: Callable[[int, int], None] | None = None,
                z_max: float = Z_MAX, min_gap: float = MIN_GAP, min_shift: float = MIN_SHIFT) -> StepReport:
     """Read every step-time line of every source, then: stragglers (robust z within parallel groups), level shifts
@@ -57,10 +69,12 @@ def scan_steps(bundle, *, workers: int | None = None, progress: Callable[[int, i
     reset_facts()
     items = [(i, s) for i, s in enumerate(bundle.sources) if s.kind not in SKIP_KINDS]
     outs: list[FileOut] = []
-    for res in map_sources(scan_sources, items, workers=workers, progress=progress):
+    notes: list[str] = []
+    for res in map_sources(scan_sources, items, workers=workers, progress=progress, remote=Remote(_remote_steps),
+                           private=getattr(bundle, "tmpdir", None), notes=notes):
         outs.extend(res)
     outs.sort(key=lambda f: f.idx)
-    rep = StepReport(root=bundle.root, files=len(outs), bytes=sum(f.bytes for f in outs))
+    rep = StepReport(root=bundle.root, files=len(outs), bytes=sum(f.bytes for f in outs), notes=notes)
     Analysis(bundle, outs, rep, z_max, min_gap, min_shift).run()
     rep.seconds = time.perf_counter() - t0
     return rep
