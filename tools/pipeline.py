@@ -37,8 +37,9 @@ class Investigation:
 
     scan: the one pass over every line of every rank (always); nccl: the per-rank collective state (always);
     fr: flight-recorder dumps (only when the bundle holds some); ais: the storage side (only with AIStore daemon
-    logs); steps: step times (only when no fault was found, to tell `slow` from the rest: a second pass over the
-    bytes, paid only then); diff: the rank diff (only when the answer is not decisive and at least MIN_RANKS
+    logs); steps: step times (only when no fault was found, to tell `slow` from the rest: read in the scan's own
+    pass from every file without a fatal line, which is every file of such a bundle, the others read after the
+    scan only then); diff: the rank diff (only when the answer is not decisive and at least MIN_RANKS
     ranks have logs: the rank that differs, for failures the catalog does not know; another pass, paid only then);
     diagnosis: what `debugger ask` prints, every citation re-read from disk.
     """
@@ -55,7 +56,8 @@ class Investigation:
 def run(bundle, *, progress: Callable[[int, int], None] | None = None, workers: int | None = None,
         scan: ScanResult | None = None) -> Investigation:
     """All stages over an open bundle. `scan`: a ScanResult of this bundle already made (it is not made again)."""
-    scan = scan if scan is not None else scan_bundle(bundle, workers=workers, progress=progress)
+    read_steps: dict = {}  # step times of files without fatal lines, read in the scan's own pass (tools.scan.driver)
+    scan = scan if scan is not None else scan_bundle(bundle, workers=workers, progress=progress, steps_out=read_steps)
     if not recognised(scan, bundle):
         raise BundleError(f"no training-job logs recognised in {bundle.root}: {len(scan.files)} file(s) read, none "
                           "has a line of PyTorch, NCCL, a launcher, a scheduler, a trainer or a storage daemon")
@@ -81,8 +83,9 @@ def run(bundle, *, progress: Callable[[int, int], None] | None = None, workers: 
         attach_ranks(stacks, launcher_pids(inputs))
     diag = diagnose(inputs)
     if diag.category == "none":
-        # no fault found (a proven normal end, or no proof either way): was it slow? Step times need their own pass over the bytes, paid only here
-        inputs.steps = scan_steps(bundle, workers=workers)
+        # no fault found (a proven normal end, or no proof either way): was it slow? The scan read the step times of
+        # every file without a fatal line (all of them, in such a bundle); the rest are read here
+        inputs.steps = scan_steps(bundle, workers=workers, done=read_steps)
         if inputs.steps.outliers or inputs.steps.regressions:
             diag = diagnose(inputs)
     if diag.status == Status.inconclusive and len(scan.coverage.seen_ranks) >= MIN_RANKS:

@@ -148,6 +148,8 @@ class FileScanner:
         hint = attribute_path(rel)
         fs = FileScan(rel=rel, kind=kind, size=size, hint={k: v for k, v in asdict(hint).items() if v is not None})
         self._hint = hint
+        self.whole = None  # the file's bytes when one buffer held them all (for a reader that shares the pass)
+        pieces = 0
         keeper = _HitKeeper()
         base_line = 0
         base_off = 0
@@ -159,6 +161,7 @@ class FileScanner:
         try:
             for ch in chunks(stream, CHUNK, known_size=size if sized else None):
                 buf = ch.buf
+                pieces += 1
                 if ch.cut_long_line and not any("longer than" in n for n in fs.notes):
                     fs.notes.append(f"line {base_line + 1} is longer than {CHUNK >> 20} MiB; scanned in pieces")
                 if base_line == 0 and base_off == 0:
@@ -186,6 +189,8 @@ class FileScanner:
             fs.error = read_error_reason(e)
             fs.notes.append(f"read stopped at byte {base_off}: {fs.error}")
         fs.bytes_read = base_off
+        if pieces == 1 and fs.error is None:
+            self.whole = buf
         fs.lines = base_line + (1 if tail and not tail.endswith(b"\n") else 0)
         fs.hits, fs.dropped_hits = keeper.hits()
         fs.counts = keeper.counts

@@ -62,13 +62,17 @@ def _remote_steps(batch) -> list[FileOut]:
 
 
 def scan_steps(bundle, *, workers: int | None = None, progress: Callable[[int, int], None] | None = None,
-               z_max: float = Z_MAX, min_gap: float = MIN_GAP, min_shift: float = MIN_SHIFT) -> StepReport:
+               z_max: float = Z_MAX, min_gap: float = MIN_GAP, min_shift: float = MIN_SHIFT,
+               done: dict[int, FileOut] | None = None) -> StepReport:
     """Read every step-time line of every source, then: stragglers (robust z within parallel groups), level shifts
-    (regressions: when, how much, which ranks), and whether the step is compute- or communication-bound."""
+    (regressions: when, how much, which ranks), and whether the step is compute- or communication-bound. `done`:
+    the FileOuts of sources already read (by index in bundle.sources), by the scan's pass (tools.scan.driver
+    steps_out): only the others are read here."""
     t0 = time.perf_counter()
     reset_facts()
-    items = [(i, s) for i, s in enumerate(bundle.sources) if s.kind not in SKIP_KINDS]
-    outs: list[FileOut] = []
+    done = done or {}
+    items = [(i, s) for i, s in enumerate(bundle.sources) if s.kind not in SKIP_KINDS and i not in done]
+    outs: list[FileOut] = list(done.values())
     notes: list[str] = []
     for res in map_sources(scan_sources, items, workers=workers, progress=progress, remote=Remote(_remote_steps),
                            private=getattr(bundle, "tmpdir", None), notes=notes):
