@@ -12,26 +12,13 @@ written ``logs.tar.gz!path/in/archive``; `line` is 1-based; `text` is the raw li
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, WithJsonSchema, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from trainlog_debugger.tools.lines.timestamps import Stamp
-
-
-def _stamp_in(v: Any) -> Stamp:
-    if isinstance(v, Stamp):
-        return v
-    if isinstance(v, dict):
-        return Stamp.from_json(v)
-    raise ValueError("a time is a Stamp or its JSON object")
-
-
-# A typed time on the Python side (ordered by Stamp.order_key), the same JSON object as Stamp.to_json() outside.
-StampField = Annotated[Stamp, PlainValidator(_stamp_in), PlainSerializer(lambda s: s.to_json(), return_type=dict),
-                       WithJsonSchema({"type": "object", "description": "Stamp.to_json(): the parsed parts (year, month, "
-                                       "day, hour, minute, second, micro, tz, utc_offset_min, uptime_s, nanos), iso, "
-                                       "has_date, has_year, has_zone, and any provenance keys"})]
+# Evidence and Coverage are plain classes that behave as pydantic models (tools/evidence.py says why: a scan makes
+# them without importing pydantic); they are fields of the models below like any model.
+from trainlog_debugger.tools.evidence import Coverage, Evidence
 
 
 class Role(str, Enum):
@@ -48,24 +35,6 @@ class Role(str, Enum):
     cascade = "cascade"
     noise = "noise"
     context = "context"
-
-
-class Evidence(BaseModel):
-    """A line we can re-read: `file` + `line` + verbatim `text` locate it; the rest is what we inferred."""
-
-    model_config = ConfigDict(frozen=True)
-
-    file: str
-    line: int = Field(ge=1)
-    text: str
-    offset: int | None = None
-    time: StampField | None = None  # what the line's stamp states; unknown parts stay unknown
-    rank: int | None = None
-    node: str | None = None
-    kind: str | None = None  # source kind (tools.sources.detect)
-
-    def cite(self) -> str:
-        return f"{self.file}:{self.line}"
 
 
 class Finding(BaseModel):
@@ -90,20 +59,6 @@ class Finding(BaseModel):
         if not v:
             raise ValueError("a Finding needs at least one Evidence line")
         return v
-
-
-class Coverage(BaseModel):
-    """Which ranks we expected and which we actually saw: absence is reported, never dropped silently."""
-
-    expected_ranks: int | None = None
-    expected_from: str | None = None  # 'world size in logs', 'NCCL nranks', 'max rank seen'
-    expected_evidence: list[Evidence] = Field(default_factory=list)
-    seen_ranks: list[int] = Field(default_factory=list)
-    missing_ranks: list[int] = Field(default_factory=list)
-    files: int = 0
-    files_without_rank: int = 0
-    skipped: list[dict[str, str]] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
 
 
 class Status(str, Enum):

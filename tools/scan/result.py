@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from trainlog_debugger.tools.evidence import Coverage, Evidence
 from trainlog_debugger.tools.jsonable import to_jsonable
 from trainlog_debugger.tools.lines.timestamps import Stamp
-from trainlog_debugger.tools.model import Coverage, Evidence, Finding, Role
 
 
 INPUT_NOTE_MARKS = ("implausible claim", "shown truncated", "carriage return only", "are read as UTC",
@@ -113,6 +113,7 @@ class ScanResult:
 
     def findings(self) -> list[Finding]:
         """One Finding per pattern that matched: its first and last line, the ranks that printed it."""
+        from trainlog_debugger.tools.model import Finding, Role  # pydantic: for the diagnosis, not for a scan
         out = []
         for p in self.patterns:
             evs = [e for e in (p.first, p.last) if e is not None]

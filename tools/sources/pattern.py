@@ -22,10 +22,8 @@ matches must also match `trigger` (tests/sources check it on the examples and ne
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-
-from trainlog_debugger.tools.model import CATEGORIES as ALL_CATEGORIES
-from trainlog_debugger.tools.model import Role
+from dataclasses import dataclass
+from functools import cached_property
 
 TIERS = {
     0: "job facts",
@@ -33,8 +31,16 @@ TIERS = {
     2: "training-loop crashes",
     3: "data loading and I/O",
 }
-ROLES = tuple(r.value for r in Role)  # a pattern's role hint is a Finding's role
-CATEGORIES = tuple(c for c in ALL_CATEGORIES if c != "none")  # a line hints at a fault, never at "none"
+
+
+def __getattr__(name: str):
+    """ROLES (a pattern's role hint is a Finding's role) and CATEGORIES (a line hints at a fault, never at "none"),
+    what the catalog test checks every pattern against, read from the model on first use (PEP 562): the model
+    imports pydantic, and a scan loads this module but needs neither."""
+    if name not in ("ROLES", "CATEGORIES"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from trainlog_debugger.tools.model import CATEGORIES, Role
+    return tuple(r.value for r in Role) if name == "ROLES" else tuple(c for c in CATEGORIES if c != "none")
 
 
 @dataclass(frozen=True)
@@ -56,12 +62,22 @@ class Pattern:
     advice: str = ""  # the first thing to do when this pattern is the trigger (a recommendation)
     status: str = "crashed"  # what a run whose trigger is this line did: crashed, hung, slow
     verify: str | None = None  # the precise regex when `trigger` is the engine's looser literal superset
-    _rx: re.Pattern = field(init=False, repr=False, compare=False)
-    _frx: re.Pattern | None = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_rx", re.compile(self.verify or self.trigger))
-        object.__setattr__(self, "_frx", re.compile(self.fields) if self.fields else None)
+    # The Python regexes, compiled on first use: compiling the whole catalog's took ~170 ms of every start-up,
+    # and a scan confirms candidates of only the few patterns the bundle hits (issue 16). Cached on the instance
+    # (a frozen dataclass: cached_property writes its __dict__ directly) and left out of its pickled state.
+    @cached_property
+    def _rx(self) -> re.Pattern:
+        return re.compile(self.verify or self.trigger)
+
+    @cached_property
+    def _frx(self) -> re.Pattern | None:
+        return re.compile(self.fields) if self.fields else None
+
+    def __getstate__(self) -> dict:
+        """The pattern's data only, whether or not its regexes were compiled yet: a scan's engine recipe is keyed
+        by the pickled patterns (tools.scan.driver) and must not change when a match() compiles one."""
+        return {k: v for k, v in self.__dict__.items() if k not in _COMPILED}
 
     def match(self, line: str) -> bool:
         return self._rx.search(line) is not None
@@ -88,6 +104,8 @@ class Pattern:
                 out[k] = v.strip()
         return out
 
+
+_COMPILED = ("_rx", "_frx")
 
 IMPLAUSIBLE = "implausible"  # the facts key of int fields over their bound (tools.ranks): 'world_size=1000000000'
 # The bounds of tools.ranks (MAX_RANKS, MAX_DIGITS), restated because a format module imports no analysis helper
