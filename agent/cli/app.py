@@ -1,5 +1,6 @@
-"""`debugger`: the command line. This module is only the Typer app: the version flag and the commands, registered
-from agent/cli/ask.py, eval.py and tools.py; what they share (options, consoles, the error guard) is in options.py.
+"""`debugger`: the command line. This module is the Typer app (the version flag and the commands, registered from
+agent/cli/ask.py, eval.py and tools.py; what they share: options, consoles, the error guard, is in options.py) and
+the console script `run()`, which first offers the command line to the fast path of `scan` (agent/cli/fast.py).
 
 Each command is a short chain: open the bundle → run a tool → render. Bad input never produces a traceback: a
 BundleError (nothing usable) is one line on stderr and exit code 2; any other unexpected error, a broken install
@@ -10,24 +11,60 @@ from __future__ import annotations
 
 import sys
 
-import typer
 
-from trainlog_debugger.agent.cli import tools
-from trainlog_debugger.agent.cli.ask import ask
-from trainlog_debugger.agent.cli.eval import eval_cmd
-from trainlog_debugger.agent.cli.slack import slack
-from trainlog_debugger.agent.cli.collect import collect
-from trainlog_debugger.agent.cli.options import out
+def _build_app():
+    """The Typer app. Made on first use (`app` below, PEP 562) and not at import: the fast path of `debugger scan`
+    (agent/cli/fast.py) runs without Typer, whose import alone costs more than that scan's whole budget."""
+    import typer
 
-# Newer Typer prints each argument's Python type in help (`<list[str]>`): a user needs the metavar, not our types.
-for _cls in (getattr(getattr(typer, "core", None), "TyperArgument", None),
-             getattr(getattr(typer, "core", None), "TyperOption", None)):
-    if _cls is not None and hasattr(_cls, "display_type"):
-        _cls.display_type = lambda self, ctx: ""
+    from trainlog_debugger.agent.cli import tools
+    from trainlog_debugger.agent.cli.ask import ask
+    from trainlog_debugger.agent.cli.collect import collect
+    from trainlog_debugger.agent.cli.eval import eval_cmd
+    from trainlog_debugger.agent.cli.options import out
+    from trainlog_debugger.agent.cli.slack import slack
 
-app = typer.Typer(add_completion=True, no_args_is_help=True, rich_markup_mode=None,
-                  context_settings={"help_option_names": ["-h", "--help"]},
-                  help="Find the root cause of a failed distributed training job from its logs.")
+    # Newer Typer prints each argument's Python type in help (`<list[str]>`): a user needs the metavar, not our types.
+    for cls in (getattr(getattr(typer, "core", None), "TyperArgument", None),
+                getattr(getattr(typer, "core", None), "TyperOption", None)):
+        if cls is not None and hasattr(cls, "display_type"):
+            cls.display_type = lambda self, ctx: ""
+
+    app = typer.Typer(add_completion=True, no_args_is_help=True, rich_markup_mode=None,
+                      context_settings={"help_option_names": ["-h", "--help"]},
+                      help="Find the root cause of a failed distributed training job from its logs.")
+
+    def version_cb(value: bool):
+        if value:
+            out.print(f"debugger {_version()}")
+            raise typer.Exit()
+
+    @app.callback()
+    def main(_version_flag: bool = typer.Option(False, "--version", callback=version_cb, is_eager=True,
+                                                help="Print the version and exit.")):
+        """Find the root cause of a failed distributed training job from its logs."""
+
+    # Registration order is the order of `debugger --help`.
+    app.command()(ask)
+    app.command("eval")(eval_cmd)
+    app.command()(collect)
+    app.command()(slack)
+    for cmd in (tools.schema, tools.scan, tools.grep, tools.nccl, tools.diff, tools.fr, tools.ais, tools.steps,
+                tools.catalog):
+        app.command()(cmd)
+    return app
+
+
+def __getattr__(name: str):
+    if name != "app":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _app()
+
+
+def _app():
+    if "app" not in globals():
+        globals()["app"] = _build_app()
+    return globals()["app"]
 
 
 def _version() -> str:
@@ -38,34 +75,18 @@ def _version() -> str:
         return "0+unknown"
 
 
-def _version_cb(value: bool):
-    if value:
-        out.print(f"debugger {_version()}")
-        raise typer.Exit()
-
-
-@app.callback()
-def main(_version_flag: bool = typer.Option(False, "--version", callback=_version_cb, is_eager=True,
-                                            help="Print the version and exit.")):
-    """Find the root cause of a failed distributed training job from its logs."""
-
-
-# Registration order is the order of `debugger --help`.
-app.command()(ask)
-app.command("eval")(eval_cmd)
-app.command()(collect)
-app.command()(slack)
-for _cmd in (tools.schema, tools.scan, tools.grep, tools.nccl, tools.diff, tools.fr, tools.ais, tools.steps,
-             tools.catalog):
-    app.command()(_cmd)
-
-
 def _click_errors() -> tuple[tuple, tuple]:
-    """Click's UsageError and Abort classes, wherever this Typer keeps them: older Typer uses `click`, newer
-    versions vendor it as `typer._click`."""
+    """Click's UsageError and Abort classes, wherever this Typer keeps them: newer Typer vendors click as
+    `typer._click` (then click itself, ~60 ms to import, is not: nothing of this app can raise its errors), older
+    versions use `click`."""
     import importlib
+    try:
+        importlib.import_module("typer._click")
+        mods = ("typer._click.exceptions", "typer.exceptions")
+    except ImportError:
+        mods = ("click.exceptions", "typer.exceptions")
     usage, abort = [], []
-    for mod in ("click.exceptions", "typer._click.exceptions", "typer.exceptions"):
+    for mod in mods:
         try:
             m = importlib.import_module(mod)
         except ImportError:
@@ -77,7 +98,14 @@ def _click_errors() -> tuple[tuple, tuple]:
 
 def run() -> None:
     """The console script: usage errors (a bad option value, a missing argument) are ONE line on stderr and exit 2,
-    like every other bad input; a closed pipe on stdout exits 0 quietly."""
+    like every other bad input; a closed pipe on stdout exits 0 quietly. A `scan` in the forms agent/cli/fast.py
+    knows runs without Typer; everything else goes through the Typer app."""
+    from trainlog_debugger.agent.cli.fast import parse
+    command = parse(sys.argv[1:])
+    if command is not None:
+        command()  # its errors end in SystemExit inside guarded(), a closed pipe included
+        sys.exit(0)
+    app = _app()
     usage, abort = _click_errors()
     try:
         code = app(standalone_mode=False)

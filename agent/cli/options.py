@@ -10,6 +10,11 @@ Ctrl-C does, so every `with bundle:` runs its close() and the private temp dir (
 removed; the exit code is 128 + the signal's number, as a shell reports it. The handlers are installed by
 `guarded()` for the body and the previous ones restored afterwards. So that an import error is caught too, this module imports
 nothing from trainlog_debugger.tools / .eval / the renderers: the commands import those INSIDE `guarded()`.
+
+Nor does it import Typer or rich at its top: the fast path of `debugger scan` (agent/cli/fast.py) runs a command
+through `guarded()`, `opened()`, `progress()` and `print_json()` without building the Typer app, and Typer (with the
+click and pydantic it imports) and rich cost ~0.2 s of a run that should take less than 0.15 s (issue 16). `fail`
+ends a command with SystemExit, which Typer lets through as it is.
 """
 
 from __future__ import annotations
@@ -18,8 +23,6 @@ import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-
-import typer
 
 
 def _console_class():
@@ -56,11 +59,20 @@ def _make_err():
 class LazyConsole:
     """A rich Console made on first use. Why: importing rich costs ~80 ms, and `debugger scan --json` (or a usage
     error) never prints through rich; every command module imports `out`/`err` at its top, so the object they
-    import must be cheap. Every attribute goes to the real Console."""
+    import must be cheap. Every attribute goes to the real Console, except `is_terminal` while there is none yet
+    (asked by every command before its progress bar or spinner): a stream that is not a tty, with neither of the
+    variables that make rich call a pipe a terminal, is not one for rich either, so rich is not loaded to say so."""
 
-    def __init__(self, make):
+    def __init__(self, make, stream: str):
         object.__setattr__(self, "_make", make)
         object.__setattr__(self, "_real", None)
+        object.__setattr__(self, "_stream", stream)
+
+    @property
+    def is_terminal(self) -> bool:
+        if object.__getattribute__(self, "_real") is None and not _may_be_terminal(getattr(sys, self._stream, None)):
+            return False
+        return self._get().is_terminal
 
     def _get(self):
         real = object.__getattribute__(self, "_real")
@@ -82,30 +94,59 @@ class LazyConsole:
         return self._get().__exit__(*exc)
 
 
-out = LazyConsole(_make_out)
-err = LazyConsole(_make_err)
+def _may_be_terminal(stream) -> bool:
+    """False when rich's Console.is_terminal would say False for sure: no TTY_COMPATIBLE or FORCE_COLOR in the
+    environment (rich's overrides) and a stream that is not a tty."""
+    if os.environ.get("TTY_COMPATIBLE") or os.environ.get("FORCE_COLOR") is not None:
+        return True
+    try:
+        return bool(stream is not None and stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream: rich says False too
+        return False
 
-PathsArg = typer.Argument(..., help="Log bundle(s): directory, .tar/.tar.gz/.tgz/.zip, or files (.gz ok).")
-JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON.")
+
+out = LazyConsole(_make_out, "stdout")
+err = LazyConsole(_make_err, "stderr")
+
+
+def __getattr__(name: str):
+    """PathsArg and JsonOpt, the Typer parameters the command modules share, made on first use (PEP 562): they
+    import Typer, which the fast path never loads."""
+    if name not in ("PathsArg", "JsonOpt"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import typer
+    if name == "PathsArg":
+        value = typer.Argument(..., help="Log bundle(s): directory, .tar/.tar.gz/.tgz/.zip, or files (.gz ok).")
+    else:
+        value = typer.Option(False, "--json", help="Print machine-readable JSON.")
+    globals()[name] = value
+    return value
 
 
 def print_json(obj, *, plain: bool = False) -> None:
     """THE JSON path of every command: a Report (its to_json()), a pydantic model or plain data, written as plain
     JSON on stdout (rich's print_json re-parses and highlights, far too slow for big reports). `plain`: `obj` is
     already plain JSON data (a Report's to_json()), so it is not walked again (a second walk of a 4,096-file scan
-    took a second)."""
-    if plain:
-        import json
-        sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")  # as tools.jsonable.dumps writes
-        return
+    took a second). Indented for a person at a terminal; one line for a pipe or a file, because only then does
+    json use its C encoder (indent=2 runs the pure-Python one: 2 s of a 4,096-file scan's 24 MB)."""
     from trainlog_debugger.tools.jsonable import dumps
-    sys.stdout.write(dumps(obj) + "\n")
+    sys.stdout.write(dumps(obj, indent=2 if _isatty(sys.stdout) else None, plain=plain) + "\n")
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def fail(msg: str, code: int = 2):
+    """The command's error as one line on stderr, and exit `code` (SystemExit: Typer, click and CliRunner pass it
+    through as they pass typer.Exit, and the fast path has no Typer)."""
     msg = " ".join(str(msg).split())  # exactly one line, whatever the exception text held
-    typer.echo(f"error: {msg}", err=True)
-    raise typer.Exit(code)
+    sys.stderr.write(f"error: {msg}\n")
+    sys.stderr.flush()
+    raise SystemExit(code)
 
 
 def _is_bundle_error(e: BaseException) -> bool:
@@ -114,6 +155,11 @@ def _is_bundle_error(e: BaseException) -> bool:
     except Exception:
         return False
     return isinstance(e, BundleError)
+
+
+def _is_typer_exit(e: BaseException) -> bool:
+    typer = sys.modules.get("typer")  # no Typer loaded, no typer.Exit raised: it is not imported to say so
+    return typer is not None and isinstance(e, typer.Exit)
 
 
 def quiet_pipe() -> None:
@@ -182,11 +228,9 @@ def guarded():
     try:
         with signals_unwind():
             yield
-    except typer.Exit:
-        raise
     except BrokenPipeError:
         quiet_pipe()
-        raise typer.Exit(0)
+        raise SystemExit(0)
     except KeyboardInterrupt:
         fail("interrupted", 130)
     except Terminated as t:
@@ -194,6 +238,8 @@ def guarded():
     except MemoryError:
         fail("out of memory (the input is too large for this machine's memory)", 2)
     except Exception as e:  # never a traceback for the user
+        if _is_typer_exit(e):  # a command's own `raise typer.Exit(code)`: its exit code, as it is
+            raise
         if _is_bundle_error(e):
             fail(str(e), 2)
         if os.environ.get("DEBUGGER_TRACEBACK"):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from trainlog_debugger.agent.cli.fast import scan as scan_body
 from trainlog_debugger.agent.cli.options import JsonOpt, PathsArg, fail, guarded, opened, out, print_json, progress
 from trainlog_debugger.agent.render import NO_REDACT_HELP, shown
 
@@ -26,17 +27,7 @@ def scan(paths: list[Path] = PathsArg, json_: bool = JsonOpt,
          workers: int = typer.Option(None, help="Worker processes (default: up to 2)."),
          no_redact: bool = NoRedactOpt):
     """One pass over every line of every rank: fatal patterns by tier, outlier ranks, silent ranks, coverage."""
-    with guarded():
-        from trainlog_debugger.tools.scan.driver import scan_bundle
-        with opened(paths) as b:
-            with progress() as cb:
-                res = scan_bundle(b, workers=workers, engine=engine, progress=cb)
-            if json_:  # the plain JSON is what is redacted: walking it is cheaper than copying pydantic models
-                print_json(shown(res.to_json(), not no_redact), plain=True)
-            else:
-                res = shown(res.without_hits(), not no_redact)
-                from trainlog_debugger.agent.render import text as render  # rich: only for the text output
-                render.render_scan(res, out)
+    scan_body(paths, json_, engine, workers, no_redact)  # also run by the fast path, without Typer (agent/cli/fast.py)
 
 
 def grep(pattern: str = typer.Argument(..., help="Python regular expression."), paths: list[Path] = PathsArg,
