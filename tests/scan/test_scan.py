@@ -386,3 +386,30 @@ def test_fast_rank_agrees_with_attribution():
     def prop(pres, body):
         check("".join(pres) + body)
     prop()
+
+
+@pytest.mark.parametrize("odd", ["W1105 12:00:02.000000 1 launcher.py:9] unprefixed warning from the launcher",
+                                 "[I1105 12:00:02.000000 1 ProcessGroupNCCL.cpp:1] [Rank 5] a rank tag only",
+                                 "[NeMo I 2024-11-05 12:00:02 train:3 rank:6] a NeMo line",
+                                 "[7]:an elastic-template line",
+                                 "worker-1: [default3]:a pdsh-wrapped role line"])
+def test_tail_walk_does_not_stop_before_lines_of_other_rank_sources(tmp_path, odd):
+    """The early stop of a multi-rank tail walk holds only where every tail line opens with `[rankN]:`: a line whose
+    rank comes from elsewhere (or from nowhere) keeps its place among the last lines, as a full walk gives it."""
+    lines = ["[default0]:[rank0]:[I1105 12:00:00.000000 1 t.py:1] a", "[default1]:[rank1]:[I1105 12:00:01.000000 1 t.py:1] b",
+             odd]
+    lines += [f"[default{i % 2}]:[rank{i % 2}]:[I1105 12:01:{i % 60:02d}.000000 1 t.py:2] step {i}" for i in range(50)]
+    (tmp_path / "node0.out").write_text("\n".join(lines) + "\n")
+    (f,) = _scan(tmp_path).files
+    got = {k: v.line for k, v in f.last_lines.items()} | {("local", k): v.line for k, v in f.last_local.items()}
+    assert 3 in got.values(), got  # the odd line (line 3) is some key's last line, whichever key attribution gives
+    assert got[0] == 52 and got[1] == 53
+
+
+def test_implausible_claims_in_repeated_hits_are_noted_in_line_order(tmp_path):
+    """A claim past the bounds is noted even on a repeat that is only counted, and notes follow line order."""
+    lines = ["world_size=8"] * 5 + ["world_size=99999999", "NCCL communicator was aborted on rank 99999999."]
+    (tmp_path / "rank0.log").write_text("\n".join(lines) + "\n")
+    (f,) = _scan(tmp_path).files
+    claims = [n for n in f.notes if "implausible claim" in n]
+    assert [c.split(":")[0] for c in claims] == ["line 6", "line 7"], f.notes

@@ -153,7 +153,7 @@ class FileScanner:
         keeper = _HitKeeper()
         base_line = 0
         base_off = 0
-        tail, tail_line, tail_nl = b"", 0, 0
+        tail, tail_line, tail_nl, tail_cut = b"", 0, 0, False
         srun = None
         stream, cr_only = cr_lines(stream)
         if cr_only:
@@ -179,7 +179,7 @@ class FileScanner:
                     n = lines_before + buf.count(b"\n", pos)
                     nl = buf.count(b"\n", t0)
                 if len(buf) >= TAIL or not tail:
-                    tail, tail_nl = buf[t0:], nl
+                    tail, tail_nl, tail_cut = buf[t0:], nl, t0 > 0 and buf[t0 - 1] != 10  # 10: b"\n"
                     tail_line = base_line + n - nl
                 else:  # short final piece: keep the previous tail in front of it
                     tail, tail_nl = tail + buf, tail_nl + nl
@@ -195,7 +195,7 @@ class FileScanner:
         fs.hits, fs.dropped_hits = keeper.hits()
         fs.counts = keeper.counts
         self._local_ranks(fs)
-        self._tail(fs, tail, tail_line, tail_nl)
+        self._tail(fs, tail, tail_line, tail_nl, tail_cut)
         self._file_nodes(fs)
         if hint.rank is not None:
             fs.ranks.add(hint.rank)
@@ -278,11 +278,12 @@ class FileScanner:
             counts, limit = keeper.counts, keeper.first_limit
             if (counts.get((matched[0].id, rank), 0) >= limit(matched[0].id) if len(matched) == 1 else
                     all(counts.get((p.id, rank), 0) >= limit(p.id) for p in matched)):
+                claim = not text.isascii() or _LONG_DIGITS.search(text) is not None  # could hold an implausible int
                 for p in matched:
                     facts = None
-                    if p.id == "io.retrying":
-                        facts = self._facts(fs, p, text, line_no)
-                        if "attempt" in facts:
+                    if p.id == "io.retrying" or (claim and p.int_fields):
+                        facts = self._facts(fs, p, text, line_no)  # now, so that claims are noted in line order
+                        if p.id == "io.retrying" and "attempt" in facts:
                             self._retry(fs, rank, facts)
                     keeper.add_unfinished((p.id, rank), (p, start, end, line_no, text, rank, facts, matched))
                 continue
@@ -388,9 +389,9 @@ class FileScanner:
         r[2] += a == 1
         r[3] += a >= m
 
-    def _tail(self, fs: FileScan, tail: bytes, tail_line: int, tail_nl: int) -> None:
+    def _tail(self, fs: FileScan, tail: bytes, tail_line: int, tail_nl: int, tail_cut: bool) -> None:
         """Each rank's last line and last timestamp, read back from the end of the file (`tail_nl`: the newlines
-        in `tail`, already counted)."""
+        in `tail`, already counted; `tail_cut`: the tail begins inside a line)."""
         if not tail:
             return
         multi = len(fs.ranks) > 1
@@ -401,7 +402,7 @@ class FileScanner:
         if tail.endswith(b"\n"):
             end -= 1
         steps = 0
-        wanted = _tail_ranks(fs, tail) if multi else None
+        wanted = _tail_ranks(fs, tail, tail_nl, tail_cut) if multi else None
         while end >= 0:  # walk back line by line with rfind: no split of the whole tail for one-rank files
             start = tail.rfind(b"\n", 0, end) + 1
             raw = tail[start:end]
@@ -433,7 +434,14 @@ class FileScanner:
                 if st is not None and st.uptime_s is None:
                     ll.time, ll.time_line = st, cur
                     need_time.discard(rank)
-            if not need_time and (not multi or _tail_covered(fs, wanted)) or steps > 20000 or start == 0:
+            if not need_time and multi and wanted is not None and wanted <= fs.last_lines.keys() and tail_cut \
+                    and start > 0:
+                # stopping early: still read the tail's cut first piece, as the full walk does (its prefix is gone,
+                # so it may fall to no rank)
+                end, line_no, tail_cut = tail.find(b"\n"), tail_line + 1, False
+                continue
+            if not need_time and (not multi or wanted is not None and wanted <= fs.last_lines.keys()) \
+                    or steps > 20000 or start == 0:
                 break
 
     @staticmethod
@@ -471,32 +479,35 @@ class FileScanner:
                     h.node = node
 
 
-_TAIL_RANK = re.compile(rb"\[rank=?(\d{1,7})\]")
-_TAIL_LOCAL = re.compile(rb"(?m)^(?:\s*\d{1,7}: )?\[[A-Za-z_]\w*?(\d{1,7})\]:")
+# An int field is implausible (tools.sources.pattern: IMPLAUSIBLE) only past MAX_RANKS (7 digits), past MAX_DIGITS,
+# or in non-ASCII digits: a repeat hit of ASCII text without a run of 7 digits has no claim to note, and its facts
+# wait until it is known to be kept
+_LONG_DIGITS = re.compile(r"\d{7}")
+_TAIL_RANK = re.compile(rb"\[rank(\d{1,7})\]")
+# a line that opens with c10's `[rankN]:` (after at most a torchrun role label): its rank is N (_FAST_RANK); and a
+# line of blanks only, which the walk skips. Each counted once per line start.
+_TAIL_LABELLED = re.compile(rb"(?m)^(?:\[(?!rank\d)[A-Za-z_]\w*?\d{1,7}\]:)?\[rank\d{1,7}\]:")
+_TAIL_BLANK = re.compile(rb"(?m)^[ \t\r\f\v]*$")
 
 
-def _tail_ranks(fs: FileScan, tail: bytes) -> tuple[set, set]:
-    """(global ranks, local ranks) whose last line the reverse walk of a multi-rank file's tail must reach before it
-    may stop: the file's rank labels, the globals its local ranks map to, and the rank and torchrun role labels
-    found in the tail (two regex passes over the tail in C, instead of attributing each of its ~20,000 lines: the
-    walk over every line of the last MiB cost 10 of 12.5 CPU-s of a 1,024-rank scan in per-node files)."""
-    glob = set(fs.ranks) | {r for r in fs.local_to_rank.values() if r >= 0}
-    glob.update(r for r in map(int, set(_TAIL_RANK.findall(tail))) if plausible_rank(r))
-    local = {r for r in map(int, set(_TAIL_LOCAL.findall(tail))) if plausible_rank(r)}
-    return glob, local
-
-
-def _tail_covered(fs: FileScan, wanted: tuple[set, set]) -> bool:
-    """Every wanted rank has its last line: a global rank in last_lines; a local rank through the global rank it
-    maps to, or, unmapped or ambiguous, in last_local."""
-    glob, local = wanted
-    if not glob <= fs.last_lines.keys():
-        return False
-    for lr in local:
-        r = fs.local_to_rank.get(lr, -1)
-        if (r not in fs.last_lines) if r >= 0 else (lr not in fs.last_local):
-            return False
-    return True
+def _tail_ranks(fs: FileScan, tail: bytes, tail_nl: int, cut: bool) -> set | None:
+    """The ranks whose last line the reverse walk of a multi-rank file's tail must reach before it may stop early,
+    or None when it may not (it then walks the whole tail, as it must to find every last line). Early only where
+    every line of the tail opens with a `[rankN]:` label (or is blank): such a line's rank is its label, so the
+    ranks present are exactly the labels found, and no line falls to another rank source (unprefixed lines, `[Rank
+    r]` tags, NeMo `rank:N`, srun or elastic labels, unmapped local ranks), whose last lines would be missed. Two
+    regex counts over the tail in C, instead of attributing each of its ~20,000 lines: that walk cost 10 of 12.5
+    CPU-s of a 1,024-rank scan in per-node files. `cut`: the tail begins inside a line (the last MiB of a bigger
+    file): that fragment is left out of the test (a walk that stops early does not reach it)."""
+    pos = tail.find(b"\n") + 1 if cut else 0
+    if cut and pos == 0:
+        return None
+    pieces = tail_nl + 1 - (1 if cut else 0)  # split on newlines; a final empty piece counts as blank
+    if len(_TAIL_LABELLED.findall(tail, pos)) + len(_TAIL_BLANK.findall(tail, pos)) != pieces:
+        return None
+    wanted = set(fs.ranks) | {r for r in fs.local_to_rank.values() if r >= 0}
+    wanted.update(r for r in map(int, set(_TAIL_RANK.findall(tail))) if plausible_rank(r))
+    return wanted
 
 
 def _previous_stamp(buf: bytes, start: int, line_no: int, rank: int | None):
