@@ -278,12 +278,13 @@ class FileScanner:
             counts, limit = keeper.counts, keeper.first_limit
             if (counts.get((matched[0].id, rank), 0) >= limit(matched[0].id) if len(matched) == 1 else
                     all(counts.get((p.id, rank), 0) >= limit(p.id) for p in matched)):
-                claim = not text.isascii() or _LONG_DIGITS.search(text) is not None  # could hold an implausible int
+                # facts (and a note of an implausible claim in them) only for repeats still kept when the buffer
+                # ends: a repeat pushed out of the ring has its facts used nowhere, so it has no claim to ignore
                 for p in matched:
                     facts = None
-                    if p.id == "io.retrying" or (claim and p.int_fields):
-                        facts = self._facts(fs, p, text, line_no)  # now, so that claims are noted in line order
-                        if p.id == "io.retrying" and "attempt" in facts:
+                    if p.id == "io.retrying":
+                        facts = self._facts(fs, p, text, line_no)
+                        if "attempt" in facts:
                             self._retry(fs, rank, facts)
                     keeper.add_unfinished((p.id, rank), (p, start, end, line_no, text, rank, facts, matched))
                 continue
@@ -479,10 +480,6 @@ class FileScanner:
                     h.node = node
 
 
-# An int field is implausible (tools.sources.pattern: IMPLAUSIBLE) only past MAX_RANKS (7 digits), past MAX_DIGITS,
-# or in non-ASCII digits: a repeat hit of ASCII text without a run of 7 digits has no claim to note, and its facts
-# wait until it is known to be kept
-_LONG_DIGITS = re.compile(r"\d{7}")
 _TAIL_RANK = re.compile(rb"\[rank(\d{1,7})\]")
 # a line that opens with c10's `[rankN]:` (after at most a torchrun role label): its rank is N (_FAST_RANK); and a
 # line of blanks only, which the walk skips. Each counted once per line start.
