@@ -8,6 +8,7 @@ the rest as alternatives with the reason each was rejected.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from operator import itemgetter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,8 +74,7 @@ def by_time(ev: Evidence) -> tuple:
     return order_then_place(ev.time, ev.file, ev.line)
 
 
-def _first(pair: tuple):
-    return pair[0]
+_FIRST = itemgetter(0)  # a (sort key, Evidence) pair's key
 
 
 class _EvidenceByPattern(Mapping):
@@ -92,7 +92,7 @@ class _EvidenceByPattern(Mapping):
         if got is None:
             evs = [to_evidence(h, rel, kind) for h, rel, kind in self._raw.get(pid, ())]
             got = [(by_time(e), e) for e in evs]
-            got.sort(key=_first)
+            got.sort(key=_FIRST)
             self._keyed[pid] = got
         return got
 
@@ -135,7 +135,7 @@ class RuleInputs:
             return list(self.by_pattern.get(pids[0], ()))
         keyed = self.by_pattern.keyed
         pairs = [kv for p in pids for kv in keyed(p)]
-        pairs.sort(key=_first)  # the keys made once per hit, not once per sort
+        pairs.sort(key=_FIRST)  # the keys made once per hit, not once per sort
         return [ev for _k, ev in pairs]
 
     def fields_of(self, ev: Evidence, pid: str) -> dict:

@@ -81,15 +81,12 @@ class _HitKeeper:
         self.unfinished = False  # the ring holds entries of the current buffer, not yet made into hits
 
     def first_limit(self, pattern: str) -> int:
+        """How many first hits of a (pattern, rank) are kept for good (and finished at once); later ones only pass
+        through the ring of the newest few, and most are pushed out again."""
         lim = self.limit.get(pattern)
         if lim is None:
             lim = self.limit[pattern] = KEEP_STATE if pattern.startswith(STATE_PREFIXES) else KEEP
         return lim
-
-    def keeps_first(self, pattern: str, rank) -> bool:
-        """Whether the next hit of (pattern, rank) is one of the first few, kept for good (then it is finished at
-        once); later ones only pass through the ring of the newest few, and most are pushed out again."""
-        return self.counts.get((pattern, rank), 0) < self.first_limit(pattern)
 
     def add(self, h: Hit) -> None:
         """A finished hit: one of the first few, or (a line that also holds a first hit) into the ring."""
@@ -139,7 +136,6 @@ class FileScanner:
     def __init__(self, engine):
         self.engine = engine
         self.patterns = engine.patterns
-        self.by_id = {p.id: p for p in self.patterns}
 
     # -- public -------------------------------------------------------------------------------------------
     def scan(self, rel: str, kind: str, size: int, stream, sized: bool = True) -> FileScan:
