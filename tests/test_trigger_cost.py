@@ -28,8 +28,11 @@ hs = pytest.importorskip("hyperscan")
 # of the whole database's time, per trigger. Not 15 %: numerical.nan_loss still checks `number of nan iterations: N`,
 # a field of every Megatron iteration line (35 % of these lines): ~15 % of the database alone, 19-21 % in all
 # (was 35 %). Its loss forms cost ~5 %; the rest is one literal confirm per iteration line, whatever the spelling
-# (tried: shorter literal, digits spelled out as literals, bounded spaces).
-SHARE_LIMIT = 0.25
+# (tried: shorter literal, digits spelled out as literals, bounded spaces). A share grows as the rest gets cheaper:
+# since python.stop_iteration stopped confirming three near-misses a line (12-17 % of the database, see
+# test_a_literal_ending_like_common_words_costs_more_than_its_prefix), the same nan_loss cost is ~25 % of a
+# faster database.
+SHARE_LIMIT = 0.30
 GROUP = 10
 ROUNDS = 5
 
@@ -110,6 +113,15 @@ def test_the_cost_check_sees_a_costly_trigger(buf):
     base = [p.trigger.encode() for p in patterns() if p.id != "numerical.nan_loss"]
     t_base, t_old, t_new = _times([_db(base), _db(base + [old.encode()]), _db(base + [new.encode()])], buf)
     assert t_old - t_base > 2 * max(t_new - t_base, 0.02 * t_base)
+
+
+def test_a_literal_ending_like_common_words_costs_more_than_its_prefix(buf):
+    """Hyperscan's literal matcher keys on a literal's last bytes: `StopIteration` ends as `iteration` does, three
+    times in every Megatron iteration line, and each such spot is a near-miss to confirm; the prefix `StopIter`
+    (python.stop_iteration's trigger, `verify` holds the word) has no such twin. The measurement sees it."""
+    base = [p.trigger.encode() for p in patterns() if p.id != "python.stop_iteration"]
+    t_base, t_word, t_prefix = _times([_db(base), _db(base + [b"StopIteration"]), _db(base + [b"StopIter"])], buf)
+    assert t_word - t_base > 2 * max(t_prefix - t_base, 0.02 * t_base)
 
 
 @pytest.mark.parametrize("p", [p for p in patterns() if p.verify], ids=lambda p: p.id)

@@ -236,6 +236,20 @@ def test_to_json():
     assert d["month"] == 7 and d["year"] is None and d["tz"] is None
 
 
+@pytest.mark.parametrize("line", ["[rank0]:[E709 17:05:38.162555850 ProcessGroupNCCL.cpp:632] x",
+                                  "2024-11-05T12:34:41.123+02:00 x", "[  123.456789] x", "Nov  5 12:34:41 host x"])
+def test_to_json_is_every_field_in_order_then_the_derived_keys_then_provenance(line):
+    """to_json is written out field by field (for speed): it must still give every field of _JSON_FIELDS in that
+    order, then iso and the has_* flags, then the provenance, which may override a derived key."""
+    from trainlog_debugger.tools.lines.timestamps import _JSON_FIELDS
+    st = parse_stamp(line).with_meta(aligned=True, has_year=True)
+    d = st.to_json()
+    assert list(d) == [*_JSON_FIELDS, "iso", "has_date", "has_year", "has_zone", "aligned"]
+    assert [d[f] for f in _JSON_FIELDS] == [getattr(st, f) for f in _JSON_FIELDS]
+    assert (d["iso"], d["has_date"], d["has_zone"], d["has_year"]) == (st.iso(), st.has_date, st.has_zone, True)
+    assert Stamp.from_json(d).to_json() == d
+
+
 @pytest.mark.parametrize("name,fmt,fields", [
     ("aistarget.ais-target-3.INFO.0821-191752.4171", "ais_filename", (N, 8, 21, 19, 17, 52)),
     ("/logs/aisproxy.ais-proxy-0.ERROR.1231-235959.17", "ais_filename", (N, 12, 31, 23, 59, 59)),

@@ -414,3 +414,43 @@ def test_implausible_claims_in_kept_hits_are_noted(tmp_path):
     (f,) = _scan(tmp_path).files
     claims = sorted(n.split(":")[0] for n in f.notes if "implausible claim" in n)
     assert claims == ["line 6", "line 7"], f.notes
+
+
+def test_hits_and_stamps_cross_to_the_parent_whole():
+    """Workers pickle each kept Hit and its Stamp as constructor arguments (their __reduce__, for speed): every
+    field, provenance included, must come back, and a field added to either class must be added there too."""
+    import dataclasses
+    import pickle
+
+    from trainlog_debugger.tools.lines.timestamps import Stamp, parse_stamp
+    from trainlog_debugger.tools.scan.result import Hit
+
+    st = parse_stamp("2024-11-05T12:34:41.123456+02:00 [rank3]: x").with_meta(aligned=True, offset_s=-1.5)
+    hit = Hit("pytorch.watchdog_timeout", 12, 3400, "[rank3]: Watchdog caught collective operation timeout", 3, 1,
+              "node07", st, {"seq": 5231, "op": "ALLREDUCE"})
+    back = pickle.loads(pickle.dumps([hit, hit.time, Hit("x.y", 1, 0, "t")]))
+    assert back == [hit, st, Hit("x.y", 1, 0, "t")]
+    assert back[0].time.extra == (("aligned", True), ("offset_s", -1.5)) and type(back[0].time) is Stamp
+    for cls, obj in ((Stamp, st), (Hit, hit)):
+        assert len(obj.__reduce__()[1]) == len(dataclasses.fields(cls))
+
+
+def test_remembered_times_and_ranks_are_the_parsers_and_stay_bounded(monkeypatch):
+    """The file pass remembers a line's time and rank (lines near a crash are read several times): the answer is
+    the parser's for every line, long lines are parsed and not kept, and the memory holds at most MEMO lines."""
+    from trainlog_debugger.tools.lines.timestamps import parse_stamp
+    from trainlog_debugger.tools.scan import filepass
+    from trainlog_debugger.tools.scan.labels import bounded_attribution
+
+    monkeypatch.setattr(filepass, "MEMO", 8)
+    monkeypatch.setattr(filepass, "_STAMPS", {})
+    monkeypatch.setattr(filepass, "_RANKS", {})
+    lines = [f"[rank{r}]:[E1105 03:13:{r % 60:02d}.000134623 ProcessGroupNCCL.cpp:616] [Rank {r}] timeout" for r in range(20)]
+    lines += ["frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96", "[default3]:no time here",
+              "x" * (filepass.MEMO_CHARS + 1) + " 2024-11-05 03:00:00,123"]
+    for _ in range(2):
+        for line in lines:
+            assert filepass._stamp(line) == parse_stamp(line)
+            assert filepass._line_rank(line) == bounded_attribution(line).rank
+            assert len(filepass._STAMPS) <= 8 and len(filepass._RANKS) <= 8
+    assert lines[-1] not in filepass._STAMPS and filepass._stamp(lines[-1]) is not None

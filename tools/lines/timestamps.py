@@ -75,6 +75,13 @@ class Stamp:
     # came from a file name), or a worker line moved onto a daemon clock (`aligned`, `offset_s`, `aligned_by`).
     extra: tuple[tuple[str, Any], ...] = ()
 
+    def __reduce__(self):
+        """Pickled as the constructor's arguments. Why: a scan's workers send every kept hit's Stamp to the parent,
+        and the default for a frozen, slotted dataclass (__getstate__, then object.__setattr__ per field in Python)
+        cost ~9 µs each way, 0.6 s of a 4,096-rank scan; this is ~1.5 µs to write and ~3 µs to read."""
+        return Stamp, (self.text, self.fmt, self.hour, self.minute, self.second, self.micro, self.year, self.month,
+                       self.day, self.tz, self.utc_offset_min, self.uptime_s, self.nanos, self.extra)
+
     @property
     def has_date(self) -> bool:
         return self.month is not None and self.day is not None
@@ -106,10 +113,15 @@ class Stamp:
 
     def to_json(self) -> dict:
         """The public JSON of `Evidence.time`: the parsed parts, `iso`, the has_* flags, then any provenance."""
-        # not dataclasses.asdict: it deep-copies and costs ~200 µs a call
-        d = {f: getattr(self, f) for f in _JSON_FIELDS}
-        d.update(iso=self.iso(), has_date=self.has_date, has_year=self.has_year, has_zone=self.has_zone)
-        d.update(self.extra)
+        # not dataclasses.asdict (it deep-copies: ~200 µs a call), nor a loop over _JSON_FIELDS: one dict display,
+        # in _JSON_FIELDS' order, at a third of the cost (`scan --json` of 4,096 ranks writes ~20,000 of these)
+        d = {"text": self.text, "fmt": self.fmt, "hour": self.hour, "minute": self.minute, "second": self.second,
+             "micro": self.micro, "year": self.year, "month": self.month, "day": self.day, "tz": self.tz,
+             "utc_offset_min": self.utc_offset_min, "uptime_s": self.uptime_s, "nanos": self.nanos,
+             "iso": self.iso(), "has_date": self.month is not None and self.day is not None,
+             "has_year": self.year is not None, "has_zone": self.tz is not None}
+        if self.extra:
+            d.update(self.extra)
         return d
 
     @classmethod

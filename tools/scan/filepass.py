@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import re
 from collections import deque
-from dataclasses import asdict
 from typing import Any
 
 from trainlog_debugger.tools.lines.attribution import note_local_rank, strip_prefixes
@@ -55,6 +54,42 @@ _TB_SKIP = ("Traceback", "During handling", "The above exception", "File ", "^",
 
 def _decode(b: bytes) -> str:
     return b.decode("utf-8", "replace").rstrip("\r")
+
+
+# A line's time and rank, remembered per process for lines up to MEMO_CHARS long. Why: the same lines are read
+# again and again near a crash: each untimed line of a traceback looks back over the lines before it, which the
+# lines after it look back over too, the traceback's exception is searched for over them, and the tail walk reads
+# them once more. Per file of a crashed rank that is 3x the parses it needs (~15 µs each). Both are pure functions
+# of the text, so a remembered answer is the answer; MEMO entries at most, dropped all at once when full.
+MEMO = 8192
+MEMO_CHARS = 1024
+_UNSET = object()
+_STAMPS: dict = {}
+_RANKS: dict = {}
+
+
+def _stamp(text: str):
+    """parse_stamp(text), remembered."""
+    if len(text) > MEMO_CHARS:
+        return parse_stamp(text)
+    st = _STAMPS.get(text, _UNSET)
+    if st is _UNSET:
+        if len(_STAMPS) >= MEMO:
+            _STAMPS.clear()
+        st = _STAMPS[text] = parse_stamp(text)
+    return st
+
+
+def _line_rank(text: str):
+    """attribute_line(text).rank, remembered."""
+    if len(text) > MEMO_CHARS:
+        return attribute_line(text).rank
+    r = _RANKS.get(text, _UNSET)
+    if r is _UNSET:
+        if len(_RANKS) >= MEMO:
+            _RANKS.clear()
+        r = _RANKS[text] = attribute_line(text).rank
+    return r
 
 
 def _head_text(buf: bytes, start: int, end: int) -> str:
@@ -142,7 +177,8 @@ class FileScanner:
         """`sized`: `size` is the exact byte count of `stream` (plain files), so reads can be sized to the file:
         `read(64 MiB)` on a 1 MiB file allocates and page-faults 64 MiB (PERF.md pitfall 1)."""
         hint = attribute_path(rel)
-        fs = FileScan(rel=rel, kind=kind, size=size, hint={k: v for k, v in asdict(hint).items() if v is not None})
+        fs = FileScan(rel=rel, kind=kind, size=size,
+                      hint={k: v for k in hint.__slots__ if (v := getattr(hint, k)) is not None})  # asdict: 0.1 ms
         self._hint = hint
         self.whole = None  # the file's bytes when one buffer held them all (for a reader that shares the pass)
         pieces = 0
@@ -200,10 +236,9 @@ class FileScanner:
     # -- pieces -------------------------------------------------------------------------------------------
     def _head(self, fs: FileScan, buf: bytes):
         """First timestamp of the file, and whether lines carry srun `--label` task prefixes."""
-        head = buf[:HEAD]
-        lines = head.split(b"\n")[:200]
+        lines = buf[:HEAD].split(b"\n", 200)[:200]
         for i, raw in enumerate(lines):
-            st = parse_stamp(_decode(raw)) if raw else None
+            st = _stamp(_decode(raw)) if raw else None
             if st is not None and st.uptime_s is None:
                 fs.first_time, fs.first_time_line = st, i + 1
                 break
@@ -339,7 +374,7 @@ class FileScanner:
         buffer) the previous timed line of the same rank when the next one is close after it; Cloud Logging
         entries give their task and timestamp."""
         start, end, line_no, text, attr_rank, fatal, node = where
-        stamp = parse_stamp(text)
+        stamp = _stamp(text)
         inferred_from = None
         if stamp is None and budget[0] < MAX_LOOKBACKS and fatal:
             budget[0] += 1
@@ -427,7 +462,7 @@ class FileScanner:
                 ll = fs.last_lines[rank] = LastLine(cur, text)
                 need_time.add(rank)
             if rank in need_time:
-                st = parse_stamp(text)
+                st = _stamp(text)
                 if st is not None and st.uptime_s is None:
                     ll.time, ll.time_line = st, cur
                     need_time.discard(rank)
@@ -536,10 +571,10 @@ def _own_stamp(text: str, rank: int | None):
     """The wall-clock time of a line that belongs to `rank` (or names no rank); None for another rank's line or
     one without such a time."""
     if rank is not None:
-        r = attribute_line(text).rank
+        r = _line_rank(text)
         if r is not None and r != rank:
             return None
-    st = parse_stamp(text)
+    st = _stamp(text)
     return st if st is not None and st.uptime_s is None else None
 
 
@@ -572,8 +607,8 @@ def _final_exception(buf: bytes, end: int, rank: int | None, tb_line: int) -> di
         text = _head_text(buf, pos, nxt)
         pos = nxt + 1
         if rank is not None:
-            a = attribute_line(text)
-            if a.rank is not None and a.rank != rank:
+            r = _line_rank(text)
+            if r is not None and r != rank:
                 continue
         body = strip_prefixes(text)
         if base:
