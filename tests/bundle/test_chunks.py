@@ -7,7 +7,7 @@ import io
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainlog_debugger.tools.bundle.chunks import chunks
+from trainlog_debugger.tools.bundle.chunks import NL_DENSE, NL_PIECE, chunks, newlines
 
 LINES = st.lists(st.text(alphabet="ab[]:0123 \r", max_size=30), max_size=40)
 
@@ -31,3 +31,26 @@ def test_a_line_longer_than_a_chunk_is_passed_on_in_pieces():
     got = list(chunks(io.BytesIO(data), 16))
     assert any(c.cut_long_line for c in got)
     assert b"".join(c.buf for c in got) == data
+
+
+_LINES = st.lists(st.sampled_from([b"", b"x", b"[rank3]: iteration 10 | lm loss: 2.1", b"a" * 300, b"\r", b"b" * 5000]),
+                  max_size=400)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_LINES, st.integers(0, 7), st.integers(0, 4 * NL_PIECE), st.integers(0, 4 * NL_PIECE))
+def test_newlines_is_bytes_count(lines, reps, a, b):
+    """The fast count is bytes.count on any text and any range: long, short and blank lines, pieces' edges, a dense
+    stretch after a sparse one (where it switches to bytes.count), an end past the buffer, an empty range."""
+    buf = b"\n".join(lines) * reps + b"\n" * (a % 3000) + b"y" * (b % 200_000)
+    for start, end in ((0, None), (a, b), (min(a, b), max(a, b)), (a, len(buf) + 10)):
+        assert newlines(buf, start, end) == buf.count(b"\n", start, end)
+
+
+def test_newlines_on_dense_then_sparse_and_blank_only_text():
+    """Every shape the switch to bytes.count can meet: all newlines, a dense piece then long lines, exact pieces."""
+    for buf in (b"\n" * (3 * NL_PIECE), b"\n" * (NL_DENSE + 1) + b"z" * (3 * NL_PIECE) + b"\n",
+                (b"q" * 99 + b"\n") * (NL_PIECE // 100 * 3), b"w" * NL_PIECE + b"\n" * NL_PIECE):
+        assert newlines(buf) == buf.count(b"\n")
+        assert newlines(buf, 1, len(buf) - 1) == buf.count(b"\n", 1, len(buf) - 1)
+

@@ -76,3 +76,30 @@ def chunks(stream, size: int = CHUNK, *, known_size: int | None = None,
         offset += len(buf)
         if eof:
             return
+
+
+NL_PIECE = 64 << 10      # newlines are counted in pieces this big (they stay in the CPU's cache)
+NL_DENSE = NL_PIECE // 64  # a piece with more newlines than this (lines under 64 bytes): the rest by bytes.count
+
+
+def newlines(buf: bytes, start: int = 0, end: int | None = None) -> int:
+    """`buf.count(b"\n", start, end)`, about twice as fast on log text.
+
+    Why: counting newlines is the one pass over every byte besides the engine's (line numbers), and bytes.count of
+    one byte is a plain loop (~1.4 GB/s on the project VM). bytes.replace finds each newline with memchr and copies
+    the runs between with memcpy, both vectorized: a 64 KiB piece holds `len(piece) - len(piece.replace(...))`
+    newlines, at ~3.4 GB/s with the piece's copy (bigger pieces fall out of cache: 1 MiB ran at 1.6, 4 MiB at 0.5).
+    On dense newlines replace makes a call per newline (blank lines: 0.06 GB/s), so once a piece averages under 64
+    bytes a line the rest goes to bytes.count: at most one slow piece per call, whatever the input."""
+    end = len(buf) if end is None else min(end, len(buf))
+    if end - start < NL_PIECE:
+        return buf.count(b"\n", start, end)
+    n = 0
+    for a in range(start, end, NL_PIECE):
+        b = min(a + NL_PIECE, end)
+        piece = buf[a:b]
+        k = len(piece) - len(piece.replace(b"\n", b""))
+        n += k
+        if k > NL_DENSE:
+            return n + buf.count(b"\n", b, end)
+    return n

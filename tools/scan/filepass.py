@@ -18,7 +18,7 @@ from typing import Any
 
 from trainlog_debugger.tools.lines.attribution import note_local_rank, strip_prefixes
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, read_error_reason
-from trainlog_debugger.tools.bundle.chunks import CHUNK, chunks
+from trainlog_debugger.tools.bundle.chunks import CHUNK, chunks, newlines
 from trainlog_debugger.tools.ranks import MAX_DIGITS, MAX_RANKS, plausible_rank
 from trainlog_debugger.tools.scan.labels import (SRUN_LABEL, bounded_attribution as attribute_line,
                                                  bounded_path_hint as attribute_path, cr_lines, rank_labels,
@@ -205,11 +205,11 @@ class FileScanner:
                 # the counting of a 1 GiB / 256-file scan)
                 t0 = max(0, len(buf) - TAIL)
                 if t0 >= pos:
-                    nl = buf.count(b"\n", t0)
-                    n = lines_before + buf.count(b"\n", pos, t0) + nl
+                    nl = newlines(buf, t0)
+                    n = lines_before + newlines(buf, pos, t0) + nl
                 else:
-                    n = lines_before + buf.count(b"\n", pos)
-                    nl = buf.count(b"\n", t0)
+                    n = lines_before + newlines(buf, pos)
+                    nl = newlines(buf, t0)
                 if len(buf) >= TAIL or not tail:
                     tail, tail_nl, tail_cut = buf[t0:], nl, t0 > 0 and buf[t0 - 1] != 10  # 10: b"\n"
                     tail_line = base_line + n - nl
@@ -270,9 +270,9 @@ class FileScanner:
             by_line.setdefault(start, []).append(idx)
         prev_start, prev_line = 0, base_line + 1
         budget = [0]  # look-backs made in this buffer (MAX_LOOKBACKS)
-        pats, count, find, fast_rank = self.patterns, buf.count, buf.find, _FAST_RANK.match
+        pats, find, fast_rank = self.patterns, buf.find, _FAST_RANK.match
         for start in sorted(by_line):  # locals above and the one-pattern path below: this loop runs per hit line
-            line_no = prev_line + count(b"\n", prev_start, start)
+            line_no = prev_line + newlines(buf, prev_start, start)
             prev_start, prev_line = start, line_no
             end = find(b"\n", start)
             end = len(buf) if end == -1 else end
