@@ -26,13 +26,11 @@ from trainlog_debugger.tools.sources import patterns
 hs = pytest.importorskip("hyperscan")
 
 # of the whole database's time, per trigger. Not 15 %: numerical.nan_loss still checks `number of nan iterations: N`,
-# a field of every Megatron iteration line (35 % of these lines): ~15 % of the database alone, 19-21 % in all
-# (was 35 %). Its loss forms cost ~5 %; the rest is one literal confirm per iteration line, whatever the spelling
-# (tried: shorter literal, digits spelled out as literals, bounded spaces). A share grows as the rest gets cheaper:
-# since python.stop_iteration stopped confirming three near-misses a line (12-17 % of the database, see
-# test_a_literal_ending_like_common_words_costs_more_than_its_prefix), the same nan_loss cost is ~25 % of a
-# faster database.
-SHARE_LIMIT = 0.30
+# a field of every Megatron iteration line (35 % of these lines): 15-18 % of the database. Its loss forms cost ~5 %;
+# the rest is one literal confirm per iteration line (was 35 % with `[Ll]oss[ a-z_]*: nan`, 25 % with `: +[1-9]`;
+# bounding the count's padding to Megatron's 1-3 spaces let Hyperscan keep the digit in its literals). A share
+# grows as the rest of the database gets cheaper (python.stop_iteration's near-misses were 12-17 % of it).
+SHARE_LIMIT = 0.25
 GROUP = 10
 ROUNDS = 5
 
@@ -111,8 +109,18 @@ def test_the_cost_check_sees_a_costly_trigger(buf):
     new = patterns()[[p.id for p in patterns()].index("numerical.nan_loss")].trigger
     new = "(?:" + new.split("|", 1)[1].split("|number of nan iterations")[0] + ")"
     base = [p.trigger.encode() for p in patterns() if p.id != "numerical.nan_loss"]
-    t_base, t_old, t_new = _times([_db(base), _db(base + [old.encode()]), _db(base + [new.encode()])], buf)
-    assert t_old - t_base > 2 * max(t_new - t_base, 0.02 * t_base)
+    assert _costs_more(buf, base, old.encode(), new.encode())
+
+
+def _costs_more(buf: bytes, base: list[bytes], costly: bytes, cheap: bytes, tries: int = 3) -> bool:
+    """Whether adding `costly` to the database costs over twice what adding `cheap` does (and over 4 % of the
+    database), in any of `tries` measurements: one descheduled round must not fail the suite."""
+    dbs = [_db(base), _db(base + [costly]), _db(base + [cheap])]
+    for _ in range(tries):
+        t_base, t_costly, t_cheap = _times(dbs, buf)
+        if t_costly - t_base > 2 * max(t_cheap - t_base, 0.02 * t_base):
+            return True
+    return False
 
 
 def test_a_literal_ending_like_common_words_costs_more_than_its_prefix(buf):
@@ -120,8 +128,7 @@ def test_a_literal_ending_like_common_words_costs_more_than_its_prefix(buf):
     times in every Megatron iteration line, and each such spot is a near-miss to confirm; the prefix `StopIter`
     (python.stop_iteration's trigger, `verify` holds the word) has no such twin. The measurement sees it."""
     base = [p.trigger.encode() for p in patterns() if p.id != "python.stop_iteration"]
-    t_base, t_word, t_prefix = _times([_db(base), _db(base + [b"StopIteration"]), _db(base + [b"StopIter"])], buf)
-    assert t_word - t_base > 2 * max(t_prefix - t_base, 0.02 * t_base)
+    assert _costs_more(buf, base, b"StopIteration", b"StopIter")
 
 
 @pytest.mark.parametrize("p", [p for p in patterns() if p.verify], ids=lambda p: p.id)
