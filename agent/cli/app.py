@@ -111,7 +111,7 @@ def run() -> None:
     command = parse(sys.argv[1:])
     if command is not None:
         command()  # its errors end in SystemExit inside guarded(), a closed pipe included
-        sys.exit(0)
+        _exit_now()
     app = _app()
     usage, abort = _click_errors()
     try:
@@ -129,6 +129,22 @@ def run() -> None:
         quiet_pipe()
         sys.exit(0)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _exit_now() -> None:
+    """Exit 0 after a fast scan without the interpreter's teardown: exit handlers run (temp dirs, logging, anything
+    registered with atexit) and the output is flushed, but the tens of thousands of objects a scan leaves (modules,
+    the engine, the result) are not freed one by one, which took 50-100 ms of a 1.3 s scan (mypy exits the same
+    way). Only here: the fast path has no thread left running, which a hard exit would cut short."""
+    import atexit
+    import os
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # a reader that closed the pipe early: exit 0 quietly, as everywhere
+        pass
+    os._exit(0)
 
 
 if __name__ == "__main__":  # pragma: no cover
