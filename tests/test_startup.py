@@ -115,3 +115,24 @@ def test_typer_still_owns_help_and_usage_errors(tmp_path):
     r, _ = _debugger(["scan", str(CASE), "--workers", "two"], tmp_path)
     assert r.returncode == 2 and r.stderr.startswith("error: ") and "--workers" in r.stderr, r.stderr
     assert len(r.stderr.splitlines()) == 1
+
+
+def test_a_fast_scan_that_cannot_write_its_output_says_so_in_one_line(tmp_path):
+    """The fast path ends with a hard exit after flushing (agent/cli/app.py _exit_now): a flush that fails (here a
+    file-size limit, as a full disk would) is one line and exit 1, never a traceback."""
+    import resource
+    import signal
+
+    def small_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead of killing the process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # output held until the final flush
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "rank_0.log").write_text("[rank0]: hello\n")  # its JSON (~1 KB) fits stdout's buffer
+    with open(tmp_path / "out.json", "wb") as out:
+        r = subprocess.run([sys.executable, "-c", "from trainlog_debugger.agent.cli.app import run; run()",
+                            "scan", str(tmp_path / "logs"), "--json"], stdout=out, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=small_files, env=env, cwd=ROOT, timeout=300)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith("error: cannot write the output") and r.stderr.count("\n") == 1, r.stderr

@@ -100,17 +100,12 @@ def run() -> None:
     """The console script: usage errors (a bad option value, a missing argument) are ONE line on stderr and exit 2,
     like every other bad input; a closed pipe on stdout exits 0 quietly. A `scan` in the forms agent/cli/fast.py
     knows runs without Typer; everything else goes through the Typer app."""
-    import gc
-    # Python's cycle collector runs every 700 new containers and, as the heap grows, re-walks everything held: a
-    # scan that holds 500,000 objects of kept hits (4,096 ranks) spent a third of its merge, half of unpickling the
-    # workers' results and 40 % of its JSON conversion in it. Every 100,000 instead (the workers, forked from here,
-    # inherit it): the same memory in practice (what the scan makes is acyclic; reference counting frees it), and
-    # cycles are still collected.
-    gc.set_threshold(100_000, 50, 100)
     from trainlog_debugger.agent.cli.fast import parse
     command = parse(sys.argv[1:])
     if command is not None:
-        command()  # its errors end in SystemExit inside guarded(), a closed pipe included
+        from trainlog_debugger.tools.bundle.parallel import fewer_collections
+        with fewer_collections():  # the JSON conversion of the result too, not only the scan
+            command()  # its errors end in SystemExit inside guarded(), a closed pipe included
         _exit_now()
     app = _app()
     usage, abort = _click_errors()
@@ -135,16 +130,28 @@ def _exit_now() -> None:
     """Exit 0 after a fast scan without the interpreter's teardown: exit handlers run (temp dirs, logging, anything
     registered with atexit) and the output is flushed, but the tens of thousands of objects a scan leaves (modules,
     the engine, the result) are not freed one by one, which took 50-100 ms of a 1.3 s scan (mypy exits the same
-    way). Only here: the fast path has no thread left running, which a hard exit would cut short."""
+    way). Only here: the fast path has no thread left running, which a hard exit would cut short. A reader that
+    closed the pipe early: exit 0 quietly, as everywhere; any other failure to write the output (disk full, file
+    too large): one line and exit 1, never a traceback."""
     import atexit
     import os
     atexit._run_exitfuncs()
+    code = 0
     try:
         sys.stdout.flush()
-        sys.stderr.flush()
-    except BrokenPipeError:  # a reader that closed the pipe early: exit 0 quietly, as everywhere
+    except BrokenPipeError:
         pass
-    os._exit(0)
+    except OSError as e:
+        code = 1
+        try:
+            sys.stderr.write(f"error: cannot write the output: {e.strerror or e}\n")
+        except OSError:
+            pass
+    try:
+        sys.stderr.flush()
+    except OSError:
+        pass
+    os._exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -47,6 +47,16 @@ def test_newlines_is_bytes_count(lines, reps, a, b):
         assert newlines(buf, start, end) == buf.count(b"\n", start, end)
 
 
+def test_newlines_at_the_edges_of_its_pieces():
+    """Ranges that begin and end one byte either side of a piece's edge, over text with a newline at every edge."""
+    buf = (b"0123456\n" * (NL_PIECE // 8)) * 3 + b"\n\n" + b"x" * (NL_PIECE + 5)
+    edges = [k * NL_PIECE + d for k in range(4) for d in (-1, 0, 1)]
+    for start in [e for e in edges if e >= 0]:
+        for end in edges + [len(buf), None]:
+            assert newlines(buf, start, end) == buf.count(b"\n", start, end), (start, end)
+    assert newlines(buf, -NL_PIECE - 3) == buf.count(b"\n", -NL_PIECE - 3)  # a negative start, as bytes.count reads it
+
+
 def test_newlines_on_dense_then_sparse_and_blank_only_text():
     """Every shape the switch to bytes.count can meet: all newlines, a dense piece then long lines, exact pieces."""
     for buf in (b"\n" * (3 * NL_PIECE), b"\n" * (NL_DENSE + 1) + b"z" * (3 * NL_PIECE) + b"\n",

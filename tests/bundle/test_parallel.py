@@ -49,3 +49,38 @@ def test_remote_is_used_only_where_a_cluster_is_configured(monkeypatch):
     assert parallel.cluster_of("tcp://h:8786") == "tcp://h:8786"
     monkeypatch.setenv(parallel.CLUSTER_ENV, " tcp://h:8786 ")
     assert parallel.cluster_of() == "tcp://h:8786"
+
+
+def test_fewer_collections_restores_the_threshold_after_the_last_of_overlapping_scans():
+    """Scans in threads of one process (the Slack bot) overlap: the raised threshold holds while any of them runs,
+    and what was set before comes back when the last one ends, whatever order they end in."""
+    import gc
+    import threading
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(555, 11, 12)
+        first_in, second_in, release = threading.Event(), threading.Event(), threading.Event()
+        seen = []
+
+        def scan(mine: threading.Event):
+            with parallel.fewer_collections():
+                mine.set()
+                release.wait(10)
+                seen.append(gc.get_threshold())
+
+        a = threading.Thread(target=scan, args=(first_in,))
+        a.start()
+        first_in.wait(10)
+        with parallel.fewer_collections():
+            b = threading.Thread(target=scan, args=(second_in,))
+            b.start()
+            second_in.wait(10)
+            release.set()
+            a.join(10)
+            assert gc.get_threshold() == (parallel.GC_YOUNG, 11, 12)  # the first scan ended, two still run
+            b.join(10)
+        assert seen == [(parallel.GC_YOUNG, 11, 12)] * 2
+        assert gc.get_threshold() == (555, 11, 12)
+    finally:
+        gc.set_threshold(*before)

@@ -454,3 +454,19 @@ def test_remembered_times_and_ranks_are_the_parsers_and_stay_bounded(monkeypatch
             assert filepass._line_rank(line) == bounded_attribution(line).rank
             assert len(filepass._STAMPS) <= 8 and len(filepass._RANKS) <= 8
     assert lines[-1] not in filepass._STAMPS and filepass._stamp(lines[-1]) is not None
+
+
+def test_a_scan_leaves_no_remembered_lines_behind(tmp_path):
+    """The memo of lines' times and ranks is emptied when a scan ends (a long-lived process, the Slack bot, keeps no
+    log lines of a bundle it is done with)."""
+    from trainlog_debugger.tools.bundle.open import open_bundle
+    from trainlog_debugger.tools.scan import filepass
+    from trainlog_debugger.tools.scan.driver import scan_bundle
+
+    log = tmp_path / "rank_0.log"
+    log.write_text("[rank0]:[E1105 03:13:52.000134623 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective "
+                   "operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE) ran for 1800087 milliseconds before timing out.\n"
+                   "terminate called after throwing an instance of 'c10::DistBackendError'\n")
+    with open_bundle(tmp_path) as b:
+        res = scan_bundle(b, workers=1)
+    assert res.patterns and filepass._STAMPS == {} and filepass._RANKS == {}

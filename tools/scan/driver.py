@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from functools import cached_property, partial
 
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, natural_key, read_error_reason
-from trainlog_debugger.tools.bundle.parallel import Remote, map_sources
+from trainlog_debugger.tools.bundle.parallel import Remote, fewer_collections, map_sources
 from trainlog_debugger.tools.scan.engine import HyperscanEngine, ReEngine, make_engine
 from trainlog_debugger.tools.scan.labels import rank_labels
-from trainlog_debugger.tools.scan.filepass import FileScanner
+from trainlog_debugger.tools.scan.filepass import FileScanner, forget_lines
 from trainlog_debugger.tools.scan.result import FileScan, ScanResult
 from trainlog_debugger.tools.scan.summary import summarize
 from trainlog_debugger.tools.sources import patterns
@@ -132,20 +132,22 @@ def scan_bundle(bundle, *, workers: int | None = None, engine=None, pats=None,
     token = next(_TOKENS)
     _ENGINES[token] = eng
     try:
-        for batch in map_sources(partial(_scan_sources, token), sources, workers=workers, progress=progress,
-                                 per_worker=16, remote=Remote(_remote_scan, (_Recipe.of(eng),)), cluster=cluster,
-                                 private=getattr(bundle, "tmpdir", None), notes=cluster_notes):
-            for got in batch:
-                if isinstance(got, tuple):
-                    got, step_file = got
-                    if step_file is not None:
-                        steps_out[step_file.idx] = step_file
-                results.append(got)
+        with fewer_collections():
+            for batch in map_sources(partial(_scan_sources, token), sources, workers=workers, progress=progress,
+                                     per_worker=16, remote=Remote(_remote_scan, (_Recipe.of(eng),)), cluster=cluster,
+                                     private=getattr(bundle, "tmpdir", None), notes=cluster_notes):
+                for got in batch:
+                    if isinstance(got, tuple):
+                        got, step_file = got
+                        if step_file is not None:
+                            steps_out[step_file.idx] = step_file
+                    results.append(got)
+            results.sort(key=lambda f: natural_key(f.rel))
+            res = summarize(bundle.root, eng.name, results, list(getattr(bundle, "notes", [])) + cluster_notes,
+                            [{"file": s.rel, "reason": s.reason} for s in getattr(bundle, "skipped", [])],
+                            {p.id: p for p in pats})
     finally:
         del _ENGINES[token]
-    results.sort(key=lambda f: natural_key(f.rel))
-    res = summarize(bundle.root, eng.name, results, list(getattr(bundle, "notes", [])) + cluster_notes,
-                    [{"file": s.rel, "reason": s.reason} for s in getattr(bundle, "skipped", [])],
-                    {p.id: p for p in pats})
+        forget_lines()  # what this process remembered of the bundle's lines (the file pass's memo)
     res.seconds = time.perf_counter() - t0
     return res

@@ -60,8 +60,10 @@ def _decode(b: bytes) -> str:
 # again and again near a crash: each untimed line of a traceback looks back over the lines before it, which the
 # lines after it look back over too, the traceback's exception is searched for over them, and the tail walk reads
 # them once more. Per file of a crashed rank that is 3x the parses it needs (~15 µs each). Both are pure functions
-# of the text, so a remembered answer is the answer; MEMO entries at most, dropped all at once when full.
-MEMO = 8192
+# of the text, so a remembered answer is the answer; MEMO entries at most (a few MB), dropped all at once when full
+# and when a scan ends (forget_lines: a long-lived process keeps no log lines of a bundle it is done with). The
+# repeats are near each other (40 lines of look-back), so a small memo catches them.
+MEMO = 2048
 MEMO_CHARS = 1024
 _UNSET = object()
 _STAMPS: dict = {}
@@ -78,6 +80,12 @@ def _stamp(text: str):
             _STAMPS.clear()
         st = _STAMPS[text] = parse_stamp(text)
     return st
+
+
+def forget_lines() -> None:
+    """Drop what the memo holds (end of a scan)."""
+    _STAMPS.clear()
+    _RANKS.clear()
 
 
 def _line_rank(text: str):
