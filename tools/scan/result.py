@@ -36,8 +36,8 @@ class Hit:
     def __reduce__(self):
         """Pickled as the constructor's arguments (workers send every kept hit to the parent): a fifth cheaper to
         read back than the default's state dict."""
-        return type(self), (self.pattern, self.line, self.offset, self.text, self.rank, self.local_rank, self.node, self.time,
-                     self.fields)
+        return type(self), (self.pattern, self.line, self.offset, self.text, self.rank, self.local_rank, self.node,
+                            self.time, self.fields)
 
 
 @dataclass
