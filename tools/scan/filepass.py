@@ -11,6 +11,7 @@ counting, rank-label counting) is done by Hyperscan and by C-level `bytes` metho
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import deque
@@ -60,44 +61,30 @@ def _decode(b: bytes) -> str:
 # again and again near a crash: each untimed line of a traceback looks back over the lines before it, which the
 # lines after it look back over too, the traceback's exception is searched for over them, and the tail walk reads
 # them once more. Per file of a crashed rank that is 3x the parses it needs (~15 µs each). Both are pure functions
-# of the text, so a remembered answer is the answer; MEMO entries at most (a few MB), dropped all at once when full
-# and when a scan ends (forget_lines: a long-lived process keeps no log lines of a bundle it is done with). The
-# repeats are near each other (40 lines of look-back), so a small memo catches them.
+# of the text, so a remembered answer is the answer. functools.lru_cache (C, thread-safe) keeps the newest MEMO
+# lines (a few MB at most); the repeats are near each other (40 lines of look-back), so a small memo catches them.
+# A longer line is parsed each time (not hashed, not kept), and forget_lines empties both when a scan ends: a
+# long-lived process (the Slack bot) keeps no log lines of a bundle it is done with.
 MEMO = 2048
 MEMO_CHARS = 1024
-_UNSET = object()
-_STAMPS: dict = {}
-_RANKS: dict = {}
+_stamps = functools.lru_cache(maxsize=MEMO)(parse_stamp)
+_ranks = functools.lru_cache(maxsize=MEMO)(lambda text: attribute_line(text).rank)
 
 
 def _stamp(text: str):
     """parse_stamp(text), remembered."""
-    if len(text) > MEMO_CHARS:
-        return parse_stamp(text)
-    st = _STAMPS.get(text, _UNSET)
-    if st is _UNSET:
-        if len(_STAMPS) >= MEMO:
-            _STAMPS.clear()
-        st = _STAMPS[text] = parse_stamp(text)
-    return st
-
-
-def forget_lines() -> None:
-    """Drop what the memo holds (end of a scan)."""
-    _STAMPS.clear()
-    _RANKS.clear()
+    return _stamps(text) if len(text) <= MEMO_CHARS else parse_stamp(text)
 
 
 def _line_rank(text: str):
     """attribute_line(text).rank, remembered."""
-    if len(text) > MEMO_CHARS:
-        return attribute_line(text).rank
-    r = _RANKS.get(text, _UNSET)
-    if r is _UNSET:
-        if len(_RANKS) >= MEMO:
-            _RANKS.clear()
-        r = _RANKS[text] = attribute_line(text).rank
-    return r
+    return _ranks(text) if len(text) <= MEMO_CHARS else attribute_line(text).rank
+
+
+def forget_lines() -> None:
+    """Drop what the memo holds (end of a scan)."""
+    _stamps.cache_clear()
+    _ranks.cache_clear()
 
 
 def _head_text(buf: bytes, start: int, end: int) -> str:
