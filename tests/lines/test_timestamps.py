@@ -171,6 +171,29 @@ def test_parse_negative(line):
     assert parse_stamp(line) is None
 
 
+@pytest.mark.parametrize("line,fmt,text,fields,tz,off", POSITIVE, ids=[f"{p[1]}-{i}" for i, p in enumerate(POSITIVE)])
+def test_formats_are_searched_from_the_first_clock_time_back(line, fmt, text, fields, tz, off):
+    """parse_stamp searches the formats from HMS_LEAD characters before the first HH:MM:SS: a format whose stamp
+    begins further before its clock time than that (ais_start's `Started up at 2024/08/21 `) would be missed, or
+    read as another format, behind a prefix. And a time-like text that is no stamp (`99:99:99`) does not hide a
+    real stamp later in the line."""
+    for prefix in ("x" * 100 + " ", "[rank7]: " * 12, "took 99:99:99 | " * 3):
+        s = parse_stamp(prefix + line)
+        assert s is not None and (s.fmt, s.text) == (fmt, text), prefix
+
+
+@pytest.mark.parametrize("line,fmt", [
+    ("[ 5107.644336] NVRM: Xid (PCI:0000:03:00): 79, GPU has fallen off the bus.", "dmesg"),
+    ("x" * 300 + "[ 5107.644336] NVRM: Xid 79 at 12:34", "dmesg"),           # a colon, no HH:MM:SS: still dmesg
+    ("[ 5107.644336] then 2024-11-05 12:00:00 later", "dmesg"),                # earliest position wins
+    ("[rank0]:node00:40321:40378 [0] NCCL INFO NCCL version 2.21.5+cuda12.4", None),
+    ("frame #2: c10d::ProcessGroupNCCL::watchdogHandler() + 0x476 (0x7f3a in libtorch_cuda.so)", None),
+])
+def test_lines_without_a_clock_time(line, fmt):
+    s = parse_stamp(line)
+    assert (s.fmt if s else None) == fmt
+
+
 def test_earliest_position_wins():
     s = parse_stamp('{"timestamp":"2024-11-05T12:00:01.123456789Z","textPayload":"[rank3]:[E1105 12:00:01.123456789 '
                     'ProcessGroupNCCL.cpp:616] x"}')
