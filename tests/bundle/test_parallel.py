@@ -84,3 +84,44 @@ def test_fewer_collections_restores_the_threshold_after_the_last_of_overlapping_
         assert gc.get_threshold() == (555, 11, 12)
     finally:
         gc.set_threshold(*before)
+
+
+def test_the_whole_investigation_runs_with_fewer_collections(monkeypatch):
+    """tools.pipeline.run raises the threshold for every stage, not only the scan: the diagnosis after it walks the
+    scan's objects too (a third of its time at 4,096 ranks went to collections). It comes back when the run ends,
+    and when the run fails."""
+    import gc
+    from pathlib import Path
+
+    from trainlog_debugger.tools import pipeline
+    from trainlog_debugger.tools.bundle.open import open_bundle
+
+    case = sorted(p for p in (Path(__file__).parents[2] / "cases").iterdir() if (p / "truth.yaml").exists())[0]
+    before = gc.get_threshold()
+    seen = []
+    real = pipeline.diagnose
+
+    def diagnose(inputs):
+        seen.append(gc.get_threshold()[0])
+        return real(inputs)
+
+    monkeypatch.setattr(pipeline, "diagnose", diagnose)
+    try:
+        gc.set_threshold(555, 11, 12)
+        with open_bundle(case) as b:
+            inv = pipeline.run(b, workers=1)
+            assert inv.diagnosis.status
+            assert seen and set(seen) == {parallel.GC_YOUNG}
+            assert gc.get_threshold() == (555, 11, 12)
+
+            def broken(inputs):
+                raise RuntimeError("a rule failed")
+
+            monkeypatch.setattr(pipeline, "diagnose", broken)
+            try:
+                pipeline.run(b, workers=1)
+            except RuntimeError:
+                pass
+            assert gc.get_threshold() == (555, 11, 12)
+    finally:
+        gc.set_threshold(*before)

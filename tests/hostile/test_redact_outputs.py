@@ -66,6 +66,29 @@ def test_html_page_is_masked(bundle, tmp_path):
     assert "Watchdog caught collective" in text and not [s for s in SECRETS if s in text]
 
 
+def test_only_the_html_page_redacts_the_whole_investigation(bundle, tmp_path, monkeypatch):
+    """Every output is drawn from the redacted diagnosis; only --html also draws from the investigation (every rank's
+    scan), so only it pays for redacting that (2 of 6.8 s of `ask --json` at 4,096 ranks). Its page stays masked."""
+    pytest.importorskip("plotly")
+    from trainlog_debugger.agent.cli import ask as ask_cmd
+    from trainlog_debugger.tools.pipeline import Investigation
+
+    walked = []
+    real = ask_cmd.shown
+
+    def shown(report, redact=True):
+        walked.append(type(report))
+        return real(report, redact)
+
+    monkeypatch.setattr(ask_cmd, "shown", shown)
+    invoke(["ask", "--offline", "--json", bundle])
+    assert walked and Investigation not in walked
+    page = tmp_path / "r.html"
+    invoke(["ask", "--offline", "--html", page, bundle])
+    assert Investigation in walked
+    assert not [s for s in SECRETS if s in page.read_text()]
+
+
 def test_redact_tree_copies_only_what_changes():
     @dataclass(frozen=True)
     class Row:
