@@ -194,6 +194,22 @@ def test_lines_without_a_clock_time(line, fmt):
     assert (s.fmt if s else None) == fmt
 
 
+@pytest.mark.parametrize("line,fmt,text", [
+    ("[rank0]:[E1105 03:13:52.000000000 ProcessGroupNCCL.cpp:616] x", "glog", "1105 03:13:52.000000000"),
+    ("[  5.000000] [E1105 03:13:52.000000000 x", "dmesg", "5.000000"),            # an uptime before it
+    ("Oct  2 03:18:42 host [E1105 03:13:52.000000000 x", "syslog", "Oct  2 03:18:42"),  # a clock time before it
+    ("[rank0]:[E1105 03:13:52.000000000 x] I 12:00:03.117200 common:494 21 Aug 26 12:00 UTC =============",
+     "ais_header", "21 Aug 26 12:00 UTC"),                                           # the header wins from anywhere
+    ("[E1305 12:34:56.123456 x] 2024-11-05 12:00:00", "iso", "2024-11-05 12:00:00"),  # month 13: no c10 stamp
+    ("[rank3]:[W1105 03:13:52.000000 ProcessGroupNCCL.cpp:1] Jan  2 03:04:05 later", "glog", "1105 03:13:52.000000"),
+])
+def test_c10_stamp_taken_at_once_only_when_nothing_can_precede_it(line, fmt, text):
+    """parse_stamp takes c10's `[E1105 ...` stamp without trying the other formats when none of them can start
+    before it: the cases where one can, or where the stamp is invalid, go through the full search."""
+    s = parse_stamp(line)
+    assert (s.fmt, s.text) == (fmt, text)
+
+
 def test_earliest_position_wins():
     s = parse_stamp('{"timestamp":"2024-11-05T12:00:01.123456789Z","textPayload":"[rank3]:[E1105 12:00:01.123456789 '
                     'ProcessGroupNCCL.cpp:616] x"}')

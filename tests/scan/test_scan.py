@@ -507,3 +507,30 @@ def test_a_scan_leaves_no_remembered_lines_behind(tmp_path):
     with open_bundle(tmp_path) as b:
         res = scan_bundle(b, workers=1)
     assert res.patterns and filepass._stamps.cache_info().currsize == filepass._ranks.cache_info().currsize == 0
+
+
+_LABEL_PIECES = [b"[rank%d]" % r for r in (0, 1, 7, 42, 9999, 10000, 123456)] + \
+    [b"[rank00]", b"[rank007]", b"[rank12345678]", b"[rank]", b"[rank3", b"[Rank 3]", b"x", b"\n", b"[rank-1]"]
+
+
+@pytest.mark.parametrize("engine", ["hyperscan", "none"])
+def test_rank_labels_with_a_known_rank_find_exactly_the_labels(engine, monkeypatch):
+    """rank_labels answers from two counts when the known ranks' labels account for every `[rank` of the buffer,
+    else from the engine: either way exactly the plausible `[rankN]` labels present, whatever `known` holds (its
+    own rank absent, other ranks present, zero-padded or 8-digit labels that are no label of it)."""
+    from hypothesis import given, settings, strategies as st
+
+    from trainlog_debugger.tools.scan import labels
+    if engine == "none":
+        monkeypatch.setattr(labels, "_hs", None)
+    elif labels._hs is None:
+        pytest.skip("hyperscan is not installed")
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.sampled_from(_LABEL_PIECES), max_size=30),
+           st.sets(st.sampled_from([0, 1, 7, 42, 9999, 10000, 123456, 5]), max_size=3))
+    def check(pieces, known):
+        buf = b" ".join(pieces)
+        assert labels.rank_labels(buf, set(known)) == labels._ints(labels._RANK_LABEL.findall(buf)), (buf, known)
+
+    check()

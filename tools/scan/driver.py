@@ -17,7 +17,7 @@ from functools import cached_property, partial
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, natural_key, read_error_reason
 from trainlog_debugger.tools.bundle.parallel import Remote, fewer_collections, map_sources
 from trainlog_debugger.tools.scan.engine import HyperscanEngine, ReEngine, make_engine
-from trainlog_debugger.tools.scan.labels import rank_labels
+from trainlog_debugger.tools.scan.labels import label_db
 from trainlog_debugger.tools.scan.filepass import FileScanner, forget_lines
 from trainlog_debugger.tools.scan.result import FileScan, ScanResult
 from trainlog_debugger.tools.scan.summary import summarize
@@ -123,7 +123,7 @@ def scan_bundle(bundle, *, workers: int | None = None, engine=None, pats=None,
     t0 = time.perf_counter()
     pats = list(pats) if pats is not None else list(patterns())
     eng = engine if hasattr(engine, "candidates") else make_engine(pats, engine)
-    rank_labels(b"")  # load the label database once, before the workers fork, not once per worker
+    label_db()  # load the label database once, before the workers fork, not once per worker
     sources = [s for s in bundle.sources if s.kind not in TEXT_SKIP_KINDS]
     if steps_out is not None:
         sources = [(i, s) for i, s in enumerate(bundle.sources) if s.kind not in TEXT_SKIP_KINDS]

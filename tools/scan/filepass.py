@@ -244,7 +244,7 @@ class FileScanner:
         A file whose NAME states its rank (rank_3.log, rank3.out) is that rank's log: its labels are read in the
         head only, which saves a full pass over per-rank layouts (the bulk of big bundles)."""
         named = self._hint.rank is not None
-        found = rank_labels(buf[:HEAD] if named else buf, fs.ranks)
+        found = rank_labels(buf[:HEAD] if named else buf, fs.ranks | {self._hint.rank} if named else fs.ranks)
         fs.ranks.update(found)
         if srun:
             fs.ranks.update(r for r in map(int, set(SRUN_LABEL.findall(buf))) if plausible_rank(r))
