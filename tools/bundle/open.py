@@ -321,9 +321,12 @@ class Bundle:
         self.close()
 
 
+_DIGIT_RUNS = re.compile(r"(\d+)")
+
+
 def natural_key(s: str) -> tuple:
     """'rank_2' < 'rank_10': digit runs compare as numbers, the rest case-insensitively."""
-    return ([int(t) if i % 2 else t.lower() for i, t in enumerate(re.split(r"(\d+)", s))], s)
+    return ([int(t) if i % 2 else t.lower() for i, t in enumerate(_DIGIT_RUNS.split(s))], s)
 
 
 def _one_line(s: str) -> str:
@@ -397,10 +400,16 @@ def _safe_name(rel: str) -> str:
 def _printable(rel: str) -> str:
     """Display paths go into one-line reports: a newline in a file name must not break them. Bytes that are not
     UTF-8 (os.walk and tarfile hand them over as lone surrogates) become `\\xNN`: `--json` stays valid UTF-8."""
-    if any("\udc80" <= c <= "\udcff" for c in rel):
+    if rel.isascii():  # nearly every name: no surrogate to escape (a per-character scan cost 2 µs a file)
+        return _CONTROL.sub("?", rel) if not rel.isprintable() else rel
+    if _SURROGATE.search(rel):
         rel = rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     rel = rel.encode("utf-8", "backslashreplace").decode("utf-8")   # any other lone surrogate
-    return re.sub(r"[\x00-\x1f\x7f]", "?", rel)
+    return _CONTROL.sub("?", rel)
+
+
+_SURROGATE = re.compile("[\udc80-\udcff]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _clean(name: str) -> str:
@@ -542,7 +551,7 @@ class _Loader:
                     elif stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) not in seen:
                         seen.add((st.st_dev, st.st_ino))
                         if not self.files_full():
-                            self.add_file(Path(path), rel, 0, (st.st_dev, st.st_ino))
+                            self.add_file(Path(path), rel, 0, (st.st_dev, st.st_ino), st.st_size)
                     elif not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
                         self.skip(rel, "not a regular file (device, fifo or socket)")
                 except OSError as exc:
@@ -561,14 +570,16 @@ class _Loader:
             elif stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) not in seen:
                 seen.add((st.st_dev, st.st_ino))    # e.g. a link into a skipped .git dir
                 if not self.files_full():
-                    self.add_file(Path(target), rel, 0, (st.st_dev, st.st_ino))
+                    self.add_file(Path(target), rel, 0, (st.st_dev, st.st_ino), st.st_size)
 
-    def add_file(self, path: Path, rel: str, depth: int, ident: tuple[int, int] | None = None) -> bool:
+    def add_file(self, path: Path, rel: str, depth: int, ident: tuple[int, int] | None = None,
+                 size: int | None = None) -> bool:
         """Index `path` (a text source, or an archive to open). True if it became a Source. `ident`: the
-        (device, inode) the walk saw; the file opened must be that one, and never through a link."""
+        (device, inode) the walk saw; the file opened must be that one, and never through a link. `size`: its size
+        as the walk's stat saw it (not stat'ed again)."""
         try:
             if depth == 0:
-                self.top_size, self.from_top = max(1, path.stat().st_size), 0
+                self.top_size, self.from_top = max(1, size if size is not None else path.stat().st_size), 0
             return self._add_file(path, rel, depth, ident)
         except ReadRefused as exc:
             return self.skip(rel, exc.reason)
