@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+import pytest
+
 from trainlog_debugger.tools.bundle import parallel
 
 PARENT = os.getpid()
@@ -118,10 +120,8 @@ def test_the_whole_investigation_runs_with_fewer_collections(monkeypatch):
                 raise RuntimeError("a rule failed")
 
             monkeypatch.setattr(pipeline, "diagnose", broken)
-            try:
+            with pytest.raises(RuntimeError, match="a rule failed"):
                 pipeline.run(b, workers=1)
-            except RuntimeError:
-                pass
             assert gc.get_threshold() == (555, 11, 12)
     finally:
         gc.set_threshold(*before)

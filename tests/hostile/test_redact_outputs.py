@@ -69,7 +69,6 @@ def test_html_page_is_masked(bundle, tmp_path):
 def test_only_the_html_page_redacts_the_whole_investigation(bundle, tmp_path, monkeypatch):
     """Every output is drawn from the redacted diagnosis; only --html also draws from the investigation (every rank's
     scan), so only it pays for redacting that (2 of 6.8 s of `ask --json` at 4,096 ranks). Its page stays masked."""
-    pytest.importorskip("plotly")
     from trainlog_debugger.agent.cli import ask as ask_cmd
     from trainlog_debugger.tools.pipeline import Investigation
 
@@ -81,8 +80,10 @@ def test_only_the_html_page_redacts_the_whole_investigation(bundle, tmp_path, mo
         return real(report, redact)
 
     monkeypatch.setattr(ask_cmd, "shown", shown)
-    invoke(["ask", "--offline", "--json", bundle])
+    for fmt in (["--json"], ["--markdown", "-"], ["--full"]):
+        invoke(["ask", "--offline", *fmt, bundle])
     assert walked and Investigation not in walked
+    pytest.importorskip("plotly")
     page = tmp_path / "r.html"
     invoke(["ask", "--offline", "--html", page, bundle])
     assert Investigation in walked

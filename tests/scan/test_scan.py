@@ -534,3 +534,55 @@ def test_rank_labels_with_a_known_rank_find_exactly_the_labels(engine, monkeypat
         assert labels.rank_labels(buf, set(known)) == labels._ints(labels._RANK_LABEL.findall(buf)), (buf, known)
 
     check()
+
+
+class _Failing(_Trickle):
+    """A raw stream whose first read gives 1,000 bytes (lines included) and whose next read fails, as a truncated
+    gzip does part-way through its first 64 KiB."""
+
+    def __init__(self, data: bytes):
+        super().__init__(data)
+        self.reads = 0
+
+    def readinto(self, b) -> int:
+        self.reads += 1
+        if self.reads > 1:
+            raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+        return super().readinto(b)
+
+
+def test_a_read_error_in_the_first_64_kib_stops_the_file_before_its_scan(straggler16):
+    """The CR probe reads the first 64 KiB whole (a peek may hold less), so a read error in them stops the file
+    before its scan, as before peeking: the driver then records the file as unreadable, not as a partial scan."""
+    import io
+    from trainlog_debugger.tools.scan.engine import make_engine
+    from trainlog_debugger.tools.sources import patterns
+    data = b"[rank3]:[E1105 12:00:00.000000000 x.cpp:1] line\n" * 3000
+    eng = make_engine(list(patterns()))
+    with pytest.raises(EOFError):
+        filescan.FileScanner(eng).scan("rank_3.log", "text", len(data), io.BufferedReader(_Failing(data), 1 << 16))
+
+
+class _Counting(bytes):
+    """A buffer that counts the passes made over it with `count`."""
+
+    counts = 0
+
+    def count(self, *a):
+        type(self).counts += 1
+        return super().count(*a)
+
+
+def test_rank_labels_count_only_a_few_known_ranks():
+    """Counting labels rank by rank is one pass over the buffer each: a multi-rank file's many known ranks (every
+    rank found in its earlier chunks) go to the engine's one pass instead."""
+    from trainlog_debugger.tools.scan import labels
+    if labels._hs is None:
+        pytest.skip("without Hyperscan the fallback counts each label by design")
+    buf = _Counting(b"".join(b"[rank%d]: step\n" % (r % 300) for r in range(3000)))
+    _Counting.counts = 0
+    assert labels.rank_labels(buf, set(range(300))) == set(range(300))
+    assert _Counting.counts <= 2 + labels.COUNTED
+    _Counting.counts = 0
+    assert labels.rank_labels(_Counting(b"[rank7]: a\n[rank7]: b\n"), {7}) == {7}
+    assert 0 < _Counting.counts <= 2 + labels.COUNTED

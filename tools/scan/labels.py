@@ -62,6 +62,7 @@ def srun_labelled(head_lines: list[bytes]) -> bool:
 
 _RANK_LABEL = re.compile(rb"\[rank(\d{1,7})\]")  # a longer label is no rank (tools.ranks.MAX_RANKS)
 LABEL_RANKS = 10000  # one literal per rank below this; bigger or zero-padded labels fall back to findall
+COUNTED = 2  # known ranks counted label by label (rank_labels): one pass over the buffer each
 _label_db = None
 
 
@@ -72,11 +73,12 @@ def rank_labels(buf: bytes, known: set[int] | None = None) -> set[int]:
     srun output = 241). With Hyperscan: one literal per rank, each reported at most once (SINGLEMATCH), so a
     per-rank file costs one callback. Without it: count `[rank` and the known labels (exact for per-rank files)
     and `findall` only when they do not add up. `known`: ranks the file is known to hold (its name's, or those found
-    in earlier buffers): when their labels account for every `[rank` in `buf`, two `bytes.count`s answer with either
-    engine (a third of the database scan's cost on a 64 KiB head; 0.1 ms of each 128 KiB rank log at 4,096 ranks)."""
+    in earlier buffers): when they are at most COUNTED and their labels account for every `[rank` in `buf`, a few
+    `bytes.count`s answer with either engine (a third of the database scan's cost on a 64 KiB head: 0.1 ms of each
+    128 KiB rank log at 4,096 ranks). Never for more: each count is a pass over `buf`."""
     if b"[rank" not in buf:
         return set()
-    if known:  # a per-rank file names its own rank (`known`): when every `[rank` opens one of those labels, done
+    if known and len(known) <= COUNTED:  # a file of one rank or a few: when every `[rank` opens one of theirs, done
         n = {r: buf.count(b"[rank%d]" % r) for r in known}
         if sum(n.values()) == buf.count(b"[rank"):  # each `[rank` opens at most one label: these are all of them
             return {r for r, c in n.items() if c}
@@ -146,12 +148,14 @@ def cr_lines(stream):
     always): prepending the probe to the first read instead cost a copy of every file's first read (a 4 MiB rank
     log copied once more: 0.7 of 4.1 CPU-s of a 1 GiB scan). A buffered stream (every Source.open) is probed with
     `peek`, which reads nothing twice (a read, a seek back and a second read of the same 64 KiB were a third of the
-    reading of a 128 KiB rank log); when the peek is shorter than the probe and holds no LF it is probed as above,
-    so the answer is the same."""
+    reading of a 128 KiB rank log); a peek shorter than the probe (a file under 64 KiB, a decompressor's short
+    read) is probed as above, so both the answer and where a read error shows are the same."""
     peek = getattr(stream, "peek", None)
     if peek is not None:
-        first = peek(CR_PROBE)[:CR_PROBE]  # a read error propagates, as from the read below
-        if b"\n" in first or len(first) >= CR_PROBE:
+        # a read error propagates, as from the read below; a shorter peek is probed by that read, which reads all
+        # 64 KiB, so an error in them still stops the file here, before its scan
+        first = peek(CR_PROBE)[:CR_PROBE]
+        if len(first) >= CR_PROBE:
             cr = b"\n" not in first and first.count(b"\r") >= 2
             return (_Probed(stream, b"", True) if cr else stream), cr
     pos = _tell(stream)
