@@ -78,7 +78,7 @@ def rank_labels(buf: bytes, known: set[int] | None = None) -> set[int]:
     128 KiB rank log at 4,096 ranks). Never for more: each count is a pass over `buf`."""
     if b"[rank" not in buf:
         return set()
-    if known and len(known) <= COUNTED:  # a file of one rank or a few: when every `[rank` opens one of theirs, done
+    if known and len(known) <= COUNTED:  # a file of one or two ranks: when every `[rank` opens one of theirs, done
         n = {r: buf.count(b"[rank%d]" % r) for r in known}
         if sum(n.values()) == buf.count(b"[rank"):  # each `[rank` opens at most one label: these are all of them
             return {r for r, c in n.items() if c}
