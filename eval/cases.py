@@ -59,7 +59,12 @@ class Truth:
     scale: str = ""
     confidence: str = ""
     notes: str = ""
+    category_accept: tuple[str, ...] = ()  # second labels that are genuinely defensible (TAXONOMY), scored as right
+    split: str = ""  # real incidents: dev (rules may be written from it) or test (scored, never read for ideas)
     extra: dict = field(default_factory=dict, compare=False)
+
+    def category_ok(self, got: str) -> bool:
+        return got == self.category or got in self.category_accept
 
     @property
     def is_control(self) -> bool:
@@ -76,7 +81,7 @@ class Case:
 
 
 _KNOWN = {"category", "culprit_ranks", "culprit_nodes", "root_cause", "evidence", "first_failure_time", "tags",
-          "title", "source_url", "framework", "scale", "confidence", "notes"}
+          "title", "source_url", "framework", "scale", "confidence", "notes", "category_accept", "split"}
 
 
 def _text(v) -> str:
@@ -120,13 +125,20 @@ def load_truth(path: str | Path) -> Truth:
     nodes = [_text(n) for n in _list(data.get("culprit_nodes"), "culprit_nodes", path) if _text(n)]
     evidence = [_text(e) for e in _list(data.get("evidence"), "evidence", path)]
     tags = [_text(t) for t in _list(data.get("tags"), "tags", path) if _text(t)]
+    accept = [_text(c) for c in _list(data.get("category_accept"), "category_accept", path) if _text(c)]
+    for c in accept:
+        if c not in CATEGORIES:
+            raise CaseError(f"{path}: category_accept {c!r} is not one of {', '.join(CATEGORIES)}")
+    split = _text(data.get("split"))
+    if split and split not in SPLITS:
+        raise CaseError(f"{path}: split {split!r} is not one of {', '.join(SPLITS)}")
     return Truth(category=cat, culprit_ranks=tuple(ranks), culprit_nodes=tuple(nodes),
                  root_cause=_text(data.get("root_cause")), evidence=tuple(evidence),
                  first_failure_time=_time(data.get("first_failure_time")), tags=tuple(tags),
                  title=_text(data.get("title")), source_url=_text(data.get("source_url")),
                  framework=_text(data.get("framework")), scale=_text(data.get("scale")),
                  confidence=_text(data.get("confidence")), notes=_text(data.get("notes")),
-                 extra={k: v for k, v in data.items() if k not in _KNOWN})
+                 category_accept=tuple(accept), split=split, extra={k: v for k, v in data.items() if k not in _KNOWN})
 
 
 def _case(folder: Path) -> Case:
@@ -135,8 +147,9 @@ def _case(folder: Path) -> Case:
 
 
 def discover(paths: Iterable[str | Path]) -> list[Case]:
-    """The cases under each PATH: the folder itself when it holds truth.yaml, else its sub-folders that do (in
-    name order). A PATH with no case, or the same case named twice, is a CaseError."""
+    """The cases under each PATH: the folder itself when it holds truth.yaml, else its sub-folders that do, and
+    the sub-folders of a sub-folder that holds no truth.yaml itself (`cases/real/<slug>`), in name order. A PATH
+    with no case, or the same case named twice, is a CaseError."""
     from trainlog_debugger.tools.bundle.open import natural_key
     out: list[Case] = []
     seen: dict[str, Path] = {}
@@ -146,8 +159,14 @@ def discover(paths: Iterable[str | Path]) -> list[Case]:
         if (p / LABEL).is_file():
             found = [p]
         else:
-            found = sorted((d for d in p.iterdir() if d.is_dir() and not d.name.startswith(".")
-                            and (d / LABEL).is_file()), key=lambda d: natural_key(d.name))
+            found = []
+            for d in sorted((d for d in p.iterdir() if d.is_dir() and not d.name.startswith(".")),
+                            key=lambda d: natural_key(d.name)):
+                if (d / LABEL).is_file():
+                    found.append(d)
+                else:
+                    found.extend(sorted((e for e in d.iterdir() if e.is_dir() and not e.name.startswith(".")
+                                         and (e / LABEL).is_file()), key=lambda e: natural_key(e.name)))
         if not found:
             raise CaseError(f"no case in {p} (a case is a folder that holds {LABEL})")
         for d in found:

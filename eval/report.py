@@ -143,16 +143,21 @@ def _totals_table(rep: dict) -> Table:
 def _origin_table(rep: dict) -> Table:
     """Real incidents first (the headline), then lab runs, then generated cases: never one blended figure."""
     base = rep.get("baseline_per_origin") or {}
-    t = Table(title="by origin (real incidents are the headline)", title_justify="left")
+    t = Table(title="by origin (real incidents of the test split are the headline)", title_justify="left")
     t.add_column("origin")
     t.add_column("cases", justify="right")
     for _, label in DIMENSIONS:
         t.add_column(label, justify="right")
+    t.add_column("false all-clear", justify="right")
+    t.add_column("refused", justify="right")
     for o, s in rep["per_origin"].items():
-        cells = [Text(o, style="bold" if o == "real" else ""), Text(str(s["cases"]))]
+        cells = [Text(o, style="bold" if o in ("real test", "real") else ""), Text(str(s["cases"]))]
         for key, _ in DIMENSIONS:
             b = base.get(o, {}).get(key)
             cells.append(Text(_fmt(key, s.get(key)) + (f" ({_fmt(key, b)})" if b is not None else "")))
+        for key in ("false_all_clear", "refused"):
+            n = s.get(key) or 0
+            cells.append(Text(str(n), style=BAD if n else OK))
         t.add_row(*cells)
     if base:
         t.caption = "(regex baseline in parentheses)"

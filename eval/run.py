@@ -107,8 +107,9 @@ def _scored(case: Case, mode: str, bundle, scans: list) -> dict:
     except EvalError:
         raise
     except Exception as e:  # one case's failure is that case's score, never the whole run's
-        return {"got": None, "scores": failed_scores(case.truth), "runtime_s": round(time.perf_counter() - t0, 3),
-                "error": _one_line(e)}
+        err = _one_line(e)
+        return {"got": None, "scores": failed_scores(case.truth, err), "runtime_s": round(time.perf_counter() - t0, 3),
+                "error": err}
     rt = time.perf_counter() - t0
     if mode == "baseline" and scans:
         rt += scans[0].seconds  # the scan it shared with the real diagnosis
@@ -126,8 +127,9 @@ def evaluate_case(case: Case, mode: str = "offline", *, with_baseline: bool | No
     if with_baseline is None:
         with_baseline = mode == "offline"
     t = case.truth
-    row: dict = {"id": case.id, "tags": list(t.tags), "control": t.is_control,
-                 "expected": {"category": t.category, "culprit_ranks": list(t.culprit_ranks),
+    row: dict = {"id": case.id, "tags": list(t.tags), "control": t.is_control, "split": t.split,
+                 "expected": {"category": t.category, "category_accept": list(t.category_accept),
+                              "culprit_ranks": list(t.culprit_ranks),
                               "culprit_nodes": list(t.culprit_nodes), "first_failure_time": t.first_failure_time}}
     with neutral_bundle(case.path) as root:
         t0 = time.perf_counter()
@@ -135,7 +137,7 @@ def evaluate_case(case: Case, mode: str = "offline", *, with_baseline: bool | No
             bundle = open_bundle(str(root))
         except Exception as e:
             err = _one_line(e)
-            fail = {"got": None, "scores": failed_scores(t), "runtime_s": round(time.perf_counter() - t0, 3),
+            fail = {"got": None, "scores": failed_scores(t, err), "runtime_s": round(time.perf_counter() - t0, 3),
                     "error": err}
             row.update(fail)
             if with_baseline:

@@ -9,6 +9,10 @@ Dimensions (each case, then totals):
 - grounding: the fraction of cited lines that exist verbatim in the bundle (re-read from the files). Must be 1.0.
 - control: on a control case (tools `Truth.is_control`), a predicted category that differs from the truth is a
   false alarm, i.e. a failed control.
+- all-clear: on a case where something failed, an answer of `completed` or category `none` is a false all-clear,
+  the one mistake a tool for 3 AM must never make; counted, the fewer the better.
+- refused: the bundle was rejected as unusable (no training-job logs recognised); counted.
+A real incident's `category_accept` labels count as right (a second label TAXONOMY genuinely allows).
 Runtime (and, in LLM mode, tokens and cost) is reported, never scored.
 """
 
@@ -153,7 +157,8 @@ def score(truth, diag: Diagnosis, bundle) -> dict:
     """Scores of one diagnosis (`truth` is an eval.cases.Truth)."""
     g, n, problems = grounding(diag, bundle)
     delta = time_delta(truth.first_failure_time, trigger_time(diag))
-    category_ok = diag.category == truth.category
+    category_ok = truth.category_ok(diag.category)
+    failing = truth.category != "none" and not truth.is_control
     return {
         "category": category_ok,
         "culprit": culprit_score(truth.culprit_ranks, truth.culprit_nodes, diag.culprit_ranks, diag.culprit_nodes),
@@ -165,15 +170,18 @@ def score(truth, diag: Diagnosis, bundle) -> dict:
         "cited": n,
         "grounding_problems": problems[:10],
         "control": category_ok if truth.is_control else None,
+        "all_clear": (diag.status.value == "completed" or diag.category == "none") if failing else None,
+        "refused": False,
     }
 
 
-def failed_scores(truth) -> dict:
+def failed_scores(truth, error: str = "") -> dict:
     """The scores of a case whose diagnosis raised: every scored dimension fails."""
     return {"category": False, "culprit": 0.0 if culprit_set(truth.culprit_ranks, truth.culprit_nodes) else None,
             "time": False if truth.first_failure_time else None, "time_delta_s": None,
             "time_skipped": None if truth.first_failure_time else "no truth time", "grounding": 0.0,
-            "cited": 0, "grounding_problems": [], "control": False if truth.is_control else None}
+            "cited": 0, "grounding_problems": [], "control": False if truth.is_control else None,
+            "all_clear": None, "refused": error.startswith("BundleError: ")}
 
 
 # -- totals -------------------------------------------------------------------------------------------------
@@ -203,6 +211,8 @@ def totals(rows: list[dict], key: str | None = None) -> dict:
         "time_skipped_no_trigger": sum(1 for s in sc if s.get("time_skipped") == "no trigger time"),
         "grounding_min": round(min(gro), 4) if gro else None, "grounding_mean": _mean(gro),
         "control_pass_rate": _mean([float(c) for c in ctl]), "controls": len(ctl),
+        "false_all_clear": sum(1 for s in sc if s.get("all_clear")),
+        "refused": sum(1 for s in sc if s.get("refused")),
         "runtime_total_s": round(sum(rt), 3), "runtime_max_s": round(max(rt), 3) if rt else None,
         "tokens": None, "cost_usd": None,
     }
@@ -219,20 +229,24 @@ def per_tag(rows: list[dict], key: str | None = None) -> dict[str, dict]:
 
 
 #: Where a case comes from, by its tags: a generator's output, a run in our lab, or (no such tag) a real incident
-#: someone else posted. Real comes first: it is the only set the rules were not written against.
-ORIGINS = ("real", "lab", "generated")
+#: someone else posted, by its split. Real test comes first: it is the only set nobody read while writing rules.
+ORIGINS = ("real test", "real dev", "real", "lab", "generated")
 
 
-def origin(tags) -> str:
+def origin(tags, split: str = "") -> str:
     tags = set(tags or ())
-    return "generated" if "generated" in tags else "lab" if "lab" in tags else "real"
+    if "generated" in tags:
+        return "generated"
+    if "lab" in tags:
+        return "lab"
+    return f"real {split}" if split in ("dev", "test") else "real"
 
 
 def per_origin(rows: list[dict], key: str | None = None) -> dict[str, dict]:
-    """Totals per origin (real, lab, generated), only the origins present."""
+    """Totals per origin (real test, real dev, real without a split, lab, generated), only the origins present."""
     out = {}
     for o in ORIGINS:
-        sel = [r for r in rows if origin(r.get("tags")) == o]
+        sel = [r for r in rows if origin(r.get("tags"), r.get("split", "")) == o]
         if sel:
             out[o] = totals(sel, key)
     return out

@@ -121,6 +121,15 @@ _FAILURE = (rb"(?:error|warn(?:ing)?|fail(?:ed|ure)?|exception|fatal|abort(?:ed)
             rb"traceback|out of memory|resource_exhausted)")
 _STACK_LOG_LINE = re.compile(rb"(?im)^[^\n]*?(?:\b" + _STACK + rb"\b[^\n]*\b" + _FAILURE + rb"\b|\b" + _FAILURE
                              + rb"\b[^\n]*\b" + _STACK + rb"\b)")
+# What a training job prints even when nothing failed and no library is named (issue 25: a user's own per-rank
+# prints, a loop's progress): a training quantity followed by its value (`rank 3`, `[Rank 0]`, `epoch: 2`,
+# `step=100`, `loss 2.31`, `GPU 4`), or a frame of a Python traceback (`File "...", line N, in f`), which only a
+# running program prints. A config file (`checkpoint_timeout = 5min`), a hosts file (`gpu-node-12`) or a library
+# path (`cuda-12.4`) has neither; program source is skipped before the scan (tools.bundle.open).
+_TRAINING_LINE = re.compile(
+    rb"(?im)(?:\b(?:rank|local_rank|global_rank|world_size|epoch|global_step|step|iter|iteration|loss|train_loss|"
+    rb"val_loss|batch|batch_size|micro_batch|gpu|device|lr|learning_rate|grad_norm|tokens)\b\s*[:=#]?\s*\[?\s*\d"
+    rb"|^\s*File \"[^\"\n]+\", line \d+, in \S)")
 _HEAD_BYTES = 64 << 10
 _HEAD_FILES = 512
 
@@ -128,14 +137,16 @@ _HEAD_FILES = 512
 def recognised(scan: ScanResult, bundle) -> bool:
     """Whether anything in the bundle is a training job's log: a catalog line (any tier, job facts included), a
     rank label, a file the detector recognised as a known producer (not merely `generic` text), or, failing all
-    that, a training-stack failure line in the head of a file (_STACK_LOG_LINE). A source tree, /etc or a folder of images has none of these,
-    and a verdict on it would be made up."""
+    that, in the head of a file, a training-stack failure line (_STACK_LOG_LINE) or a line of a training loop or a
+    traceback (_TRAINING_LINE). A source tree, /etc or a folder of images has none of these, and a verdict on it
+    would be made up; anything that speaks of training is read (issue 25: never refuse a training log)."""
     if scan.patterns or scan.coverage.seen_ranks or any(s.kind != GENERIC for s in bundle.sources):
         return True
     for src in bundle.sources[:_HEAD_FILES]:
         try:
             with src.open() as fh:
-                if _STACK_LOG_LINE.search(fh.read(_HEAD_BYTES)):
+                head = fh.read(_HEAD_BYTES)
+                if _STACK_LOG_LINE.search(head) or _TRAINING_LINE.search(head):
                     return True
         except READ_ERRORS:
             continue

@@ -12,6 +12,7 @@ from trainlog_debugger.tools.rules import data
 from trainlog_debugger.tools.rules import gpu
 from trainlog_debugger.tools.rules import hardware
 from trainlog_debugger.tools.rules import infra
+from trainlog_debugger.tools.rules import meaning
 from trainlog_debugger.tools.rules import network
 from trainlog_debugger.tools.rules import oom
 from trainlog_debugger.tools.rules import perf
@@ -20,7 +21,7 @@ from trainlog_debugger.tools.rules import software
 from trainlog_debugger.tools.rules import storage
 from trainlog_debugger.tools.rules.base import Candidate, RuleInputs
 
-FAMILIES = (gpu, hardware, oom, network, collective, storage, scheduler, config, data, infra, software, perf, catalog, asymmetry)
+FAMILIES = (gpu, hardware, oom, network, collective, storage, scheduler, config, data, infra, software, perf, catalog, asymmetry, meaning)
 RULES = [r for fam in FAMILIES for r in fam.RULES]
 
 __all__ = ["RULES", "FAMILIES", "Candidate", "RuleInputs"]

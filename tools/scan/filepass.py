@@ -284,8 +284,9 @@ class FileScanner:
                     matched = [p] if p._rx.search(text) is not None else []
                 else:
                     matched = [pats[i] for i in sorted(set(idxs)) if pats[i].match(text)]
-            if len(matched) > 1:
-                matched = [p for p in matched if not p.fallback] or matched
+            if len(matched) > 1:  # specific patterns before fallbacks before last resorts (Pattern.fallback)
+                least = min(p.fallback for p in matched)
+                matched = [p for p in matched if p.fallback == least]
             if not matched:
                 continue
             # The rank decides whether the hit is kept; a line that opens with c10's `[rankN]:` (after at most a

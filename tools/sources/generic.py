@@ -137,4 +137,17 @@ PATTERNS = [
       r"\[\S+\] Connection closed by peer \[[^\]\n]+\]", "Connection closed by peer",
       "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.0.7]:25231",
       "gloo: the peer at that address exited", fields=r"Connection closed by peer \[(?P<peer>[^\]]+)\]:?(?P<port>\d+)?"),
+    P("generic.error_line", 3, None, "context",
+      # an error-level line that no specific pattern explains (issue 25): kept so that the diagnosis can read it by
+      # meaning (tools/rules/meaning.py: the upstream message tables, then the lexicon) when nothing decisive fires.
+      # The failure words of a log statement; as a fallback it is recorded only on lines no other pattern explains,
+      # and like every pattern only the first and last few per rank are kept in full.
+      r"(?i)\b(?:errors?|fatal|failed|failure|exception|abort(?:ed|ing)?|killed|panic|timed out|refused|unreachable|"
+      r"denied|cannot|could not|unable to|out of memory|no space)\b",
+      ("rror", "RROR", "atal", "ATAL", "ailed", "AILED", "ailure", "AILURE", "xception", "XCEPTION", "bort", "BORT",
+       "illed", "ILLED", "anic", "ANIC", "imed out", "IMED OUT", "efused", "EFUSED", "nreachable", "NREACHABLE",
+       "enied", "ENIED", "annot", "ANNOT", "ould not", "OULD NOT", "nable to", "NABLE TO", "ut of memory",
+       "UT OF MEMORY", "o space", "O SPACE"),
+      "[2024-05-01 10:00:00,123 E 1234 1234] (raylet) node_manager.cc:3069: 1 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 1f2e, IP: 10.0.0.5) over the last time period.",
+      "an error-level line (read by meaning when nothing specific explains it)", fallback=2),
 ]

@@ -55,7 +55,9 @@ class Pattern:
     summary: str
     fields: str | None = None
     int_fields: tuple[str, ...] = ()
-    fallback: bool = False  # generic catch-all: recorded only when no specific pattern matched the line
+    # generic catch-all: recorded only when no specific pattern matched the line; 2 = a last resort, recorded only
+    # when no other pattern at all (fallbacks included) matched it (generic.error_line)
+    fallback: bool | int = False
     # strength with which a hit alone is a root candidate (tools/rules/catalog.py), for wording families that need
     # no rule of their own; None: a specific rule reads this pattern (or it is context/cascade/noise)
     weight: float | None = None

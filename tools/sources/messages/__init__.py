@@ -204,9 +204,11 @@ class _Index:
         self.msgs = [m for m in msgs if not m.weak]
         pats = [P(m.id, 3, m.category, "context", re.escape(m.anchor), m.anchor, m.example, m.meaning)
                 for m in self.msgs]
-        self.engine = make_engine(pats)
+        self.engine = make_engine(pats) if pats else None
 
     def match_many(self, lines: list[str]) -> list[list[Message]]:
+        if self.engine is None:
+            return [[] for _ in lines]
         texts = [t[:MAX_LINE].replace("\n", " ").replace("\r", " ") for t in lines]
         buf = "\n".join(texts).encode("utf-8", "surrogateescape")
         starts, pos = {}, 0
@@ -240,11 +242,16 @@ def match(text: str) -> list[Message]:
     return match_many([text])[0]
 
 
-def best(text: str) -> Message | None:
-    """The most specific entry for a line; among equally specific ones a trigger before a cascade before the rest."""
-    hits = match(text)
+def pick_best(hits: list[Message]) -> Message | None:
+    """The most specific of a line's entries; among equally specific ones a trigger before a cascade before the
+    rest."""
     if not hits:
         return None
-    top = hits[0].specificity
+    top = max(m.specificity for m in hits)
     order = {r: i for i, r in enumerate(ROLES)}
     return min((m for m in hits if m.specificity == top), key=lambda m: (order[m.role], m.id))
+
+
+def best(text: str) -> Message | None:
+    """The most specific entry for a line (pick_best of match)."""
+    return pick_best(match(text))

@@ -1,0 +1,161 @@
+"""Reading an error line by what it means, where no rule knows it (issue 25).
+
+Two readers, in order of authority:
+1. **The ecosystem's own tables** (tools/sources/messages): a line that an upstream prints (an NCCL WARN, a Ray
+   memory-monitor kill, a CUDA error string, a Slurm or kernel message) is what its source says it is. A table
+   entry whose role is `trigger` makes the line a candidate of the entry's category, decisive but below a specific
+   rule (TABLE_STRENGTH), with the entry's meaning, action and upstream file:line. The tables speak for every line
+   the scan kept, so they also stand behind what a rule found (tools/diagnose.py reads them for the chain).
+2. **The lexicon** (lexicon.yaml): when nothing decisive fires, the earliest error-level line at the failure's onset,
+   on the rank that stands out (on any rank when none does), is classified by its words. Always weak
+   (LEXICON_STRENGTH, below the diagnosis's DECISIVE): the answer is `inconclusive`, low confidence, with the line
+   cited and the category it most likely is. Why at all: "no fault found" on a job that printed `Task was killed
+   due to the node running low on memory` sends the engineer back to bed with a dead job. "No fault found" stays
+   only for bundles where no rank has an error-level line at all.
+
+Error-level lines are the kept hits of every root-candidate pattern (the catalog's fallbacks included, and
+generic.error_line, the scan's last resort for a failure word nobody explains), minus cascade lines (an NCCL
+timeout waits for the trigger, it is never one) and lines a table calls noise or context.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from trainlog_debugger.tools.lines.attribution import strip_prefixes
+from trainlog_debugger.tools.model import Evidence
+from trainlog_debugger.tools.rules.base import RuleInputs, by_time, candidate
+from trainlog_debugger.tools.sources import is_cascade, patterns
+
+TABLE_STRENGTH = 0.55
+LEXICON_STRENGTH = 0.3
+ONSET_LINES = 6     # error lines from the onset (on the outlier rank first) read for a lexicon category
+MAX_LINES = 20_000  # distinct error-level lines handed to the tables (a 1,024-rank crash keeps ~27,000 hits)
+LEXICON = Path(__file__).resolve().parent / "lexicon.yaml"
+
+
+@lru_cache(maxsize=1)
+def lexicon() -> tuple[tuple[str, re.Pattern, str], ...]:
+    """(category, compiled phrase, why) rows, in the file's order (first match wins)."""
+    import yaml
+
+    from trainlog_debugger.tools.model import CATEGORIES
+
+    rows = yaml.safe_load(LEXICON.read_text(encoding="utf-8"))["rows"]
+    out = []
+    for i, row in enumerate(rows):
+        cat, phrase, why = row
+        if cat not in CATEGORIES or cat == "none":
+            raise ValueError(f"lexicon row {i}: {cat!r} is not a fault category")
+        out.append((cat, re.compile(rf"(?i)(?<!\w)(?:{phrase})(?!\w)"), why))
+    return tuple(out)
+
+
+def read_by_words(text: str) -> tuple[str, str, str] | None:
+    """(category, the words that decided it, why) for a line, by the first lexicon row it contains; None when no
+    row does."""
+    body = strip_prefixes(text)
+    for cat, rx, why in lexicon():
+        m = rx.search(body)
+        if m:
+            return cat, m.group(0), why
+    return None
+
+
+@lru_cache(maxsize=1)
+def _error_level_ids() -> tuple[str, ...]:
+    return tuple(p.id for p in patterns() if p.role == "root_candidate" or p.id == "generic.error_line")
+
+
+def error_lines(f: RuleInputs) -> list[Evidence]:
+    """Every kept error-level line (see the module's docstring), earliest first, each line once; a traceback
+    contributes its final exception line (the words that say what failed), not its `Traceback` header."""
+    seen: set[tuple[str, int]] = set()
+    out: list[Evidence] = []
+    for pid in _error_level_ids():
+        for e in f.by_pattern.get(pid, ()):
+            if pid == "python.traceback":
+                fx = f.fields_of(e, pid)
+                if not fx.get("exception_text"):
+                    continue
+                e = Evidence(file=e.file, line=fx["exception_line"], text=fx["exception_text"], time=e.time,
+                             rank=e.rank, node=e.node, kind=e.kind)
+            key = (e.file, e.line)
+            if key in seen or is_cascade(e.text):
+                continue
+            seen.add(key)
+            out.append(e)
+    out.sort(key=by_time)
+    return out
+
+
+def _tables_of(evs: list[Evidence]):
+    """Each line's best table entry (or None), in the order of `evs`; lines of one text are matched once."""
+    from trainlog_debugger.tools.sources import messages
+
+    texts = list(dict.fromkeys(strip_prefixes(e.text) for e in evs))[:MAX_LINES]
+    got = dict(zip(texts, messages.match_many(texts)))
+    return [messages.pick_best(got.get(strip_prefixes(e.text), [])) for e in evs]
+
+
+def upstream_messages(f: RuleInputs):
+    """One candidate per table entry of role `trigger` that a kept error-level line prints: the upstream's own
+    reading of that line (category, meaning, action, where it comes from)."""
+    evs = error_lines(f)
+    if not evs:
+        return []
+    groups: dict[str, list] = {}
+    for e, m in zip(evs, _tables_of(evs)):
+        if m is not None and m.role == "trigger":
+            groups.setdefault(m.id, [m, []])[1].append(e)
+    out = []
+    for m, lines in groups.values():
+        out.append(candidate(f"table.{m.table}", m.category, f"{m.meaning} ({m.table}: {_short(lines[0].text)})",
+                             TABLE_STRENGTH, lines[:3], f,
+                             facts={"upstream": m.cite(), "template": m.template, "meaning": m.meaning,
+                                    **({"name": m.name} if m.name else {})},
+                             recommendations=[m.action]))
+    return out
+
+
+def read_by_meaning(f: RuleInputs):
+    """The lexicon's reading of the failure's onset: the earliest error-level line, on the rank that stands out
+    (the earliest of the ranks that printed one, when not every rank did), and the lines after it on that rank."""
+    evs = error_lines(f)
+    if not evs:
+        return []
+    tables = _tables_of(evs)
+    evs = [e for e, m in zip(evs, tables) if m is None or m.role == "trigger"]
+    if not evs:
+        return []
+    seen = set(f.scan.ranks)
+    erring = {e.rank for e in evs if e.rank is not None}
+    onset = evs[0]
+    outlier = onset.rank is not None and len(seen) >= 2 and erring < seen
+    same = [e for e in evs if e.rank == onset.rank][:ONSET_LINES] if onset.rank is not None else evs[:ONSET_LINES]
+    for e in same:
+        said = read_by_words(e.text)
+        if said:
+            cat, words, why = said
+            break
+    else:
+        e, cat, words, why = onset, "software", "", "an error no table or word list knows: most likely the program's"
+    ranks = [e.rank] if outlier and e.rank is not None else ([] if e.rank is None else None)
+    who = (f" on rank {e.rank}, the first of {len(erring)} of {len(seen)} ranks with an error line" if outlier
+           else "")
+    return [candidate("meaning.lexicon", cat, f"read by its words: {why}{who} ({_short(e.text)})", LEXICON_STRENGTH,
+                      [e], f, ranks=ranks if ranks is not None else None,
+                      facts={"read_by": "lexicon", "words": words, "lexicon_why": why},
+                      recommendations=[f"read the cited line first: no table or rule knows it; the words "
+                                       f"{words!r} point at {cat}" if words else
+                                       "read the cited line first: no table, rule or word list knows it"])]
+
+
+def _short(text: str, n: int = 140) -> str:
+    t = strip_prefixes(text).strip()
+    return t if len(t) <= n else t[: n - 1] + "…"
+
+
+RULES = [upstream_messages, read_by_meaning]
