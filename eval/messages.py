@@ -59,7 +59,8 @@ def _locate(text_lines: list[str], probe: str, line: int, window: int) -> tuple[
     return "moved", min(hits, key=lambda i: abs(i - line))
 
 
-def check(table: Path, upstream: Path, window: int = WINDOW, fix: bool = False, out=sys.stdout) -> int:
+def check(table: Path, upstream: Path, window: int = WINDOW, fix: bool = False, out=None) -> int:
+    out = out or sys.stdout
     head, msgs = read_table(table)
     counts: Counter = Counter()
     moves: dict[str, str] = {}
@@ -96,7 +97,8 @@ def check(table: Path, upstream: Path, window: int = WINDOW, fix: bool = False, 
     return 1 if counts["missing"] else 0
 
 
-def candidates(table: Path, upstream: Path, out=sys.stdout) -> int:
+def candidates(table: Path, upstream: Path, out=None) -> int:
+    out = out or sys.stdout
     head, msgs = read_table(table)
     ex = head.get("extract") or {}
     globs, calls = ex.get("files") or [], ex.get("calls") or []
@@ -128,7 +130,8 @@ def candidates(table: Path, upstream: Path, out=sys.stdout) -> int:
     return 1 if missing else 0
 
 
-def stats(tables: list[Path], out=sys.stdout) -> int:
+def stats(tables: list[Path], out=None) -> int:
+    out = out or sys.stdout
     total = 0
     for t in tables:
         head, msgs = read_table(t)

@@ -49,6 +49,12 @@ TOOL_SPECS = [
      "input_schema": {"type": "object", "properties": {}}},
     {"name": "rank_diff", "description": "Line templates that only a few ranks printed, or only a few lack.",
      "input_schema": {"type": "object", "properties": {}}},
+    {"name": "explain_line", "description": "What a log line means according to the upstream that prints it (NCCL, "
+     "PyTorch, CUDA, Xid, the kernel, Slurm, Ray, ...): the matching message templates with category, role "
+     "(trigger/cascade/noise/context), meaning, action and the upstream file:line; and the lexicon's reading. Give "
+     "`text` (a line) or `file` and `line` (a line of the bundle).",
+     "input_schema": {"type": "object", "properties": {"text": {"type": "string"}, "file": {"type": "string"},
+                                                       "line": {"type": "integer"}}}},
 ]
 
 

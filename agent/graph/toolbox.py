@@ -58,7 +58,7 @@ class Toolbox:
     everything the model sees (tools.redact.Redactor.redact)."""
 
     NAMES = ("overview", "where_ranks_stop", "grep", "read_lines", "nccl_state", "step_times", "storage", "timeline",
-             "rank_diff")
+             "rank_diff", "explain_line")
 
     def __init__(self, bundle, investigation, *, redact=lambda s: s, unmask=lambda s: s,
                  max_tokens: int = MAX_TOOL_TOKENS):
@@ -271,3 +271,34 @@ class Toolbox:
         if not rows:
             return ToolResult("rank_diff", "no_data", {}, f"no template differs between the {len(d.ranks)} ranks")
         return ToolResult("rank_diff", "ok", {}, rows, d.notes[:5], shown)
+
+    def explain_line(self, text: str | None = None, file: str | None = None, line: int | None = None) -> ToolResult:
+        """The ecosystem's own reading of one line (tools/sources/messages) and the lexicon's (tools/rules/meaning),
+        so that the model looks a message up instead of guessing what it means. A line of the bundle is read from
+        disk (and counts as shown); a `text` the model typed is only looked up."""
+        from trainlog_debugger.tools.rules.meaning import read_by_words
+        from trainlog_debugger.tools.sources import messages
+
+        params = {k: v for k, v in (("text", text), ("file", file), ("line", line)) if v is not None}
+        shown: list[Evidence] = []
+        if file is not None or line is not None:
+            if file is None or line is None:
+                return ToolResult("explain_line", "error", params, "give both file and line, or text")
+            got = self.read_lines(file, line, before=0, after=0)
+            if got.status != "ok" or not got.evidence:
+                return ToolResult("explain_line", got.status, params, got.data)
+            shown = [e for e in got.evidence if e.line == line][:1]
+            text = shown[0].text if shown else None
+        if not text or not isinstance(text, str):
+            return ToolResult("explain_line", "error", params, "give `text` (a log line) or `file` and `line`")
+        text = text[:4096]
+        found = messages.match(text)[:5]
+        words = read_by_words(text)
+        data = {**({"at": shown[0].cite()} if shown else {}), "line": text, "upstream": [{"table": m.table, "source": m.cite(), "template": m.template,
+                                            "category": m.category, "role": m.role, "meaning": m.meaning,
+                                            "action": m.action, **({"name": m.name} if m.name else {})} for m in found],
+                "lexicon": ({"category": words[0], "words": words[1], "why": words[2]} if words else None)}
+        if not found and not words:
+            return ToolResult("explain_line", "no_data", params, {"line": text, "upstream": [], "lexicon": None},
+                              ["no upstream table and no lexicon row knows this line"], shown)
+        return ToolResult("explain_line", "ok", params, data, [], shown)

@@ -41,9 +41,9 @@ def _catalog_hits(root, man) -> tuple[int, dict[str, int]]:
     lines, per = 0, {}
     for f in man["files"]:
         for line in (root / f["file"]).read_text().splitlines():
-            ids = {p.id for p in pats if p.match(line)}
-            specific = {i for i in ids if not next(p for p in pats if p.id == i).fallback}
-            ids = specific or ids
+            hit = [p for p in pats if p.match(line)]
+            least = min((p.fallback for p in hit), default=0)  # the scanner's rule: specific, fallback, last resort
+            ids = {p.id for p in hit if p.fallback == least}
             lines += bool(ids)
             for i in ids:
                 per[i] = per.get(i, 0) + 1

@@ -321,3 +321,26 @@ def note_local_rank(local_to_rank: dict[int, int], local: int, rank: int) -> Non
     prev = local_to_rank.setdefault(local, rank)
     if prev != rank:
         local_to_rank[local] = -1
+
+
+# ---------------------------------------------------------------------------------------- the words of a line
+# Who a line's own words name, for small pastes whose lines carry no prefix (issue 25): `[Rank 3]`, `rank 3`,
+# `rank=3`, `RANK=3`, `local_rank: 3`, `Process 3 terminated`, `task 3:` (srun), and a host or IP the line states
+# (`host: gpu-17`, `on node gpu-17`, `IP: 10.0.0.5`). Only the first three forms of a rank are global ranks;
+# `local_rank` is read as a rank only where nothing else names one (a one-node paste). A line that names two
+# different ranks (`rank 1 and rank 0 both on CUDA device 1000`) names no single culprit.
+_NAMED_RANK = re.compile(r"(?i)(?<![\w.])(?:\[\s*(?:global[ _])?rank\s*(\d{1,7})\s*\]|(?:global[ _])?rank\s*[:=#]?\s*(\d{1,7})"
+                         r"(?![\w.])|(?-i:Process) (\d{1,7}) terminated|(?-i:task) (\d{1,7}):)")
+_NAMED_LOCAL = re.compile(r"(?i)(?<![\w.])local[_ ]rank\s*[:=#]?\s*(\d{1,7})(?![\w.])")
+_NAMED_HOST = re.compile(r"(?i)(?<![\w.])(?:(?:host(?:name)?|node)\s*[:=]\s*|(?:on|at) (?:host|node) )"
+                         r"([A-Za-z][\w\-]*(?:\.[\w\-]+)*|\d{1,3}(?:\.\d{1,3}){3})(?![\w\-])|(?<![\w.])IP\s*[:=]\s*"
+                         r"(\d{1,3}(?:\.\d{1,3}){3})(?![\d.])")
+
+
+def named_in_text(text: str) -> tuple[int | None, str | None]:
+    """(the one rank, the host) that a line's words name; None for either when it names none or several ranks."""
+    ranks = {int(next(g for g in m.groups() if g)) for m in _NAMED_RANK.finditer(text)}
+    if not ranks:
+        ranks = {int(m.group(1)) for m in _NAMED_LOCAL.finditer(text)}
+    hosts = list(dict.fromkeys(m.group(1) or m.group(2) for m in _NAMED_HOST.finditer(text)))
+    return (next(iter(ranks)) if len(ranks) == 1 else None), (hosts[0] if len(hosts) == 1 else None)

@@ -12,6 +12,7 @@ from operator import itemgetter
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainlog_debugger.tools.lines.attribution import named_in_text
 from trainlog_debugger.tools.lines.timestamps import order_key, order_then_place
 from trainlog_debugger.tools.model import Evidence, Finding, Role
 from trainlog_debugger.tools.scan.result import ScanResult, to_evidence
@@ -206,12 +207,19 @@ def candidate(rule: str, category: str, summary: str, strength: float, evs: list
     if not evs:
         return None
     entry = None
+    said: tuple[int | None, str | None] = (None, None)
     if ranks is None:
         ranks = sorted({e.rank for e in evs if e.rank is not None})
         if not ranks and (entry := src.failure_entry(evs[0])):
             ranks = [entry[0]]
+        if not ranks:  # a paste without prefixes: the trigger line's own words (`[Rank 3]`, `task 3:`, RANK=3)
+            said = named_in_text(evs[0].text)
+            ranks = [said[0]] if said[0] is not None else []
     if nodes is None:
         nodes = src.nodes_of(evs) or ([entry[1]] if entry and entry[1] else [])
+        if not nodes:  # the host or IP that the trigger line itself names
+            host = said[1] if said != (None, None) else named_in_text(evs[0].text)[1]
+            nodes = [host] if host else []
     finding = Finding(id=rule, summary=summary, role=Role.root_candidate, category=category, ranks=ranks, nodes=nodes,
                       facts=dict(facts or {}), evidence=evs)
     return Candidate(finding, strength, **weighing)

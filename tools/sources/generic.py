@@ -149,5 +149,13 @@ PATTERNS = [
        "enied", "ENIED", "annot", "ANNOT", "ould not", "OULD NOT", "nable to", "NABLE TO", "ut of memory",
        "UT OF MEMORY", "o space", "O SPACE"),
       "[2024-05-01 10:00:00,123 E 1234 1234] (raylet) node_manager.cc:3069: 1 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 1f2e, IP: 10.0.0.5) over the last time period.",
-      "an error-level line (read by meaning when nothing specific explains it)", fallback=2),
+      "an error-level line (read by meaning when nothing specific explains it)", fallback=2,
+      # the precise regex (run only on the engine's candidates) leaves out the boilerplate that surrounds every
+      # crash and names no fault: C++ backtrace frames, c10's `Exception raised from`, PyTorch's CUDA hints, the
+      # elastic report's headings; without it each crashed rank kept them as error lines
+      verify=r"^(?!.*?(?:frame #\d+: |Exception raised from |CUDA kernel errors might be asynchronously reported|"
+             r"For debugging consider passing CUDA_LAUNCH_BLOCKING|Compile with .TORCH_USE_CUDA_DSA|"
+             r"To enable traceback see|Root Cause \(first observed failure\)))"
+             r".*?(?i:\b(?:errors?|fatal|failed|failure|exception|abort(?:ed|ing)?|killed|panic|timed out|refused|"
+             r"unreachable|denied|cannot|could not|unable to|out of memory|no space)\b)"),
 ]

@@ -193,29 +193,90 @@ def messages() -> tuple[Message, ...]:
     return tuple(m for msgs in tables().values() for m in msgs)
 
 
+def required_literals(regex: str, least: int = 4) -> tuple[str, ...] | None:
+    """Literal strings such that every line the regex matches contains at least one of them (one per branch of a
+    top-level alternation: the longest literal run of that branch), or None when some branch has no run of
+    `least` characters or the regex ignores case. The pure-Python engine finds lines by these with `bytes.find`."""
+    import re._constants as C
+    import re._parser as sp
+
+    try:
+        tree = sp.parse(regex)
+    except re.error:
+        return None
+    if tree.state.flags & C.SRE_FLAG_IGNORECASE:
+        return None
+
+    def branches(seq) -> list | None:
+        items = list(seq)
+        if len(items) == 1 and items[0][0] is C.BRANCH:
+            out: list = []
+            for b in items[0][1][1]:
+                got = branches(b)
+                if got is None:
+                    return None
+                out += got
+            return out
+        if len(items) == 1 and items[0][0] is C.SUBPATTERN:
+            sub = items[0][1]
+            if sub[1] & C.SRE_FLAG_IGNORECASE:  # add flags
+                return None
+            return branches(sub[-1])
+        runs, cur = [], []
+        for op, av in items:
+            if op is C.LITERAL:
+                cur.append(chr(av))
+            else:
+                runs.append("".join(cur))
+                cur = []
+                if op is C.SUBPATTERN and av[1] & C.SRE_FLAG_IGNORECASE:
+                    continue
+        runs.append("".join(cur))
+        best = max(runs, key=len)
+        return [best] if len(best) >= least else None
+
+    got = branches(tree)
+    return tuple(dict.fromkeys(got)) if got else None
+
+
 class _Index:
-    """The engine over every matchable template's anchor (Hyperscan when installed), so that a batch of lines is
-    classified in one pass over one buffer instead of 1,500 regexes a line."""
+    """The engine over every matchable entry (Hyperscan when installed), so that a batch of lines is classified in
+    one pass over one buffer instead of 1,500 regexes a line. The engine looks for literals only (a template's
+    longest literal chunk; for an entry with its own `regex`, the literals every match of it contains,
+    required_literals), and each candidate line is confirmed with the entry's regex; the few entries whose regex
+    has no such literal are searched line by line."""
 
     def __init__(self, msgs: tuple[Message, ...]):
         from trainlog_debugger.tools.scan.engine import make_engine
         from trainlog_debugger.tools.sources.pattern import P
 
-        self.msgs = [m for m in msgs if not m.weak]
-        pats = [P(m.id, 3, m.category, "context", re.escape(m.anchor), m.anchor, m.example, m.meaning)
-                for m in self.msgs]
+        self.msgs, self.slow = [], []
+        pats = []
+        for m in msgs:
+            if m.weak:
+                continue
+            if m.regex is None:
+                trig, anchors = re.escape(m.anchor), (m.anchor,)
+            else:
+                anchors = required_literals(m.regex)
+                if anchors is None:
+                    self.slow.append(m)
+                    continue
+                trig = "|".join(re.escape(a) for a in anchors)
+            self.msgs.append(m)
+            pats.append(P(m.id, 3, m.category, "context", trig, anchors, m.example, m.meaning))
         self.engine = make_engine(pats) if pats else None
 
     def match_many(self, lines: list[str]) -> list[list[Message]]:
-        if self.engine is None:
-            return [[] for _ in lines]
         texts = [t[:MAX_LINE].replace("\n", " ").replace("\r", " ") for t in lines]
+        found: list[list[Message]] = [[m for m in self.slow if m.rx.search(t)] for t in texts]
+        if self.engine is None:
+            return found
         buf = "\n".join(texts).encode("utf-8", "surrogateescape")
         starts, pos = {}, 0
         for i, t in enumerate(texts):
             starts[pos] = i
             pos += len(t.encode("utf-8", "surrogateescape")) + 1
-        found: list[list[Message]] = [[] for _ in texts]
         for start, idx in self.engine.candidates(buf):
             i = starts.get(start)
             if i is None:

@@ -1,0 +1,139 @@
+"""Reading by meaning (tools/rules/meaning.py): the upstream tables make a known line a candidate of its documented
+category; where nothing decisive fires, the lexicon reads the onset line of the rank that stands out, weakly and
+cited; "no fault found" only where no rank printed an error-level line; culprits from a line's own words."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainlog_debugger.tools.bundle.open import open_bundle
+from trainlog_debugger.tools.lines.attribution import named_in_text
+from trainlog_debugger.tools.model import Status
+from trainlog_debugger.tools.pipeline import investigate
+from trainlog_debugger.tools.rules import meaning
+from trainlog_debugger.tools.sources import messages
+
+
+def _diagnose(tmp_path, files: dict[str, str]):
+    root = tmp_path / f"b{len(list(tmp_path.iterdir()))}"
+    root.mkdir()
+    for name, text in files.items():
+        (root / name).write_text(text)
+    with open_bundle(root) as b:
+        return investigate(b)
+
+
+@pytest.mark.parametrize("line, category", [
+    ("Task was killed due to the node running low on memory.", "oom"),
+    ("torch.OutOfMemoryError: CUDA error: out of memory", "oom"),
+    ("E0312 worker.cc:88] Failed to write /ckpt/step_100: Stale file handle", "storage_io"),
+    ("Read-only file system while saving", "storage_io"),
+    ("RuntimeError: DataLoader worker 3 timed out after 600 seconds", "data_loading_stall"),
+    ("Xid 79 seen on this GPU, aborting", "gpu_cuda"),
+    ("GPU 3 has fallen off the bus.", "gpu_cuda"),
+    ("cudaErrorSystemNotReady: system not yet initialized (is the fabric manager running?)", "infrastructure"),
+    ("worker 7 failed: connection reset by peer 10.0.0.4:29500", "network"),
+    ("ibv_poll_cq failed on mlx5_2 port 1", "network"),
+    ("ERROR: failed to bind: Address already in use (port 29500)", "config"),
+    ("ValueError: failed to decode record 1834 in shard-00017.parquet: corrupt page", "data"),
+    ("step 1200: loss is nan, stopping", "numerical"),
+    ("slurmstepd: error: *** JOB 123 ON node7 CANCELLED AT 2024-01-01T00:00:00 DUE TO TIME LIMIT ***", "infrastructure"),
+    ("AttributeError: 'NoneType' object has no attribute 'shape'", "software"),
+])
+def test_the_lexicon_reads_what_a_line_says(line, category):
+    got = meaning.read_by_words(line)
+    assert got is not None and got[0] == category, got
+
+
+def test_the_lexicon_says_nothing_of_a_line_without_such_words():
+    assert meaning.read_by_words("iteration 100 | lm loss 2.31 | grad norm 0.9") is None
+
+
+def test_an_unknown_error_in_a_paste_is_read_by_its_words_weakly_and_cited(tmp_path):
+    d = _diagnose(tmp_path, {"combined.log": "iteration 4 | lm loss 2.46\nE worker.cc:88] could not open "
+                                             "/data/shard-17.tar: Stale file handle\n"})
+    assert d.category == "storage_io" and d.status == Status.inconclusive and d.confidence == "low"
+    assert d.chain[0].id == "meaning.lexicon" and d.chain[0].evidence[0].line == 2
+    assert d.chain[0].facts["words"] == "Stale file handle"
+
+
+def test_the_rank_that_stands_out_is_the_reading_s_culprit(facts_from):
+    ok = "".join(f"[rank{{r}}]: iteration {i} | lm loss {2.5 - i / 100:.2f}\n" for i in range(1, 6))
+    files = {f"rank{r}.log": ok.format(r=r).splitlines() for r in range(4)}
+    files["rank2.log"].append("[rank2]: E worker.cc:88] prefetch aborted: cannot read /data/shard-17.tar (EIO)")
+    (c,) = meaning.read_by_meaning(facts_from(files))
+    assert c.category == "storage_io" and c.ranks == [2] and "first of 1 of 4 ranks" in c.summary
+
+
+def test_the_same_error_on_every_rank_names_no_rank(facts_from):
+    files = {f"rank{r}.log": [f"[rank{r}]: iteration 1 | lm loss 2.5",
+                              f"[rank{r}]: E io.cc:7] write aborted: Disk quota exceeded on /scratch"] for r in range(4)}
+    (c,) = meaning.read_by_meaning(facts_from(files))
+    assert c.category == "storage_io" and c.ranks == [0]  # the earliest line's own rank, not singled out
+    assert "first of" not in c.summary
+
+
+def test_a_cascade_line_is_never_the_onset(facts_from):
+    """Every rank's NCCL watchdog timeout is cascade; the one unexplained error line on rank 1 is the onset, even
+    though it comes later in the file."""
+    wd = ("[rank{r}]:[E1105 12:34:{s:02d}.000000000 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective "
+          "operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+          "600010 milliseconds before timing out.")
+    files = {f"rank{r}.log": [wd.format(r=r, s=10 + r)] for r in range(3)}
+    files["rank1.log"].append("[rank1]:[E1105 12:34:30.000000000 reader.cc:9] prefetch thread aborted: cannot read "
+                              "object s3://bucket/shard-9 (HTTP 503)")
+    (c,) = meaning.read_by_meaning(facts_from(files))
+    assert "prefetch thread aborted" in c.evidence[0].text and c.ranks == [1]
+
+
+def test_no_error_line_anywhere_is_still_no_fault_found(tmp_path):
+    files = {f"rank{r}.log": f"[rank{r}]: iteration 1 | lm loss 2.5\n[rank{r}]: iteration 2 | lm loss 2.4\n"
+             for r in range(2)}
+    d = _diagnose(tmp_path, files)
+    assert d.category == "none" and d.status == Status.inconclusive
+    assert not any(f.id == "meaning.lexicon" for f in d.chain)
+
+
+def test_a_one_line_paste_with_a_rank_in_its_words_names_the_rank(tmp_path):
+    d = _diagnose(tmp_path, {"combined.log": "[Rank 5] ERROR: could not allocate pinned host buffer: cannot allocate "
+                                             "memory\n"})
+    assert d.category == "oom" and d.culprit_ranks == [5]
+
+
+@pytest.fixture
+def demo_table(monkeypatch):
+    """One table entry, in place of the shipped tables, for the table rule's mechanics."""
+    m = messages.Message("demo", "v1", "Failed to create comm %s: fabric partition %s is not ready", "src/a.cc:12",
+                         "infrastructure", "trigger", "the fabric partition the job needs is not up",
+                         "ask the admins to bring the partition up (nvidia-fabricmanager status)",
+                         "x", syntax="printf")
+    monkeypatch.setattr(messages, "tables", lambda: {"demo": (m,)})
+    messages._index.cache_clear()
+    yield m
+    messages._index.cache_clear()
+
+
+def test_a_table_trigger_is_a_cited_candidate_with_its_meaning_and_action(tmp_path, demo_table):
+    d = _diagnose(tmp_path, {"combined.log": "[rank0]: iteration 1 | lm loss 2.5\n[rank0]: Failed to create comm "
+                                             "0x7f: fabric partition p3 is not ready\n"})
+    top = d.chain[0]
+    assert top.id == "table.demo" and d.category == "infrastructure"
+    assert top.facts["upstream"] == "demo v1 src/a.cc:12" and demo_table.action in d.recommendations
+    assert top.evidence[0].line == 2
+
+
+@pytest.mark.parametrize("text, rank, host", [
+    ("[Rank 3] Watchdog caught collective operation timeout", 3, None),
+    ("rank 1 and rank 0 both on CUDA device 1000", None, None),
+    ("RANK=5 failed to start", 5, None),
+    ("local_rank: 2 raised an error", 2, None),
+    ("-- Process 1 terminated with the following error:", 1, None),
+    ("srun: error: node17: task 3: Segmentation fault", 3, None),
+    ("comm 0x1 rank 0 nranks 16 cudaDev 3", 0, None),
+    ("nranks 16 cudaDev 3", None, None),
+    ("1 Workers killed due to memory pressure (OOM) at node (ID: 1f2e, IP: 10.0.0.5)", None, "10.0.0.5"),
+    ("socket error on host gpu-node-7.cluster", None, "gpu-node-7.cluster"),
+    ("opened /logs/rank0.log", None, None),
+])
+def test_named_in_text(text, rank, host):
+    assert named_in_text(text) == (rank, host)

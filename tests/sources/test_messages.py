@@ -1,0 +1,145 @@
+"""The upstream message tables (tools/sources/messages): every entry is well-formed, every template compiles and
+matches its own example line, no two tables give one line different categories, the tables cover the upstreams the
+issue names with at least 1,500 classified templates, and the checker finds moved and missing citations in a
+checkout."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from trainlog_debugger.eval import messages as checker
+from trainlog_debugger.tools.sources import messages as M
+
+TABLES = M.tables()
+ALL = M.messages()
+UPSTREAMS = {"nccl", "pytorch", "cuda", "xid", "kernel", "slurm", "k8s", "mpi_ucx_ofi", "deepspeed",
+             "megatron_nemo", "lightning", "hf", "ray", "jax"}
+
+
+def test_the_tables_cover_the_ecosystem():
+    assert UPSTREAMS <= set(TABLES), f"missing tables: {sorted(UPSTREAMS - set(TABLES))}"
+    assert len(ALL) >= 1500
+    classified = [m for m in ALL if m.category is not None or m.role in ("noise", "context")]
+    assert len(classified) == len(ALL)
+
+
+@pytest.mark.parametrize("name", sorted(TABLES))
+def test_each_table_cites_its_upstream_version_and_files(name):
+    head, msgs = M.read_table(M.HERE / f"{name}.yaml")
+    assert head.get("repo") and head.get("version"), "a table names where and at which version it was read"
+    for m in msgs:
+        assert m.source and not m.source.startswith("/"), m.template
+        assert len(m.meaning) <= 300 and len(m.action) <= 300 and "\n" not in m.meaning + m.action
+
+
+@pytest.mark.parametrize("name", sorted(TABLES))
+def test_every_template_compiles_and_matches_its_own_example(name):
+    bad = []
+    for m in TABLES[name]:
+        rx = m.rx  # compiles (raises re.error otherwise)
+        if not m.weak and not rx.search(m.example):
+            bad.append(f"{m.source}: {m.template!r} does not match its example {m.example!r}")
+    assert not bad, "\n".join(bad[:20])
+
+
+def test_the_matcher_finds_every_example_through_the_engine():
+    """match_many (one engine pass over a batch) finds each example's own entry: the anchor prefilter never loses
+    a line the template's regex matches."""
+    strong = [m for m in ALL if not m.weak]
+    found = M.match_many([m.example for m in strong])
+    lost = [m for m, hits in zip(strong, found) if m not in hits]
+    assert not lost, [(m.table, m.source) for m in lost[:10]]
+
+
+def test_no_two_tables_give_one_line_different_categories():
+    conflicts = []
+    for m, hits in zip(ALL, M.match_many([m.example for m in ALL])):
+        cats = defaultdict(set)
+        for h in hits:
+            if h.role == "trigger":
+                cats[h.category].add(h.table)
+        tables_by_cat = {c: t for c, t in cats.items()}
+        if len(tables_by_cat) > 1 and len({t for ts in tables_by_cat.values() for t in ts}) > 1:
+            conflicts.append(f"{m.table} {m.source} {m.example[:100]!r}: {dict(tables_by_cat)}")
+    assert not conflicts, "\n".join(conflicts[:20])
+
+
+def test_pick_best_prefers_the_most_specific_then_a_trigger():
+    a = M.Message("t", "v", "NCCL error %s", "a.cc:1", "network", "trigger", "m", "a", "NCCL error x", syntax="printf")
+    b = M.Message("t", "v", "unhandled system error, NCCL version %s", "b.cc:2", "network", "trigger", "m", "a",
+                  "x", syntax="printf")
+    c = M.Message("t", "v", "unhandled system error, NCCL version %s", "c.cc:3", None, "noise", "m", "a", "x",
+                  syntax="printf")
+    assert M.pick_best([a, c, b]) is b
+
+
+@pytest.mark.parametrize("template, syntax, line, hit", [
+    ("NET/IB : Got completion from peer %s with status=%d opcode=%d", "printf",
+     "h:1:2 [0] NCCL WARN NET/IB : Got completion from peer 10.0.0.2<5> with status=12 opcode=0 len=0", True),
+    ("Rank {rank} timed out after {t:.2f}s", "brace", "[Rank 3] Rank 3 timed out after 1800.00s", True),
+    ("100%% done: %s", "printf", "100% done: ok", True),
+    ("{{literal}} braces {}", "brace", "{literal} braces x", True),
+    ("NET/IB : Got completion from peer %s with status=%d", "printf", "NET/IB : Got completion", False),
+])
+def test_template_regex(template, syntax, line, hit):
+    assert (re.search(M.template_regex(template, syntax), line) is not None) == hit
+
+
+def test_weak_templates_are_never_matched():
+    m = M.Message("t", "v", "%s:%d -> %d", "x.cc:1", None, "cascade", "m", "a", "a.cc:1 -> 3", syntax="printf")
+    assert m.weak and not m.matches("a.cc:1 -> 3")
+
+
+def _table(tmp_path: Path, source: str, template: str = "Call to ibv_reg_mr failed with error %s") -> Path:
+    t = tmp_path / "demo.yaml"
+    t.write_text(f"""upstream: demo
+repo: example/demo
+version: v1
+syntax: printf
+extract:
+  files: ["src/**/*.cc"]
+  calls: ['WARN\\(\\s*"((?:[^"\\\\\\\\]|\\\\\\\\.)*)"']
+messages:
+  - template: "{template}"
+    source: {source}
+    category: network
+    role: trigger
+    meaning: m
+    action: a
+    example: "NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory"
+""")
+    return t
+
+
+def test_checker_finds_ok_moved_and_missing_citations(tmp_path, capsys):
+    up = tmp_path / "up"
+    (up / "src").mkdir(parents=True)
+    body = ["// filler"] * 200
+    body[119] = '  WARN("Call to ibv_reg_mr failed with error %s", strerror(errno));'
+    body[150] = '  WARN("NET/IB : a message no table has %d", x);'
+    (up / "src" / "ib.cc").write_text("\n".join(body) + "\n")
+    assert checker.check(_table(tmp_path, "src/ib.cc:120"), up) == 0
+    assert checker.check(_table(tmp_path, "src/ib.cc:20"), up, window=10) == 0  # moved: found 100 lines away
+    assert "moved    src/ib.cc:20 -> src/ib.cc:120" in capsys.readouterr().out
+    t = _table(tmp_path, "src/ib.cc:20")
+    checker.check(t, up, window=10, fix=True)
+    assert "source: src/ib.cc:120" in t.read_text()
+    assert checker.check(_table(tmp_path, "src/gone.cc:5"), up) == 1
+    assert checker.check(_table(tmp_path, "src/ib.cc:120", "A message that was removed %s"), up) == 1
+    capsys.readouterr()
+    assert checker.candidates(_table(tmp_path, "src/ib.cc:120"), up) == 1
+    out = capsys.readouterr().out
+    assert "src/ib.cc:151  NET/IB : a message no table has %d" in out and "ibv_reg_mr" not in out.split("\n")[0]
+
+
+def test_a_broken_table_is_one_clear_error(tmp_path):
+    t = tmp_path / "bad.yaml"
+    t.write_text("upstream: bad\nmessages:\n  - template: x\n    source: a:1\n    role: trigger\n    category: gpu\n"
+                 "    meaning: m\n    action: a\n    example: x\n")
+    with pytest.raises(M.TableError, match="bad entry 0: category 'gpu' is not a fault category"):
+        M.read_table(t)
+    assert checker.main(["stats", str(t)]) == 2
