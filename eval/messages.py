@@ -20,7 +20,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from trainlog_debugger.tools.sources.messages import HERE, Message, TableError, pieces, read_table
+from trainlog_debugger.tools.sources.messages.catalog import HERE, LEXICON, Message, TableError, pieces, read_table
 
 WINDOW = 60  # lines around the cited line where the message's text still counts as "at its place"
 
@@ -44,13 +44,27 @@ def _probe(m: Message) -> str:
     return run
 
 
+# adjacent string literals that a source splits over lines (`"NET/IB : Attempted to connect "\n  "incompatible..."`,
+# `"... " PRIu64 " ..."`): joined before a message is looked for, as the compiler joins them
+_JOIN = re.compile(r'"\s*(?:\n\s*)?(?:[A-Z][A-Z0-9_]*\s*)?"|\\\n\s*')
+SPAN = 4  # lines a split message may span
+
+
+def _at(text_lines: list[str], i: int) -> str:
+    """Line i (0-based) with the SPAN - 1 lines after it, literals joined."""
+    return _JOIN.sub("", "\n".join(text_lines[i:i + SPAN]))
+
+
 def _locate(text_lines: list[str], probe: str, line: int, window: int) -> tuple[str, int | None]:
     if not probe:
         return "unchecked", None
     near = range(max(0, line - 1 - window), min(len(text_lines), line + window))
-    if 0 <= line - 1 < len(text_lines) and probe in text_lines[line - 1]:
-        return "ok", line
+    for i in (line - 1, line - 2, line - 3):  # the cited line, or the message's text starts a line or two above
+        if 0 <= i < len(text_lines) and probe in _at(text_lines, i):
+            return "ok", line
     hits = [i + 1 for i, t in enumerate(text_lines) if probe in t]
+    if not hits:
+        hits = [i + 1 for i in range(len(text_lines)) if probe[:12] in text_lines[i] and probe in _at(text_lines, i)]
     if not hits:
         return "missing", None
     close = [i for i in hits if i - 1 in near]
@@ -160,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         if a.cmd == "stats":
-            return stats(a.tables or sorted(HERE.glob("*.yaml")))
+            return stats(a.tables or sorted(p for p in HERE.glob("*.yaml") if p != LEXICON))
         if not a.upstream.is_dir():
             print(f"error: not a directory: {a.upstream}", file=sys.stderr)
             return 2

@@ -20,6 +20,7 @@ from trainlog_debugger.tools.ranks import ranks_str
 from trainlog_debugger.tools.rules import RULES, Candidate, RuleInputs
 from trainlog_debugger.tools.lines.timestamps import human_time, order_key
 from trainlog_debugger.tools.rules.base import by_time, restart_without
+from trainlog_debugger.tools.rules.meaning import refine
 from trainlog_debugger.tools.lines.attribution import strip_prefixes
 from trainlog_debugger.tools.rankdiff.mask import template_of
 
@@ -44,6 +45,7 @@ def candidates(inputs: RuleInputs) -> list[Candidate]:
     out: list[Candidate] = []
     for rule in RULES:
         out.extend(c for c in rule(inputs) if c is not None)
+    refine(out, inputs)  # the upstream tables' reading of each trigger line (tools/rules/meaning.py)
     culprits = set(inputs.nccl.culprits) if inputs.nccl else set()
     for c in out:
         if culprits and set(c.ranks) & culprits and c.rule != "collective.straggler":
@@ -261,6 +263,8 @@ def _missing(inputs: RuleInputs, t: Candidate) -> list[str]:
             for r in inputs.nccl.ranks):
         out.append("per-rank enqueued/completed work counters (torch ≥ 2.4 logs them) or flight-recorder dumps "
                    "(TORCH_NCCL_TRACE_BUFFER_SIZE, TORCH_NCCL_DUMP_ON_TIMEOUT=1)")
+    if t.rule == "software.traceback_cut":
+        out.append("the end of the traceback: its last line names the exception that was raised")
     if t.rule == "collective.straggler" and "does not say" in t.summary:
         out.append(f"a py-spy dump of rank(s) {ranks_str(t.ranks)} while stuck (what they were doing)")
     return out

@@ -23,6 +23,7 @@ from trainlog_debugger.tools.rules import RuleInputs
 from trainlog_debugger.tools.scan.driver import scan_bundle
 from trainlog_debugger.tools.scan.result import ScanResult
 from trainlog_debugger.tools.sources.detect import GENERIC, HW_KINDS
+from trainlog_debugger.tools.sources.messages import catalog
 from trainlog_debugger.tools.sources.ais.analyze import AisReport, correlate, is_ais, read_sources
 from trainlog_debugger.tools.sources.flight_recorder.analyze import analyze_bundle
 from trainlog_debugger.tools.sources.flight_recorder.report import FRReport
@@ -87,7 +88,7 @@ def _run(bundle, progress, workers, scan) -> Investigation:
     if any(s.kind in HW_KINDS for s in bundle.sources):  # hardware/fabric snapshots: records per node, compared
         from trainlog_debugger.tools.hw.read import read_hardware
         hardware, hw_notes = read_hardware(bundle, scan, HW_KINDS)
-    inputs = RuleInputs(scan, nccl, fr=fr, ais=ais, stacks=stacks, hardware=hardware)
+    inputs = RuleInputs(scan, nccl, fr=fr, ais=ais, stacks=stacks, hardware=hardware, messages=catalog)
     if stacks:  # dumps named by pid only: the rank the job's own lines gave that pid (NCCL init, torchrun's report)
         from trainlog_debugger.tools.stacks.report import attach_ranks, launcher_pids
         attach_ranks(stacks, launcher_pids(inputs))
@@ -128,8 +129,15 @@ _STACK_LOG_LINE = re.compile(rb"(?im)^[^\n]*?(?:\b" + _STACK + rb"\b[^\n]*\b" + 
 # path (`cuda-12.4`) has neither; program source is skipped before the scan (tools.bundle.open).
 _TRAINING_LINE = re.compile(
     rb"(?im)(?:\b(?:rank|local_rank|global_rank|world_size|epoch|global_step|step|iter|iteration|loss|train_loss|"
-    rb"val_loss|batch|batch_size|micro_batch|gpu|device|lr|learning_rate|grad_norm|tokens)\b\s*[:=#]?\s*\[?\s*\d"
-    rb"|^\s*File \"[^\"\n]+\", line \d+, in \S)")
+    rb"val_loss|batch|batch_size|micro_batch|gpu|device|lr|learning_rate|grad_norm|tokens)\b['\"]?\s*[:=#]?\s*\[?\s*"
+    rb"(?:\d|nan\b|inf\b)"
+    rb"|^\s*File \"[^\"\n]+\", line \d+, in \S"
+    # NCCL's own lines without their host:pid:tid prefix; an absl/gRPC status as JAX, XLA and TensorFlow print it
+    # (`FAILED_PRECONDITION: ...`); a Ray worker process's title (`ray::WorkerDict.generate`)
+    rb"|\bNCCL (?:INFO|WARN|ERROR|TRACE)\b"
+    rb"|(?-i:\b(?:FAILED_PRECONDITION|RESOURCE_EXHAUSTED|DEADLINE_EXCEEDED|UNAVAILABLE|INVALID_ARGUMENT|INTERNAL|"
+    rb"ABORTED|UNIMPLEMENTED|DATA_LOSS|OUT_OF_RANGE|PERMISSION_DENIED|ALREADY_EXISTS|UNAUTHENTICATED): \S)"
+    rb"|\bray::[A-Za-z_]\w*)")
 _HEAD_BYTES = 64 << 10
 _HEAD_FILES = 512
 

@@ -276,8 +276,8 @@ class Toolbox:
         """The ecosystem's own reading of one line (tools/sources/messages) and the lexicon's (tools/rules/meaning),
         so that the model looks a message up instead of guessing what it means. A line of the bundle is read from
         disk (and counts as shown); a `text` the model typed is only looked up."""
-        from trainlog_debugger.tools.rules.meaning import read_by_words
-        from trainlog_debugger.tools.sources import messages
+        from trainlog_debugger.tools.lines.attribution import strip_prefixes
+        from trainlog_debugger.tools.sources.messages import catalog as messages
 
         params = {k: v for k, v in (("text", text), ("file", file), ("line", line)) if v is not None}
         shown: list[Evidence] = []
@@ -293,7 +293,7 @@ class Toolbox:
             return ToolResult("explain_line", "error", params, "give `text` (a log line) or `file` and `line`")
         text = text[:4096]
         found = messages.match(text)[:5]
-        words = read_by_words(text)
+        words = messages.read_by_words(strip_prefixes(text))
         data = {**({"at": shown[0].cite()} if shown else {}), "line": text, "upstream": [{"table": m.table, "source": m.cite(), "template": m.template,
                                             "category": m.category, "role": m.role, "meaning": m.meaning,
                                             "action": m.action, **({"name": m.name} if m.name else {})} for m in found],

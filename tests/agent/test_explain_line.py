@@ -11,7 +11,7 @@ from trainlog_debugger.agent.graph.build import TOOL_SPECS
 from trainlog_debugger.agent.graph.toolbox import Toolbox
 from trainlog_debugger.tools.bundle.open import open_bundle
 from trainlog_debugger.tools.pipeline import run
-from trainlog_debugger.tools.sources import messages
+from trainlog_debugger.tools.sources.messages import catalog as messages
 
 LINE = "node3:1234:1300 [2] misc/cudawrap.cc:99 NCCL WARN Failed to create comm 0x7f: fabric partition p3 is not ready"
 

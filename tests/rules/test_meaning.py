@@ -11,7 +11,7 @@ from trainlog_debugger.tools.lines.attribution import named_in_text
 from trainlog_debugger.tools.model import Status
 from trainlog_debugger.tools.pipeline import investigate
 from trainlog_debugger.tools.rules import meaning
-from trainlog_debugger.tools.sources import messages
+from trainlog_debugger.tools.sources.messages import catalog as messages
 
 
 def _diagnose(tmp_path, files: dict[str, str]):
@@ -41,12 +41,12 @@ def _diagnose(tmp_path, files: dict[str, str]):
     ("AttributeError: 'NoneType' object has no attribute 'shape'", "software"),
 ])
 def test_the_lexicon_reads_what_a_line_says(line, category):
-    got = meaning.read_by_words(line)
+    got = messages.read_by_words(line)
     assert got is not None and got[0] == category, got
 
 
 def test_the_lexicon_says_nothing_of_a_line_without_such_words():
-    assert meaning.read_by_words("iteration 100 | lm loss 2.31 | grad norm 0.9") is None
+    assert messages.read_by_words("iteration 100 | lm loss 2.31 | grad norm 0.9") is None
 
 
 def test_an_unknown_error_in_a_paste_is_read_by_its_words_weakly_and_cited(tmp_path):
@@ -69,7 +69,7 @@ def test_the_same_error_on_every_rank_names_no_rank(facts_from):
     files = {f"rank{r}.log": [f"[rank{r}]: iteration 1 | lm loss 2.5",
                               f"[rank{r}]: E io.cc:7] write aborted: Disk quota exceeded on /scratch"] for r in range(4)}
     (c,) = meaning.read_by_meaning(facts_from(files))
-    assert c.category == "storage_io" and c.ranks == [0]  # the earliest line's own rank, not singled out
+    assert c.category == "storage_io" and c.ranks == []  # nobody singled out
     assert "first of" not in c.summary
 
 

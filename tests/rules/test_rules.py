@@ -100,6 +100,10 @@ FIRE += [
     ("software.workers_failed", {"torchrun.out": [
         "E1122 09:48:27.968000 13125 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) "
         "local_rank: 0 (pid: 13128) of binary: /usr/bin/python"]}, "software", 0.2),
+    # a paste that stops inside its traceback: weak software, and the missing end is named
+    ("software.exception", {"combined.log": ["Traceback (most recent call last):",
+                                             '  File "/gpt-neox/train.py", line 34, in <module>', "    main()"]},
+     "software", 0.25),
     ("oom.host_oom", {"rank_2.log": ["[rank2]: RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. "
                                      "DefaultCPUAllocator: can't allocate memory: you tried to allocate 268435456 bytes. "
                                      "Error code 12 (Cannot allocate memory)"]}, "oom", 0.85),
@@ -218,4 +222,5 @@ def test_every_rule_has_a_firing_row():
         "network.stopped_in_nccl_setup",  # where every log stops: tests/test_where_logs_stop.py
         "asymmetry.outlier_lines",  # needs the rank diff: tests/test_asymmetry.py
         "collective.stack_outlier",  # needs the parsed stack dumps: tests/test_stack_dumps.py
-        "hardware.out_of_line"}  # needs parsed hardware snapshots: tests/rules/test_hardware.py
+        "hardware.out_of_line",  # needs parsed hardware snapshots: tests/rules/test_hardware.py
+        "meaning.upstream_messages", "meaning.read_by_meaning"}  # tests/rules/test_meaning.py

@@ -81,7 +81,10 @@ NUMERICAL = [
      {GRAD: {}}),
     ("NeMo 2 progress line", "Training epoch 0, iteration 10/99 | lr: 1e-05 | global_batch_size: 8 | global_step: 10 | reduced_train_loss: nan | train_step_timing in s: 0.5",
      {NAN: {}}),
-    ("Hugging Face Trainer log dict", "{'loss': nan, 'grad_norm': nan, 'learning_rate': 1e-05, 'epoch': 0.1}", {NAN: {}}),
+    ("Hugging Face Trainer log dict", "{'loss': nan, 'grad_norm': nan, 'learning_rate': 1e-05, 'epoch': 0.1}",
+     {NAN: {}, GRAD: {}}),
+    ("Hugging Face Trainer log dict, grad norm only", "{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 2.6e-07}",
+     {GRAD: {}}),
     ("fp16 loss scaler overflow", "[2024-11-05 12:00:00] Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0", {GRAD: {}}),
     ("non-finite loss", "Detected non-finite loss", {GRAD: {}}),
 ]

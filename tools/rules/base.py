@@ -116,8 +116,12 @@ class RuleInputs:
     """The deterministic tools' output, indexed for rules: hits by pattern, the NCCL report, optional extras."""
 
     def __init__(self, scan: ScanResult, nccl=None, ais=None, steps=None, fr=None, diff=None, stacks=None,
-                 hardware=None):
+                 hardware=None, messages=None):
         self.scan, self.nccl, self.ais, self.steps, self.fr, self.diff = scan, nccl, ais, steps, fr, diff
+        # the upstream message tables and the lexicon (tools.sources.messages.catalog: match_many, pick_best,
+        # read_by_words), handed in by the pipeline so that rules read them without loading anything themselves;
+        # None: no reading by meaning (tools/rules/meaning.py stays quiet)
+        self.messages = messages
         self.stacks = stacks or []  # tools/stacks.Stack: each dumped process's main-thread stack
         self.hardware = hardware or []  # tools/hw.record.Record: hardware/fabric snapshot values, each with its node
         raw: dict[str, list] = {}

@@ -6,7 +6,7 @@ Two readers, in order of authority:
    entry whose role is `trigger` makes the line a candidate of the entry's category, decisive but below a specific
    rule (TABLE_STRENGTH), with the entry's meaning, action and upstream file:line. The tables speak for every line
    the scan kept, so they also stand behind what a rule found (tools/diagnose.py reads them for the chain).
-2. **The lexicon** (lexicon.yaml): when nothing decisive fires, the earliest error-level line at the failure's onset,
+2. **The lexicon** (tools/sources/messages/lexicon.yaml): when nothing decisive fires, the earliest error-level line at the failure's onset,
    on the rank that stands out (on any rank when none does), is classified by its words. Always weak
    (LEXICON_STRENGTH, below the diagnosis's DECISIVE): the answer is `inconclusive`, low confidence, with the line
    cited and the category it most likely is. Why at all: "no fault found" on a job that printed `Task was killed
@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from pathlib import Path
 
 from trainlog_debugger.tools.lines.attribution import strip_prefixes
 from trainlog_debugger.tools.model import Evidence
+from trainlog_debugger.tools.rules.asymmetry import MIN_RANKS
 from trainlog_debugger.tools.rules.base import RuleInputs, by_time, candidate
 from trainlog_debugger.tools.sources import is_cascade, patterns
 
@@ -33,48 +33,29 @@ TABLE_STRENGTH = 0.55
 LEXICON_STRENGTH = 0.3
 ONSET_LINES = 6     # error lines from the onset (on the outlier rank first) read for a lexicon category
 MAX_LINES = 20_000  # distinct error-level lines handed to the tables (a 1,024-rank crash keeps ~27,000 hits)
-LEXICON = Path(__file__).resolve().parent / "lexicon.yaml"
 
 
-@lru_cache(maxsize=1)
-def lexicon() -> tuple[tuple[str, re.Pattern, str], ...]:
-    """(category, compiled phrase, why) rows, in the file's order (first match wins)."""
-    import yaml
-
-    from trainlog_debugger.tools.model import CATEGORIES
-
-    rows = yaml.safe_load(LEXICON.read_text(encoding="utf-8"))["rows"]
-    out = []
-    for i, row in enumerate(rows):
-        cat, phrase, why = row
-        if cat not in CATEGORIES or cat == "none":
-            raise ValueError(f"lexicon row {i}: {cat!r} is not a fault category")
-        out.append((cat, re.compile(rf"(?i)(?<!\w)(?:{phrase})(?!\w)"), why))
-    return tuple(out)
+def read_by_words(f: RuleInputs, text: str) -> tuple[str, str, str] | None:
+    """(category, the words that decided it, why) for a line, by the first lexicon row its text (prefixes
+    stripped) contains; None when no row does."""
+    return f.messages.read_by_words(strip_prefixes(text))
 
 
-def read_by_words(text: str) -> tuple[str, str, str] | None:
-    """(category, the words that decided it, why) for a line, by the first lexicon row it contains; None when no
-    row does."""
-    body = strip_prefixes(text)
-    for cat, rx, why in lexicon():
-        m = rx.search(body)
-        if m:
-            return cat, m.group(0), why
-    return None
-
-
-@lru_cache(maxsize=1)
-def _error_level_ids() -> tuple[str, ...]:
+@lru_cache(maxsize=2)
+def _error_level_ids(cascade: bool = False) -> tuple[str, ...]:
+    if cascade:
+        return tuple(p.id for p in patterns() if p.role == "cascade" and p.tier > 0)
     return tuple(p.id for p in patterns() if p.role == "root_candidate" or p.id == "generic.error_line")
 
 
-def error_lines(f: RuleInputs) -> list[Evidence]:
+def error_lines(f: RuleInputs, cascade: bool = False) -> list[Evidence]:
     """Every kept error-level line (see the module's docstring), earliest first, each line once; a traceback
-    contributes its final exception line (the words that say what failed), not its `Traceback` header."""
+    contributes its final exception line (the words that say what failed), not its `Traceback` header. With
+    `cascade`, the lines of cascade patterns instead (an NCCL error that only says `unhandled cuda error`): what a
+    bundle whose only error lines are consequences still says."""
     seen: set[tuple[str, int]] = set()
     out: list[Evidence] = []
-    for pid in _error_level_ids():
+    for pid in _error_level_ids(cascade):
         for e in f.by_pattern.get(pid, ()):
             if pid == "python.traceback":
                 fx = f.fields_of(e, pid)
@@ -83,7 +64,7 @@ def error_lines(f: RuleInputs) -> list[Evidence]:
                 e = Evidence(file=e.file, line=fx["exception_line"], text=fx["exception_text"], time=e.time,
                              rank=e.rank, node=e.node, kind=e.kind)
             key = (e.file, e.line)
-            if key in seen or is_cascade(e.text):
+            if key in seen or (not cascade and is_cascade(e.text)):
                 continue
             seen.add(key)
             out.append(e)
@@ -91,23 +72,23 @@ def error_lines(f: RuleInputs) -> list[Evidence]:
     return out
 
 
-def _tables_of(evs: list[Evidence]):
+def _tables_of(f: RuleInputs, evs: list[Evidence]):
     """Each line's best table entry (or None), in the order of `evs`; lines of one text are matched once."""
-    from trainlog_debugger.tools.sources import messages
-
     texts = list(dict.fromkeys(strip_prefixes(e.text) for e in evs))[:MAX_LINES]
-    got = dict(zip(texts, messages.match_many(texts)))
-    return [messages.pick_best(got.get(strip_prefixes(e.text), [])) for e in evs]
+    got = dict(zip(texts, f.messages.match_many(texts)))
+    return [f.messages.pick_best(got.get(strip_prefixes(e.text), [])) for e in evs]
 
 
 def upstream_messages(f: RuleInputs):
     """One candidate per table entry of role `trigger` that a kept error-level line prints: the upstream's own
     reading of that line (category, meaning, action, where it comes from)."""
+    if f.messages is None:
+        return []
     evs = error_lines(f)
     if not evs:
         return []
     groups: dict[str, list] = {}
-    for e, m in zip(evs, _tables_of(evs)):
+    for e, m in zip(evs, _tables_of(f, evs)):
         if m is not None and m.role == "trigger":
             groups.setdefault(m.id, [m, []])[1].append(e)
     out = []
@@ -123,26 +104,26 @@ def upstream_messages(f: RuleInputs):
 def read_by_meaning(f: RuleInputs):
     """The lexicon's reading of the failure's onset: the earliest error-level line, on the rank that stands out
     (the earliest of the ranks that printed one, when not every rank did), and the lines after it on that rank."""
-    evs = error_lines(f)
-    if not evs:
+    if f.messages is None:
         return []
-    tables = _tables_of(evs)
-    evs = [e for e, m in zip(evs, tables) if m is None or m.role == "trigger"]
+    evs = _onset_pool(f, error_lines(f)) or _onset_pool(f, error_lines(f, cascade=True))
     if not evs:
         return []
     seen = set(f.scan.ranks)
     erring = {e.rank for e in evs if e.rank is not None}
     onset = evs[0]
-    outlier = onset.rank is not None and len(seen) >= 2 and erring < seen
+    outlier = onset.rank is not None and len(seen) >= MIN_RANKS and erring < seen
     same = [e for e in evs if e.rank == onset.rank][:ONSET_LINES] if onset.rank is not None else evs[:ONSET_LINES]
     for e in same:
-        said = read_by_words(e.text)
+        said = read_by_words(f, e.text)
         if said:
             cat, words, why = said
             break
     else:
         e, cat, words, why = onset, "software", "", "an error no table or word list knows: most likely the program's"
-    ranks = [e.rank] if outlier and e.rank is not None else ([] if e.rank is None else None)
+    # the line's rank is the culprit when it stands out among enough ranks to compare (asymmetry.MIN_RANKS), or in
+    # a one-rank paste; a line with no rank lets its own words name one (tools.rules.base.candidate)
+    ranks = ([e.rank] if outlier or len(seen) <= 1 else []) if e.rank is not None else None
     who = (f" on rank {e.rank}, the first of {len(erring)} of {len(seen)} ranks with an error line" if outlier
            else "")
     return [candidate("meaning.lexicon", cat, f"read by its words: {why}{who} ({_short(e.text)})", LEXICON_STRENGTH,
@@ -151,6 +132,52 @@ def read_by_meaning(f: RuleInputs):
                       recommendations=[f"read the cited line first: no table or rule knows it; the words "
                                        f"{words!r} point at {cat}" if words else
                                        "read the cited line first: no table, rule or word list knows it"])]
+
+
+# Rules that name a category from a line's wording alone (the CUDA error string, the NCCL source file that warned,
+# an exception nobody classified): where the upstream's own table documents that very line as a trigger of another
+# category, the table's reading stands (cudaErrorSystemNotReady is the fabric manager, not the GPU; an NCCL WARN
+# from init.cc about two ranks on one GPU is the launch, not the network). Rules that decided by cross-rank,
+# cross-source or curated analysis are never re-read.
+READ_BY_WORDING = frozenset({"gpu.cuda_error", "gpu.nccl_cuda", "gpu.library", "network.nccl_subsystem",
+                             "software.exception"})
+MIN_SPECIFIC = 12  # literal characters a table entry must pin down to re-read a rule's category
+
+
+def refine(cands: list, f: RuleInputs) -> None:
+    """Attach the upstream's reading (facts `upstream`, `meaning`) to every candidate whose trigger line a table
+    documents, and re-read the category of READ_BY_WORDING candidates where that entry is a specific trigger of
+    another category (facts `category_was`), its action first among the recommendations."""
+    cands = [c for c in cands if c is not None and c.evidence and not c.rule.startswith(("table.", "meaning."))]
+    if not cands or f.messages is None:
+        return
+    for c, m in zip(cands, _tables_of(f, [c.evidence[0] for c in cands])):
+        if m is None or m.role != "trigger":
+            continue
+        c.facts.setdefault("upstream", m.cite())
+        c.facts.setdefault("meaning", m.meaning)
+        if c.rule in READ_BY_WORDING and m.category != c.category and m.specificity >= MIN_SPECIFIC:
+            c.facts["category_was"] = c.category
+            c.finding = c.finding.model_copy(update={"category": m.category,
+                                                     "summary": f"{c.summary} — {m.table}: {m.meaning}"})
+            c.recommendations = [m.action] + [r for r in c.recommendations if r != m.action]
+
+
+def _onset_pool(f: RuleInputs, evs: list[Evidence]) -> list[Evidence]:
+    """The lines a reading may start from: those no table calls anything but a trigger; failing those, the ones a
+    table calls cascade (never noise or context)."""
+    if not evs:
+        return []
+    pairs = [(e, m if m is None or m.role == "trigger" or _covers(m, e.text) else None)
+             for e, m in zip(evs, _tables_of(f, evs))]
+    return ([e for e, m in pairs if m is None or m.role == "trigger"]
+            or [e for e, m in pairs if m is not None and m.role == "cascade"])
+
+
+def _covers(m, text: str) -> bool:
+    """Whether a table entry speaks for the whole line, not for a word in it: an enum name (`ncclSuccess`) inside
+    a failed CHECK does not make the CHECK context. At least 16 literal characters and 40 % of the line's body."""
+    return m.specificity >= max(16, 0.4 * len(strip_prefixes(text).strip()))
 
 
 def _short(text: str, n: int = 140) -> str:

@@ -81,7 +81,9 @@ PATTERNS = [
       verify=r"(?:Loss became infinite or NaN|[Ll]oss[ a-z_]*'?(?::|=) ?(?:tensor\()?-?(?:nan|NaN|NAN|inf|Inf|INF)\b"
              r"|number of nan iterations: {1,3}[1-9])"),
     P("numerical.grad_nan", 2, "numerical", "root_candidate",
-      r"(?:grad norm: (?:nan|inf)|[Gg]radient overflow|non-finite (?:loss|gradients?))", ("grad norm: ", "radient overflow", "non-finite"),
+      # Megatron's `grad norm: nan`; the HF Trainer's logged dict `'grad_norm': nan`
+      r"(?:grad norm: (?:nan|inf)|'grad_norm': (?:nan|inf)|[Gg]radient overflow|non-finite (?:loss|gradients?))",
+      ("grad norm: ", "'grad_norm': ", "radient overflow", "non-finite"),
       "[2024-11-05 12:00:00] iteration      100/   10000 | consumed samples:        25600 | grad norm: nan | number of skipped iterations:   1 | number of nan iterations:   0 |",
       "gradients are NaN/Inf or overflowed"),
     P("io.no_space", 1, "storage_io", "root_candidate",
@@ -142,12 +144,16 @@ PATTERNS = [
       # meaning (tools/rules/meaning.py: the upstream message tables, then the lexicon) when nothing decisive fires.
       # The failure words of a log statement; as a fallback it is recorded only on lines no other pattern explains,
       # and like every pattern only the first and last few per rank are kept in full.
+      # absl/gRPC status codes (JAX, XLA, TensorFlow: `FAILED_PRECONDITION: ...`) are error lines in capitals
       r"(?i)\b(?:errors?|fatal|failed|failure|exception|abort(?:ed|ing)?|killed|panic|timed out|refused|unreachable|"
-      r"denied|cannot|could not|unable to|out of memory|no space)\b",
+      r"denied|cannot|could not|unable to|out of memory|no space)\b"
+      r"|(?-i:\b(?:FAILED_PRECONDITION|RESOURCE_EXHAUSTED|DEADLINE_EXCEEDED|UNAVAILABLE|DATA_LOSS|INTERNAL|"
+      r"INVALID_ARGUMENT|UNIMPLEMENTED|PERMISSION_DENIED): )",
       ("rror", "RROR", "atal", "ATAL", "ailed", "AILED", "ailure", "AILURE", "xception", "XCEPTION", "bort", "BORT",
        "illed", "ILLED", "anic", "ANIC", "imed out", "IMED OUT", "efused", "EFUSED", "nreachable", "NREACHABLE",
        "enied", "ENIED", "annot", "ANNOT", "ould not", "OULD NOT", "nable to", "NABLE TO", "ut of memory",
-       "UT OF MEMORY", "o space", "O SPACE"),
+       "UT OF MEMORY", "o space", "O SPACE", "FAILED_PRECONDITION: ", "RESOURCE_EXHAUSTED: ", "DEADLINE_EXCEEDED: ",
+       "UNAVAILABLE: ", "DATA_LOSS: ", "INTERNAL: ", "INVALID_ARGUMENT: ", "UNIMPLEMENTED: ", "PERMISSION_DENIED: "),
       "[2024-05-01 10:00:00,123 E 1234 1234] (raylet) node_manager.cc:3069: 1 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 1f2e, IP: 10.0.0.5) over the last time period.",
       "an error-level line (read by meaning when nothing specific explains it)", fallback=2,
       # the precise regex (run only on the engine's candidates) leaves out the boilerplate that surrounds every
@@ -156,6 +162,8 @@ PATTERNS = [
       verify=r"^(?!.*?(?:frame #\d+: |Exception raised from |CUDA kernel errors might be asynchronously reported|"
              r"For debugging consider passing CUDA_LAUNCH_BLOCKING|Compile with .TORCH_USE_CUDA_DSA|"
              r"To enable traceback see|Root Cause \(first observed failure\)))"
-             r".*?(?i:\b(?:errors?|fatal|failed|failure|exception|abort(?:ed|ing)?|killed|panic|timed out|refused|"
-             r"unreachable|denied|cannot|could not|unable to|out of memory|no space)\b)"),
+             r".*?(?:(?i:\b(?:errors?|fatal|failed|failure|exception|abort(?:ed|ing)?|killed|panic|timed out|refused|"
+             r"unreachable|denied|cannot|could not|unable to|out of memory|no space)\b)"
+             r"|\b(?:FAILED_PRECONDITION|RESOURCE_EXHAUSTED|DEADLINE_EXCEEDED|UNAVAILABLE|DATA_LOSS|INTERNAL|"
+             r"INVALID_ARGUMENT|UNIMPLEMENTED|PERMISSION_DENIED): )"),
 ]

@@ -1,0 +1,317 @@
+"""Loading and matching the message tables (the format is in this package's docstring) and the lexicon."""
+
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+LEXICON = HERE / "lexicon.yaml"
+ROLES = ("trigger", "cascade", "noise", "context")
+SYNTAXES = ("printf", "brace", "literal")
+FIELDS = ("template", "source", "level", "category", "role", "meaning", "action", "example", "regex", "name", "number")
+MIN_LITERAL = 8   # a template with less literal text than this (all chunks together) is too vague to name a line
+MIN_ANCHOR = 5    # and its longest literal chunk must be at least this long: the engine's anchor
+MAX_LINE = 4096   # characters of a line looked at (a template's text sits near its start)
+
+# printf conversions: flags, width, precision, length, conversion (PRIu64 and friends written as %lu in tables)
+_PRINTF = re.compile(r"%(?:[-+ #0']*)(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|z|j|t|q|I64|I32)?[diouxXfFeEgGaAcspnm]")
+_BRACE = re.compile(r"\{[^{}]*\}")
+_HOLE = "\0"
+
+
+class TableError(ValueError):
+    """A table that cannot be read or that breaks the format: names the table and the entry."""
+
+
+def pieces(template: str, syntax: str) -> list[str]:
+    """The template's literal text between placeholders (the first printed line only: a message that prints
+    several lines is one entry per line that matters). `%%` and `{{ }}` are their literal characters."""
+    t = template.split("\n", 1)[0].rstrip()
+    if syntax == "printf":
+        t = _PRINTF.sub(_HOLE, t.replace("%%", "\1")).replace("\1", "%")
+    elif syntax == "brace":
+        t = _BRACE.sub(_HOLE, t.replace("{{", "\1").replace("}}", "\2")).replace("\1", "{").replace("\2", "}")
+    elif syntax != "literal":
+        raise TableError(f"unknown syntax {syntax!r}")
+    return t.split(_HOLE)
+
+
+def template_regex(template: str, syntax: str) -> str:
+    """A Python regex for the printed line: the literal pieces in order, anything between them. Runs of spaces in
+    the template match one or more spaces (padding widths differ between releases)."""
+    parts = []
+    for p in pieces(template, syntax):
+        parts.append(r"\s+".join(re.escape(w) for w in re.split(r" {2,}", p)) if p else "")
+    return ".*?".join(parts)
+
+
+@dataclass(frozen=True)
+class Message:
+    table: str
+    version: str
+    template: str
+    source: str
+    category: str | None
+    role: str
+    meaning: str
+    action: str
+    example: str
+    level: str = ""
+    regex: str | None = None
+    name: str = ""
+    number: str = ""
+    syntax: str = "literal"
+
+    @cached_property
+    def id(self) -> str:
+        return f"{self.table}.{hashlib.sha1((self.source + self.template).encode()).hexdigest()[:8]}"
+
+    @cached_property
+    def literal(self) -> list[str]:
+        return [p for p in pieces(self.template, self.syntax) if p.strip()]
+
+    @cached_property
+    def specificity(self) -> int:
+        """How much literal text the template pins down: the more, the more specific a match is."""
+        return sum(len(p.strip()) for p in self.literal)
+
+    @cached_property
+    def anchor(self) -> str:
+        """The longest literal chunk: every line the template prints contains it."""
+        return max(self.literal, key=len, default="")
+
+    @property
+    def weak(self) -> bool:
+        """Too little literal text to name a line (`%s: %s`): kept in the table, never matched by template."""
+        return self.regex is None and (self.specificity < MIN_LITERAL or len(self.anchor) < MIN_ANCHOR)
+
+    @cached_property
+    def rx(self) -> re.Pattern:
+        return re.compile(self.regex or template_regex(self.template, self.syntax))
+
+    def matches(self, text: str) -> bool:
+        return not self.weak and self.rx.search(text[:MAX_LINE]) is not None
+
+    def cite(self) -> str:
+        """Where the message comes from, as a reader can check it: `NVIDIA/nccl v2.27.7-1 src/x.cc:120`."""
+        return f"{self.table} {self.version} {self.source}".strip()
+
+
+def _entry(table: str, version: str, syntax: str, raw: dict, i: int) -> Message:
+    from trainlog_debugger.tools.model import CATEGORIES
+
+    where = f"{table} entry {i}"
+    if not isinstance(raw, dict):
+        raise TableError(f"{where}: not a mapping")
+    unknown = set(raw) - set(FIELDS)
+    if unknown:
+        raise TableError(f"{where}: unknown field(s) {sorted(unknown)}")
+    for k in ("template", "source", "role", "meaning", "action", "example"):
+        if not isinstance(raw.get(k), str) or not raw[k].strip():
+            raise TableError(f"{where}: {k} is missing")
+    cat = raw.get("category")
+    if cat is not None and (cat not in CATEGORIES or cat == "none"):
+        raise TableError(f"{where}: category {cat!r} is not a fault category")
+    if raw["role"] not in ROLES:
+        raise TableError(f"{where}: role {raw['role']!r} is not one of {ROLES}")
+    if raw["role"] == "trigger" and cat is None:
+        raise TableError(f"{where}: a trigger needs a category")
+    return Message(table=table, version=version, template=raw["template"], source=raw["source"].strip(),
+                   category=cat, role=raw["role"], meaning=" ".join(raw["meaning"].split()),
+                   action=" ".join(raw["action"].split()), example=raw["example"].rstrip("\n"),
+                   level=str(raw.get("level") or ""), regex=raw.get("regex") or None, name=str(raw.get("name") or ""),
+                   number=str(raw.get("number") if raw.get("number") is not None else ""), syntax=syntax)
+
+
+def read_table(path: Path) -> tuple[dict, list[Message]]:
+    """(header, messages) of one table file; TableError on any breach of the format."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise TableError(f"{path.name}: cannot read ({type(e).__name__})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
+        raise TableError(f"{path.name}: not a table (a mapping with a messages list)")
+    table = str(data.get("upstream") or path.stem)
+    syntax = str(data.get("syntax") or "literal")
+    if syntax not in SYNTAXES:
+        raise TableError(f"{path.name}: syntax {syntax!r} is not one of {SYNTAXES}")
+    version = str(data.get("version") or "")
+    head = {k: v for k, v in data.items() if k != "messages"}
+    return head, [_entry(table, version, syntax, m, i) for i, m in enumerate(data["messages"])]
+
+
+@lru_cache(maxsize=1)
+def tables() -> dict[str, tuple[Message, ...]]:
+    """Every table shipped with the package, by file name (`nccl`, `kernel`, ...)."""
+    out: dict[str, tuple[Message, ...]] = {}
+    for path in sorted(HERE.glob("*.yaml")):
+        if path == LEXICON:
+            continue
+        _head, msgs = read_table(path)
+        out[path.stem] = tuple(msgs)
+    return out
+
+
+def messages() -> tuple[Message, ...]:
+    return tuple(m for msgs in tables().values() for m in msgs)
+
+
+def required_literals(regex: str, least: int = 4) -> tuple[str, ...] | None:
+    """Literal strings such that every line the regex matches contains at least one of them (one per branch of a
+    top-level alternation: the longest literal run of that branch), or None when some branch has no run of
+    `least` characters or the regex ignores case. The pure-Python engine finds lines by these with `bytes.find`."""
+    import re._constants as C
+    import re._parser as sp
+
+    try:
+        tree = sp.parse(regex)
+    except re.error:
+        return None
+    if tree.state.flags & C.SRE_FLAG_IGNORECASE:
+        return None
+
+    def branches(seq) -> list | None:
+        items = list(seq)
+        if len(items) == 1 and items[0][0] is C.BRANCH:
+            out: list = []
+            for b in items[0][1][1]:
+                got = branches(b)
+                if got is None:
+                    return None
+                out += got
+            return out
+        if len(items) == 1 and items[0][0] is C.SUBPATTERN:
+            sub = items[0][1]
+            if sub[1] & C.SRE_FLAG_IGNORECASE:  # add flags
+                return None
+            return branches(sub[-1])
+        runs, cur = [], []
+        for op, av in items:
+            if op is C.LITERAL:
+                cur.append(chr(av))
+            else:
+                runs.append("".join(cur))
+                cur = []
+                if op is C.SUBPATTERN and av[1] & C.SRE_FLAG_IGNORECASE:
+                    continue
+        runs.append("".join(cur))
+        best = max(runs, key=len)
+        return [best] if len(best) >= least else None
+
+    got = branches(tree)
+    return tuple(dict.fromkeys(got)) if got else None
+
+
+class _Index:
+    """The engine over every matchable entry (Hyperscan when installed), so that a batch of lines is classified in
+    one pass over one buffer instead of 1,500 regexes a line. The engine looks for literals only (a template's
+    longest literal chunk; for an entry with its own `regex`, the literals every match of it contains,
+    required_literals), and each candidate line is confirmed with the entry's regex; the few entries whose regex
+    has no such literal are searched line by line."""
+
+    def __init__(self, msgs: tuple[Message, ...]):
+        from trainlog_debugger.tools.scan.engine import make_engine
+        from trainlog_debugger.tools.sources.pattern import P
+
+        self.msgs, self.slow = [], []
+        pats = []
+        for m in msgs:
+            if m.weak:
+                continue
+            if m.regex is None:
+                trig, anchors = re.escape(m.anchor), (m.anchor,)
+            else:
+                anchors = required_literals(m.regex)
+                if anchors is None:
+                    self.slow.append(m)
+                    continue
+                trig = "|".join(re.escape(a) for a in anchors)
+            self.msgs.append(m)
+            pats.append(P(m.id, 3, m.category, "context", trig, anchors, m.example, m.meaning))
+        self.engine = make_engine(pats) if pats else None
+
+    def match_many(self, lines: list[str]) -> list[list[Message]]:
+        texts = [t[:MAX_LINE].replace("\n", " ").replace("\r", " ") for t in lines]
+        found: list[list[Message]] = [[m for m in self.slow if m.rx.search(t)] for t in texts]
+        if self.engine is None:
+            return found
+        buf = "\n".join(texts).encode("utf-8", "surrogateescape")
+        starts, pos = {}, 0
+        for i, t in enumerate(texts):
+            starts[pos] = i
+            pos += len(t.encode("utf-8", "surrogateescape")) + 1
+        for start, idx in self.engine.candidates(buf):
+            i = starts.get(start)
+            if i is None:
+                continue
+            m = self.msgs[idx]
+            if m.rx.search(texts[i]) is not None:
+                found[i].append(m)
+        for hits in found:
+            hits.sort(key=lambda m: (-m.specificity, m.id))
+        return found
+
+
+@lru_cache(maxsize=1)
+def _index() -> _Index:
+    return _Index(messages())
+
+
+def match_many(lines: list[str]) -> list[list[Message]]:
+    """For each line, the entries whose template it contains, most specific first."""
+    return _index().match_many(list(lines)) if lines else []
+
+
+def match(text: str) -> list[Message]:
+    return match_many([text])[0]
+
+
+def pick_best(hits: list[Message]) -> Message | None:
+    """The most specific of a line's entries; among equally specific ones a trigger before a cascade before the
+    rest."""
+    if not hits:
+        return None
+    top = max(m.specificity for m in hits)
+    order = {r: i for i, r in enumerate(ROLES)}
+    return min((m for m in hits if m.specificity == top), key=lambda m: (order[m.role], m.id))
+
+
+def best(text: str) -> Message | None:
+    """The most specific entry for a line (pick_best of match)."""
+    return pick_best(match(text))
+
+
+# -- the lexicon: reading a line by its words -----------------------------------------------------------------
+@lru_cache(maxsize=1)
+def lexicon() -> tuple[tuple[str, re.Pattern, str], ...]:
+    """(category, compiled phrase, why) rows of lexicon.yaml, in the file's order (first match wins)."""
+    import yaml
+
+    from trainlog_debugger.tools.model import CATEGORIES
+
+    rows = yaml.safe_load(LEXICON.read_text(encoding="utf-8"))["rows"]
+    out = []
+    for i, row in enumerate(rows):
+        cat, phrase, why = row
+        if cat not in CATEGORIES or cat == "none":
+            raise TableError(f"lexicon row {i}: {cat!r} is not a fault category")
+        out.append((cat, re.compile(rf"(?i)(?<!\w)(?:{phrase})(?!\w)"), why))
+    return tuple(out)
+
+
+def read_by_words(body: str) -> tuple[str, str, str] | None:
+    """(category, the words that decided it, why) for a line's text, by the first lexicon row it contains; None
+    when no row does."""
+    for cat, rx, why in lexicon():
+        m = rx.search(body[:MAX_LINE])
+        if m:
+            return cat, m.group(0), why
+    return None
