@@ -94,7 +94,7 @@ def upstream_messages(f: RuleInputs):
     out = []
     for m, lines in groups.values():
         out.append(candidate(f"table.{m.table}", m.category, f"{m.meaning} ({m.table}: {_short(lines[0].text)})",
-                             TABLE_STRENGTH, lines[:3], f,
+                             TABLE_STRENGTH, lines[:3], f, status=m.status,
                              facts={"upstream": m.cite(), "template": m.template, "meaning": m.meaning,
                                     **({"name": m.name} if m.name else {})},
                              recommendations=[m.action]))
@@ -106,7 +106,10 @@ def read_by_meaning(f: RuleInputs):
     (the earliest of the ranks that printed one, when not every rank did), and the lines after it on that rank."""
     if f.messages is None:
         return []
-    evs = _onset_pool(f, error_lines(f)) or _onset_pool(f, error_lines(f, cascade=True))
+    evs = _onset_pool(f, error_lines(f))
+    consequence = not evs  # only cascade lines erred: what they say is read, but it blames nobody and loses to
+    if consequence:        # any other reading (the collective analysis knows more about a timeout than its words)
+        evs = _onset_pool(f, error_lines(f, cascade=True))
     if not evs:
         return []
     seen = set(f.scan.ranks)
@@ -124,11 +127,14 @@ def read_by_meaning(f: RuleInputs):
     # the line's rank is the culprit when it stands out among enough ranks to compare (asymmetry.MIN_RANKS), or in
     # a one-rank paste; a line with no rank lets its own words name one (tools.rules.base.candidate)
     ranks = ([e.rank] if outlier or len(seen) <= 1 else []) if e.rank is not None else None
+    if consequence:
+        ranks, outlier = [], False
     who = (f" on rank {e.rank}, the first of {len(erring)} of {len(seen)} ranks with an error line" if outlier
-           else "")
+           else " (only consequences erred: a timeout or an abort, no first fault)" if consequence else "")
     return [candidate("meaning.lexicon", cat, f"read by its words: {why}{who} ({_short(e.text)})", LEXICON_STRENGTH,
                       [e], f, ranks=ranks if ranks is not None else None,
-                      facts={"read_by": "lexicon", "words": words, "lexicon_why": why},
+                      facts={"read_by": "lexicon", "words": words, "lexicon_why": why,
+                             **({"fallback": True, "consequence_only": True} if consequence else {})},
                       recommendations=[f"read the cited line first: no table or rule knows it; the words "
                                        f"{words!r} point at {cat}" if words else
                                        "read the cited line first: no table, rule or word list knows it"])]
@@ -142,6 +148,8 @@ def read_by_meaning(f: RuleInputs):
 READ_BY_WORDING = frozenset({"gpu.cuda_error", "gpu.nccl_cuda", "gpu.library", "network.nccl_subsystem",
                              "software.exception"})
 MIN_SPECIFIC = 12  # literal characters a table entry must pin down to re-read a rule's category
+# an exception no classifier knew is `software` by default, weakly: what its words say is a better guess
+LEXICON_REREAD = frozenset({"software.exception"})
 
 
 def refine(cands: list, f: RuleInputs) -> None:
@@ -152,6 +160,13 @@ def refine(cands: list, f: RuleInputs) -> None:
     if not cands or f.messages is None:
         return
     for c, m in zip(cands, _tables_of(f, [c.evidence[0] for c in cands])):
+        if m is None and c.rule in LEXICON_REREAD:
+            said = read_by_words(f, c.evidence[0].text)
+            if said and said[0] != c.category:
+                c.facts.update(category_was=c.category, read_by="lexicon", words=said[1])
+                c.finding = c.finding.model_copy(update={"category": said[0],
+                                                         "summary": f"{c.summary} — read by its words: {said[2]}"})
+            continue
         if m is None or m.role != "trigger":
             continue
         c.facts.setdefault("upstream", m.cite())

@@ -14,7 +14,7 @@ from trainlog_debugger.tools.sources import cloud, cuda, deepspeed, generic, job
 from trainlog_debugger.tools.sources.ais import format as ais
 from trainlog_debugger.tools.sources.pytorch import format as pytorch
 from trainlog_debugger.tools.sources.torchrun import format as torchrun
-from trainlog_debugger.tools.sources import env
+from trainlog_debugger.tools.sources import env, upstream
 
 SOURCES = {
     "pytorch": pytorch,
@@ -34,6 +34,7 @@ SOURCES = {
     "generic": generic,
     "job": job,
     "env": env,
+    "upstream": upstream,  # generated from the message tables (eval/messages.py scanlist)
 }
 
 

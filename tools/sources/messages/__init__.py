@@ -31,6 +31,8 @@ Table file (`<upstream>.yaml`):
         regex: optional            # a Python regex to use instead of the one derived from the template
         name: optional             # an enum's name (cudaErrorNoDevice, Xid 79)
         number: optional           # its number
+        status: optional           # what a job whose trigger is this line did: crashed (default), hung, slow,
+                                   # cancelled (a planned walltime exit, a scheduler's signal)
 
 The loader and matcher are in `catalog` (this package's __init__ stays import-free: tools/sources is what the
 scanner loads, and a scan needs none of this); `lexicon.yaml` is the word list tools/rules/meaning.py reads a line

@@ -13,7 +13,9 @@ HERE = Path(__file__).resolve().parent
 LEXICON = HERE / "lexicon.yaml"
 ROLES = ("trigger", "cascade", "noise", "context")
 SYNTAXES = ("printf", "brace", "literal")
-FIELDS = ("template", "source", "level", "category", "role", "meaning", "action", "example", "regex", "name", "number")
+FIELDS = ("template", "source", "level", "category", "role", "meaning", "action", "example", "regex", "name", "number",
+          "status")
+STATUSES = ("crashed", "hung", "slow", "cancelled")  # what a job whose trigger is this line did (default crashed)
 MIN_LITERAL = 8   # a template with less literal text than this (all chunks together) is too vague to name a line
 MIN_ANCHOR = 5    # and its longest literal chunk must be at least this long: the engine's anchor
 MAX_LINE = 4096   # characters of a line looked at (a template's text sits near its start)
@@ -66,6 +68,7 @@ class Message:
     name: str = ""
     number: str = ""
     syntax: str = "literal"
+    status: str = "crashed"
 
     @cached_property
     def id(self) -> str:
@@ -121,11 +124,14 @@ def _entry(table: str, version: str, syntax: str, raw: dict, i: int) -> Message:
         raise TableError(f"{where}: role {raw['role']!r} is not one of {ROLES}")
     if raw["role"] == "trigger" and cat is None:
         raise TableError(f"{where}: a trigger needs a category")
+    if raw.get("status") is not None and raw["status"] not in STATUSES:
+        raise TableError(f"{where}: status {raw['status']!r} is not one of {STATUSES}")
     return Message(table=table, version=version, template=raw["template"], source=raw["source"].strip(),
                    category=cat, role=raw["role"], meaning=" ".join(raw["meaning"].split()),
                    action=" ".join(raw["action"].split()), example=raw["example"].rstrip("\n"),
                    level=str(raw.get("level") or ""), regex=raw.get("regex") or None, name=str(raw.get("name") or ""),
-                   number=str(raw.get("number") if raw.get("number") is not None else ""), syntax=syntax)
+                   number=str(raw.get("number") if raw.get("number") is not None else ""), syntax=syntax,
+                   status=raw.get("status") or "crashed")
 
 
 def read_table(path: Path) -> tuple[dict, list[Message]]:
@@ -148,14 +154,23 @@ def read_table(path: Path) -> tuple[dict, list[Message]]:
     return head, [_entry(table, version, syntax, m, i) for i, m in enumerate(data["messages"])]
 
 
+LOAD_ERRORS: list[str] = []  # tables that could not be read (a broken install): skipped, never a crash
+
+
 @lru_cache(maxsize=1)
 def tables() -> dict[str, tuple[Message, ...]]:
-    """Every table shipped with the package, by file name (`nccl`, `kernel`, ...)."""
+    """Every table shipped with the package, by file name (`nccl`, `kernel`, ...). A table that does not read is
+    left out and named in LOAD_ERRORS (tests/sources/test_messages.py reads every one: a shipped table that breaks
+    fails there, not in a user's diagnosis)."""
     out: dict[str, tuple[Message, ...]] = {}
     for path in sorted(HERE.glob("*.yaml")):
         if path == LEXICON:
             continue
-        _head, msgs = read_table(path)
+        try:
+            _head, msgs = read_table(path)
+        except TableError as e:
+            LOAD_ERRORS.append(str(e))
+            continue
         out[path.stem] = tuple(msgs)
     return out
 
