@@ -39,6 +39,8 @@ def _diagnose(tmp_path, files: dict[str, str]):
     ("step 1200: loss is nan, stopping", "numerical"),
     ("slurmstepd: error: *** JOB 123 ON node7 CANCELLED AT 2024-01-01T00:00:00 DUE TO TIME LIMIT ***", "infrastructure"),
     ("AttributeError: 'NoneType' object has no attribute 'shape'", "software"),
+    ("ValueError: host not found: Name or service not known", "config"),
+    ("urllib.error.HTTPError: HTTP Error 429: Too Many Requests", "storage_io"),
 ])
 def test_the_lexicon_reads_what_a_line_says(line, category):
     got = messages.read_by_words(line)

@@ -81,9 +81,10 @@ PATTERNS = [
       verify=r"(?:Loss became infinite or NaN|[Ll]oss[ a-z_]*'?(?::|=) ?(?:tensor\()?-?(?:nan|NaN|NAN|inf|Inf|INF)\b"
              r"|number of nan iterations: {1,3}[1-9])"),
     P("numerical.grad_nan", 2, "numerical", "root_candidate",
-      # Megatron's `grad norm: nan`; the HF Trainer's logged dict `'grad_norm': nan`
-      r"(?:grad norm: (?:nan|inf)|'grad_norm': (?:nan|inf)|[Gg]radient overflow|non-finite (?:loss|gradients?))",
-      ("grad norm: ", "'grad_norm': ", "radient overflow", "non-finite"),
+      # Megatron's `grad norm: nan`; the HF Trainer's logged dict `'grad_norm': nan`;
+      # ESPnet's `The grad norm is nan`
+      r"(?:grad norm(?::| is) (?:nan|inf)|'grad_norm': (?:nan|inf)|[Gg]radient overflow|non-finite (?:loss|gradients?))",
+      ("grad norm: ", "grad norm is ", "'grad_norm': ", "radient overflow", "non-finite"),
       "[2024-11-05 12:00:00] iteration      100/   10000 | consumed samples:        25600 | grad norm: nan | number of skipped iterations:   1 | number of nan iterations:   0 |",
       "gradients are NaN/Inf or overflowed"),
     P("io.no_space", 1, "storage_io", "root_candidate",
