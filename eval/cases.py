@@ -61,6 +61,7 @@ class Truth:
     notes: str = ""
     category_accept: tuple[str, ...] = ()  # second labels that are genuinely defensible (TAXONOMY), scored as right
     split: str = ""  # real incidents: dev (rules may be written from it) or test (scored, never read for ideas)
+    seed: bool = False  # one of ../shared/incidents, read while the tool was built: dev whatever its hash says
     extra: dict = field(default_factory=dict, compare=False)
 
     def category_ok(self, got: str) -> bool:
@@ -81,7 +82,7 @@ class Case:
 
 
 _KNOWN = {"category", "culprit_ranks", "culprit_nodes", "root_cause", "evidence", "first_failure_time", "tags",
-          "title", "source_url", "framework", "scale", "confidence", "notes", "category_accept", "split"}
+          "title", "source_url", "framework", "scale", "confidence", "notes", "category_accept", "split", "seed"}
 
 
 def _text(v) -> str:
@@ -138,7 +139,7 @@ def load_truth(path: str | Path) -> Truth:
                  title=_text(data.get("title")), source_url=_text(data.get("source_url")),
                  framework=_text(data.get("framework")), scale=_text(data.get("scale")),
                  confidence=_text(data.get("confidence")), notes=_text(data.get("notes")),
-                 category_accept=tuple(accept), split=split, extra={k: v for k, v in data.items() if k not in _KNOWN})
+                 category_accept=tuple(accept), split=split, seed=data.get("seed") is True, extra={k: v for k, v in data.items() if k not in _KNOWN})
 
 
 def _case(folder: Path) -> Case:
