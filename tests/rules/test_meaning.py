@@ -136,6 +136,19 @@ def test_a_table_trigger_is_a_cited_candidate_with_its_meaning_and_action(tmp_pa
     ("1 Workers killed due to memory pressure (OOM) at node (ID: 1f2e, IP: 10.0.0.5)", None, "10.0.0.5"),
     ("socket error on host gpu-node-7.cluster", None, "gpu-node-7.cluster"),
     ("opened /logs/rank0.log", None, None),
+    ("Xid errors on instance: ip-26-0-1-2, Error: May 29 01:37:38 ip-26-0-1-2 kernel: [2570.8] NVRM: Xid (PCI:0000:90:1c): "
+     "64, pid=1", None, "ip-26-0-1-2"),
 ])
 def test_named_in_text(text, rank, host):
     assert named_in_text(text) == (rank, host)
+
+
+def test_the_peer_that_refused_the_connection_is_the_node_to_look_at(facts_from):
+    from trainlog_debugger.tools.rules.network import socket
+    (c,) = socket(facts_from({"nccl.log": [
+        "r11i6n2:486514:486651 [1] include/socket.h:403 NCCL WARN Connect to 10.148.3.247<56821> failed : "
+        "Connection refused"]}))
+    assert c.nodes == ["10.148.3.247"] and c.ranks == [] and "10.148.3.247 refused" in c.summary
+    (c,) = socket(facts_from({"nccl.log": [  # a reset names no peer to blame: the printing node stays
+        "node2:1234:1299 [0] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer node3<46512>"]}))
+    assert c.nodes == ["node2"]

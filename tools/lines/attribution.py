@@ -328,13 +328,16 @@ def note_local_rank(local_to_rank: dict[int, int], local: int, rank: int) -> Non
 # `rank=3`, `RANK=3`, `local_rank: 3`, `Process 3 terminated`, `task 3:` (srun), and a host or IP the line states
 # (`host: gpu-17`, `on node gpu-17`, `IP: 10.0.0.5`). Only the first three forms of a rank are global ranks;
 # `local_rank` is read as a rank only where nothing else names one (a one-node paste). A line that names two
-# different ranks (`rank 1 and rank 0 both on CUDA device 1000`) names no single culprit.
+# different ranks (`rank 1 and rank 0 both on CUDA device 1000`) names no single culprit. `instance: host` (cloud
+# alerts) and a syslog line quoted inside another (`... May 29 01:37:38 host kernel: NVRM: Xid ...`) name a host too.
 _NAMED_RANK = re.compile(r"(?i)(?<![\w.])(?:\[\s*(?:global[ _])?rank\s*(\d{1,7})\s*\]|(?:global[ _])?rank\s*[:=#]?\s*(\d{1,7})"
                          r"(?![\w.])|(?-i:Process) (\d{1,7}) terminated|(?-i:task) (\d{1,7}):)")
 _NAMED_LOCAL = re.compile(r"(?i)(?<![\w.])local[_ ]rank\s*[:=#]?\s*(\d{1,7})(?![\w.])")
-_NAMED_HOST = re.compile(r"(?i)(?<![\w.])(?:(?:host(?:name)?|node)\s*[:=]\s*|(?:on|at) (?:host|node) )"
+_NAMED_HOST = re.compile(r"(?i)(?<![\w.])(?:(?:host(?:name)?|node|instance)\s*[:=]\s*|(?:on|at) (?:host|node|instance) )"
                          r"([A-Za-z][\w\-]*(?:\.[\w\-]+)*|\d{1,3}(?:\.\d{1,3}){3})(?![\w\-])|(?<![\w.])IP\s*[:=]\s*"
-                         r"(\d{1,3}(?:\.\d{1,3}){3})(?![\d.])")
+                         r"(\d{1,3}(?:\.\d{1,3}){3})(?![\d.])"
+                         # a syslog line quoted inside another (`... Error: May 29 01:37:38 ip-26-0-1 kernel: NVRM: Xid`)
+                         r"|(?-i:\b[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d )([A-Za-z][\w\-.]*) (?:kernel|slurmd|slurmstepd)(?:\[\d+\])?:")
 
 
 def named_in_text(text: str) -> tuple[int | None, str | None]:
@@ -342,5 +345,5 @@ def named_in_text(text: str) -> tuple[int | None, str | None]:
     ranks = {int(next(g for g in m.groups() if g)) for m in _NAMED_RANK.finditer(text)}
     if not ranks:
         ranks = {int(m.group(1)) for m in _NAMED_LOCAL.finditer(text)}
-    hosts = list(dict.fromkeys(m.group(1) or m.group(2) for m in _NAMED_HOST.finditer(text)))
+    hosts = list(dict.fromkeys(m.group(1) or m.group(2) or m.group(3) for m in _NAMED_HOST.finditer(text)))
     return (next(iter(ranks)) if len(ranks) == 1 else None), (hosts[0] if len(hosts) == 1 else None)

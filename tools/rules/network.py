@@ -51,11 +51,28 @@ def ib_async(f: RuleInputs):
                  recommendations=["check the HCA port state and the switch"])] if evs else []
 
 
+# `Connect to 10.148.3.247<56821> failed : Connection refused`: the peer that refused or could not be reached is where
+# to look (its process died, its port is closed, its link is down); the rank that printed it is the one left waiting
+_PEER_REFUSED = re.compile(r"Connect to \[?([\w.:%-]+?)\]?<\d+> failed ?: ?(?:Connection refused|No route to host|"
+                           r"Connection timed out|Network is unreachable|Host is unreachable)")
+
+
 def socket(f: RuleInputs):
     evs = f.hits("nccl.socket_error")
-    return [candidate("network.socket", "network", "NCCL socket connection failures", 0.65, evs[:3], f, status=_status(f),
-                 recommendations=["check NCCL_SOCKET_IFNAME points at a routable interface on every node, and "
-                                  "firewalls between nodes"])] if evs else []
+    if not evs:
+        return []
+    peers = list(dict.fromkeys(m.group(1) for e in evs if (m := _PEER_REFUSED.search(e.text))))
+    reporters = set(f.nodes_of(evs))
+    named = [p for p in peers if p not in reporters][:4]
+    summary = "NCCL socket connection failures" + (f": {', '.join(named)} refused or could not be reached" if named
+                                                   else "")
+    return [candidate("network.socket", "network", summary, 0.65, evs[:3], f, status=_status(f),
+                      **({"nodes": named, "ranks": [], "facts": {"unreachable_peers": named}} if named else {}),
+                      recommendations=(["check the node(s) that refused the connection first: is the job's process "
+                                        "alive there, is its interface up (ip link, ibstat), is a firewall in the way"]
+                                       if named else [])
+                      + ["check NCCL_SOCKET_IFNAME points at a routable interface on every node, and "
+                         "firewalls between nodes"])]
 
 
 def nccl_error(f: RuleInputs):

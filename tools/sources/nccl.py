@@ -32,8 +32,11 @@ PATTERNS = [
       "node1:1234:1300 [0] bootstrap.cc:80 NCCL WARN Bootstrap : no socket interface found",
       "NCCL found no usable network interface (NCCL_SOCKET_IFNAME matches none)"),
     P("nccl.socket_error", 1, "network", "root_candidate",
-      r"(?:Connection closed by remote peer|socketStartConnect: Connect to|socketPollConnect: exceeded timeouts|No interface found in the same subnet|Call to recv from \S+ failed)",
-      ("Connection closed by remote peer", "socketStartConnect", "socketPollConnect", "No interface found in the same subnet", "Call to recv from"),
+      # older NCCL (include/socket.h) prints `Connect to <ip><port> failed : Connection refused` with no function name
+      r"(?:Connection closed by remote peer|socketStartConnect: Connect to|socketPollConnect: exceeded timeouts|No interface found in the same subnet|Call to recv from \S+ failed"
+      r"|NCCL WARN Connect to \S+ failed)",
+      ("Connection closed by remote peer", "socketStartConnect", "socketPollConnect", "No interface found in the same subnet", "Call to recv from",
+       "NCCL WARN Connect to "),
       "node2:1234:1299 [0] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer node3<46512>",
       "NCCL socket error", fields=r"NCCL WARN (?P<warn>.*)"),
     P("nccl.cuda_failure", 1, "gpu_cuda", "root_candidate",
