@@ -149,15 +149,16 @@ def _origin_table(rep: dict) -> Table:
     for _, label in DIMENSIONS:
         t.add_column(label, justify="right")
     t.add_column("false all-clear", justify="right")
+    t.add_column("no fault found", justify="right")
     t.add_column("refused", justify="right")
     for o, s in rep["per_origin"].items():
         cells = [Text(o, style="bold" if o in ("real test", "real") else ""), Text(str(s["cases"]))]
         for key, _ in DIMENSIONS:
             b = base.get(o, {}).get(key)
             cells.append(Text(_fmt(key, s.get(key)) + (f" ({_fmt(key, b)})" if b is not None else "")))
-        for key in ("false_all_clear", "refused"):
+        for key in ("false_all_clear", "no_fault_found", "refused"):
             n = s.get(key) or 0
-            cells.append(Text(str(n), style=BAD if n else OK))
+            cells.append(Text(str(n), style=(BAD if key != "no_fault_found" else "yellow") if n else OK))
         t.add_row(*cells)
     if base:
         t.caption = "(regex baseline in parentheses)"

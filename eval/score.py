@@ -9,8 +9,10 @@ Dimensions (each case, then totals):
 - grounding: the fraction of cited lines that exist verbatim in the bundle (re-read from the files). Must be 1.0.
 - control: on a control case (tools `Truth.is_control`), a predicted category that differs from the truth is a
   false alarm, i.e. a failed control.
-- all-clear: on a case where something failed, an answer of `completed` or category `none` is a false all-clear,
-  the one mistake a tool for 3 AM must never make; counted, the fewer the better.
+- all-clear: on a case where something failed, an answer of `completed` is a false all-clear, the one mistake a tool
+  for 3 AM must never make; counted. `no fault found` (category `none`, status `inconclusive`: no rank printed an
+  error-level line, and nothing proves a normal end) is counted apart: it is the honest answer to a paste that shows
+  no failure, and a miss everywhere else.
 - refused: the bundle was rejected as unusable (no training-job logs recognised); counted.
 A real incident's `category_accept` labels count as right (a second label TAXONOMY genuinely allows).
 Runtime (and, in LLM mode, tokens and cost) is reported, never scored.
@@ -170,7 +172,8 @@ def score(truth, diag: Diagnosis, bundle) -> dict:
         "cited": n,
         "grounding_problems": problems[:10],
         "control": category_ok if truth.is_control else None,
-        "all_clear": (diag.status.value == "completed" or diag.category == "none") if failing else None,
+        "all_clear": diag.status.value == "completed" if failing else None,
+        "no_fault": (diag.category == "none" and diag.status.value != "completed") if failing else None,
         "refused": False,
     }
 
@@ -181,7 +184,7 @@ def failed_scores(truth, error: str = "") -> dict:
             "time": False if truth.first_failure_time else None, "time_delta_s": None,
             "time_skipped": None if truth.first_failure_time else "no truth time", "grounding": 0.0,
             "cited": 0, "grounding_problems": [], "control": False if truth.is_control else None,
-            "all_clear": None, "refused": error.startswith("BundleError: ")}
+            "all_clear": None, "no_fault": None, "refused": error.startswith("BundleError: ")}
 
 
 # -- totals -------------------------------------------------------------------------------------------------
@@ -212,6 +215,7 @@ def totals(rows: list[dict], key: str | None = None) -> dict:
         "grounding_min": round(min(gro), 4) if gro else None, "grounding_mean": _mean(gro),
         "control_pass_rate": _mean([float(c) for c in ctl]), "controls": len(ctl),
         "false_all_clear": sum(1 for s in sc if s.get("all_clear")),
+        "no_fault_found": sum(1 for s in sc if s.get("no_fault")),
         "refused": sum(1 for s in sc if s.get("refused")),
         "runtime_total_s": round(sum(rt), 3), "runtime_max_s": round(max(rt), 3) if rt else None,
         "tokens": None, "cost_usd": None,

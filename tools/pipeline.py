@@ -132,9 +132,10 @@ _TRAINING_LINE = re.compile(
     rb"val_loss|batch|batch_size|micro_batch|gpu|device|lr|learning_rate|grad_norm|tokens)\b['\"]?\s*[:=#]?\s*\[?\s*"
     rb"(?:\d|nan\b|inf\b)"
     rb"|^\s*File \"[^\"\n]+\", line \d+, in \S"
-    # NCCL's own lines without their host:pid:tid prefix; an absl/gRPC status as JAX, XLA and TensorFlow print it
+    # NCCL's own lines without their host:pid:tid prefix, or with it and without the word NCCL (NCCL 2.3 and older);
+    # an absl/gRPC status as JAX, XLA and TensorFlow print it
     # (`FAILED_PRECONDITION: ...`); a Ray worker process's title (`ray::WorkerDict.generate`)
-    rb"|\bNCCL (?:INFO|WARN|ERROR|TRACE)\b"
+    rb"|\bNCCL (?:INFO|WARN|ERROR|TRACE)\b|^\S+:\d+:\d+ \[\d+\] (?:INFO|WARN) "
     rb"|(?-i:\b(?:FAILED_PRECONDITION|RESOURCE_EXHAUSTED|DEADLINE_EXCEEDED|UNAVAILABLE|INVALID_ARGUMENT|INTERNAL|"
     rb"ABORTED|UNIMPLEMENTED|DATA_LOSS|OUT_OF_RANGE|PERMISSION_DENIED|ALREADY_EXISTS|UNAUTHENTICATED): \S)"
     rb"|\bray::[A-Za-z_]\w*)")

@@ -101,3 +101,21 @@ def test_the_diagnosis_sees_only_the_neutral_copy(case_dir, monkeypatch):
     assert SLUG not in seen["root"] and "suite" not in seen["root"]
     assert not any(SLUG in p or "truth.yaml" in p for p in seen["paths"])
     assert not any("truth.yaml" in p for p in seen["skipped"])  # never even offered to the bundle
+
+
+def test_the_split_is_a_hash_of_the_slug_one_in_three_test():
+    from collections import Counter
+
+    from trainlog_debugger.eval.cases import split_of
+    got = Counter(split_of(f"project-{i}-some-failure") for i in range(3000))
+    assert set(got) == {"dev", "test"} and 900 < got["test"] < 1100
+    assert all(split_of(s) == split_of(s) for s in ("nccl-1814-ib", "x"))  # fixed, not drawn
+
+
+def test_a_folder_of_case_folders_inside_a_path_is_discovered(tmp_path):
+    from trainlog_debugger.eval.cases import discover
+    for rel in ("gen-a", "real/inc-b", "real/inc-c"):
+        (tmp_path / rel).mkdir(parents=True)
+        (tmp_path / rel / "truth.yaml").write_text("category: network\nsplit: dev\n")
+        (tmp_path / rel / "combined.log").write_text("x\n")
+    assert [c.id for c in discover([tmp_path])] == [f"{tmp_path.name}/gen-a", "real/inc-b", "real/inc-c"]

@@ -7,6 +7,7 @@ import pytest
 from trainlog_debugger.eval.cases import Truth
 from trainlog_debugger.eval.score import (
     beats,
+    failed_scores,
     culprit_score,
     grounding,
     per_tag,
@@ -180,3 +181,26 @@ def test_origin_comes_from_the_tags_and_real_is_listed_first():
     got = per_origin(rows)
     assert list(got) == ["real", "generated"]
     assert got["real"]["category_accuracy"] == 0.0 and got["generated"]["category_accuracy"] == 1.0
+
+
+def test_a_second_defensible_label_counts_and_the_all_clears_are_counted_apart(bundle):
+    t = Truth(category="oom", category_accept=("infrastructure",), split="dev")
+    assert score(t, _diag([_ev(1)], category="infrastructure"), bundle)["category"] is True
+    assert score(t, _diag([_ev(1)], category="software"), bundle)["category"] is False
+    done = score(t, Diagnosis(status=Status.completed, category="none"), bundle)
+    assert done["all_clear"] is True and done["no_fault"] is False
+    nothing = score(t, Diagnosis(status=Status.inconclusive, category="none"), bundle)
+    assert nothing["all_clear"] is False and nothing["no_fault"] is True
+    assert score(Truth(category="none"), Diagnosis(status=Status.completed, category="none"), bundle)["all_clear"] is None
+    refused = failed_scores(t, "BundleError: no training-job logs recognised in /x")
+    assert refused["refused"] is True and failed_scores(t, "ValueError: bug")["refused"] is False
+
+
+def test_real_incidents_are_split_into_test_then_dev():
+    from trainlog_debugger.eval.score import per_origin
+    row = {"tags": [], "control": False, "error": None,
+           "scores": {"category": True, "culprit": None, "time": None, "grounding": 1.0, "control": None,
+                      "all_clear": False, "no_fault": True, "refused": False}}
+    got = per_origin([row | {"split": "dev"}, row | {"split": "test"}, row | {"tags": ["lab"]}])
+    assert list(got) == ["real test", "real dev", "lab"]
+    assert got["real test"]["no_fault_found"] == 1 and got["real test"]["false_all_clear"] == 0

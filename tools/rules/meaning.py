@@ -123,7 +123,16 @@ def read_by_meaning(f: RuleInputs):
             cat, words, why = said
             break
     else:
-        e, cat, words, why = onset, "software", "", "an error no table or word list knows: most likely the program's"
+        # the first fault's words name nothing: what the consequences say (`exited on signal 9 (Killed)`) is a better
+        # guess than a program error, though it blames nobody and yields to any other reading
+        later = [] if consequence else _onset_pool(f, error_lines(f, cascade=True))[:ONSET_LINES]
+        for c in later:
+            said = read_by_words(f, c.text)
+            if said:
+                e, (cat, words, why), consequence = c, said, True
+                break
+        else:
+            e, cat, words, why = onset, "software", "", "an error no table or word list knows: most likely the program's"
     # the line's rank is the culprit when it stands out among enough ranks to compare (asymmetry.MIN_RANKS), or in
     # a one-rank paste; a line with no rank lets its own words name one (tools.rules.base.candidate)
     ranks = ([e.rank] if outlier or len(seen) <= 1 else []) if e.rank is not None else None
