@@ -87,6 +87,7 @@ NUMERICAL = [
      {GRAD: {}}),
     ("fp16 loss scaler overflow", "[2024-11-05 12:00:00] Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0", {GRAD: {}}),
     ("non-finite loss", "Detected non-finite loss", {GRAD: {}}),
+    ("a user's own print", "rank 3: epoch 2 step 1201 loss nan", {NAN: {}}),
     ("ESPnet grad norm", "(trainer:582) WARNING: The grad norm is nan. Skipping updating the model.", {GRAD: {}}),
 ]
 

@@ -15,7 +15,8 @@ Two readers, in order of authority:
 
 Error-level lines are the kept hits of every root-candidate pattern (the catalog's fallbacks included, and
 generic.error_line, the scan's last resort for a failure word nobody explains), minus cascade lines (an NCCL
-timeout waits for the trigger, it is never one) and lines a table calls noise or context.
+timeout waits for the trigger, it is never one), lines a table calls noise or context, and the lines of hardware
+snapshots (`nvidia-smi -q` has an `ECC Errors` heading on a healthy GPU: tools/hw compares those values instead).
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.rules.asymmetry import MIN_RANKS
 from trainlog_debugger.tools.rules.base import RuleInputs, by_time, candidate
 from trainlog_debugger.tools.sources import is_cascade, patterns
+from trainlog_debugger.tools.sources.detect import HW_KINDS
 
 TABLE_STRENGTH = 0.55
 LEXICON_STRENGTH = 0.3
+CONSEQUENCE_STRENGTH = 0.2  # a reading of consequence lines only: below the collective analysis's own weak reading
 ONSET_LINES = 6     # error lines from the onset (on the outlier rank first) read for a lexicon category
 MAX_LINES = 20_000  # distinct error-level lines handed to the tables (a 1,024-rank crash keeps ~27,000 hits)
 
@@ -64,7 +67,7 @@ def error_lines(f: RuleInputs, cascade: bool = False) -> list[Evidence]:
                 e = Evidence(file=e.file, line=fx["exception_line"], text=fx["exception_text"], time=e.time,
                              rank=e.rank, node=e.node, kind=e.kind)
             key = (e.file, e.line)
-            if key in seen or (not cascade and is_cascade(e.text)):
+            if key in seen or e.kind in HW_KINDS or (not cascade and is_cascade(e.text)):
                 continue
             seen.add(key)
             out.append(e)
@@ -140,7 +143,8 @@ def read_by_meaning(f: RuleInputs):
         ranks, outlier = [], False
     who = (f" on rank {e.rank}, the first of {len(erring)} of {len(seen)} ranks with an error line" if outlier
            else " (only consequences erred: a timeout or an abort, no first fault)" if consequence else "")
-    return [candidate("meaning.lexicon", cat, f"read by its words: {why}{who} ({_short(e.text)})", LEXICON_STRENGTH,
+    return [candidate("meaning.lexicon", cat, f"read by its words: {why}{who} ({_short(e.text)})",
+                      CONSEQUENCE_STRENGTH if consequence else LEXICON_STRENGTH,
                       [e], f, ranks=ranks if ranks is not None else None,
                       facts={"read_by": "lexicon", "words": words, "lexicon_why": why,
                              **({"fallback": True, "consequence_only": True} if consequence else {})},

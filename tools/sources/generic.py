@@ -74,12 +74,13 @@ PATTERNS = [
       # lets Hyperscan keep the digit in its literals instead of confirming `: +` after the field's name on every
       # iteration line (12-14 % of the database's time); no producer pads it wider.
       r"(?:Loss became infinite or NaN|: (?:nan|NaN|NAN|inf|Inf|INF)\b|:(?:nan|NaN|NAN|inf|Inf|INF)\b|= ?(?:nan|NaN|NAN|inf|Inf|INF)\b|[:=] ?(?:tensor\()?-(?:nan|NaN|NAN|inf|Inf|INF)\b|[:=] ?tensor\((?:nan|NaN|NAN|inf|Inf|INF)\b"
-      r"|number of nan iterations: {1,3}[1-9])",
+      r"|number of nan iterations: {1,3}[1-9]|[Ll]oss (?:nan|NaN|NAN|inf|Inf|INF)\b)",
       ("Loss became infinite or NaN", "oss", "number of nan iterations"),
       "FloatingPointError: Loss became infinite or NaN at iteration=1!",
       "loss is NaN/Inf (divergence, bad init or bad data)",
+      # a user's own print without a separator (`step 1201 loss nan`)
       verify=r"(?:Loss became infinite or NaN|[Ll]oss[ a-z_]*'?(?::|=) ?(?:tensor\()?-?(?:nan|NaN|NAN|inf|Inf|INF)\b"
-             r"|number of nan iterations: {1,3}[1-9])"),
+             r"|number of nan iterations: {1,3}[1-9]|[Ll]oss (?:nan|NaN|NAN|inf|Inf|INF)\b)"),
     P("numerical.grad_nan", 2, "numerical", "root_candidate",
       # Megatron's `grad norm: nan`; the HF Trainer's logged dict `'grad_norm': nan`;
       # ESPnet's `The grad norm is nan`

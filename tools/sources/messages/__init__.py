@@ -39,7 +39,3 @@ scanner loads, and a scan needs none of this); `lexicon.yaml` is the word list t
 by when no table knows it.
 """
 
-
-def __getattr__(name: str):  # TEMPORARY while the tables are being written: `messages.read_table` and friends
-    import importlib
-    return getattr(importlib.import_module(f"{__name__}.catalog"), name)

@@ -1,0 +1,67 @@
+"""General failures that a tool built on 23 incidents used to miss (issue 25), each as a real-shaped paste: the
+answer comes from the ecosystem's own knowledge (the message tables, the lexicon), never "no fault found", never a
+refusal."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainlog_debugger.tools.bundle.open import open_bundle
+from trainlog_debugger.tools.model import Status
+from trainlog_debugger.tools.pipeline import investigate
+
+CASES = [
+    # Ray's memory monitor killing a worker for host memory
+    ("ray memory monitor",
+     "(raylet) [2024-05-01 10:00:00,123 E 1234 1234] (raylet) node_manager.cc:3069: 1 Workers (tasks / actors) killed "
+     "due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 1f2e, IP: 10.0.0.5) over the "
+     "last time period.\nray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n",
+     "oom", None),
+    # an InfiniBand completion error reported by NCCL's network plugin
+    ("ib plugin completion",
+     "kp-ddp-worker-0:3468:3905 [4] ib_plugin.c:1615 NCCL WARN NET/IBext : Got completion from peer "
+     "10.216.210.236<54862> with status=12 opcode=0 len=0 vendor err 129 (Recv) localGid fd00::1 remoteGids fd00::2\n",
+     "network", None),
+    # a CUDA error whose documented meaning is "the fabric manager is not running"
+    ("cuda system not ready",
+     "[rank0]: Traceback (most recent call last):\n[rank0]:   File \"train.py\", line 3, in <module>\n"
+     "[rank0]: RuntimeError: CUDA error: system not yet initialized\n", "infrastructure", None),
+    # a planned walltime exit that Megatron prints before the scheduler ends the job
+    ("megatron walltime",
+     " iteration     4200/  100000 | consumed samples:      4300800 | lm loss: 2.143E+00 |\n"
+     "[exiting program after 1190.0123456 minutes] datetime: 2025-03-01 07:59:58\n", "infrastructure", Status.cancelled),
+    # collective fingerprints under TORCH_DISTRIBUTED_DEBUG=DETAIL, no launcher banner, no timestamps
+    ("fingerprint mismatch",
+     "RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running collective: "
+     "CollectiveFingerPrint(SequenceNumber=12, OpType=ALLREDUCE, TensorShape=[1024], TensorDtypes=Float, "
+     "TensorDeviceTypes=TensorOptions(dtype=float, device=cuda)), but Rank 1 is running collective: "
+     "CollectiveFingerPrint(SequenceNumber=12, OpType=BROADCAST, TensorShape=[4], TensorDtypes=Long, "
+     "TensorDeviceTypes=TensorOptions(dtype=long, device=cuda)).\n", "software", None),
+    # a bare distributed_c10d.py traceback, cut before its exception
+    ("bare c10d frames",
+     '  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/distributed_c10d.py", line 2606, in all_gather\n'
+     "    work = default_pg.allgather([tensor_list], [tensor])\n", None, None),
+    # a user's own per-rank prints, with a NaN
+    ("own prints",
+     "rank 3: epoch 2 step 1200 loss 2.3104\nrank 3: epoch 2 step 1201 loss nan\n", "numerical", None),
+    # a host memory limit hit while registering RDMA memory: the memlock limit, not the network
+    ("ibv_reg_mr memlock",
+     "node7:50561:50762 [1] misc/ibvwrap.cc:42 NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory\n",
+     "config", None),
+]
+
+
+@pytest.mark.parametrize("name, text, category, status", CASES, ids=[c[0] for c in CASES])
+def test_a_general_failure_gets_an_answer(tmp_path, name, text, category, status):
+    (tmp_path / "combined.log").write_text(text)
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)  # never refused: a paste that speaks of training is read
+    assert d.status != Status.completed
+    if category is None:
+        assert d.status == Status.inconclusive  # read, answered weakly, and it names what is missing
+        assert d.missing
+    else:
+        assert d.category == category, d.headline
+        assert d.chain and all(e.text for f in d.chain for e in f.evidence)
+    if status is not None:
+        assert d.status == status
