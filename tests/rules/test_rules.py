@@ -57,8 +57,12 @@ FIRE = [
      "network", 0.85),
     ("network.nccl_error", {"n.log": ["dgxa100:1050:1316 [0] NCCL INFO include/net.h:25 -> 2",
                                       "dgxa100:1050:1316 [0] NCCL INFO transport/net.cc:515 -> 2"]}, "network", 0.55),
+    # a timeout that no line explains: a rank that never reached the collective (TAXONOMY), weakly; a transport
+    # error among the lines keeps the network reading
     ("network.nccl_only", {"c.log": ["[E ProcessGroupNCCL.cpp:460] To avoid data inconsistency, we are taking the "
-                                     "entire process down."]}, "network", 0.3),
+                                     "entire process down."]}, "software", 0.3),
+    ("network.nccl_only", {"c.log": ["RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection "
+                                     "closed by peer [10.0.0.7]:25231"]}, "network", 0.3),
     ("collective.mismatch", {"c.log": ["RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running "
                                        "inconsistent collective: CollectiveFingerPrint(OpType=BROADCAST, TensorShape=[4]"]},
      "software", 0.8),
