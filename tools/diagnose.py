@@ -61,6 +61,7 @@ def pick(cands: list[Candidate]) -> Candidate | None:
         return None
     pool = [c for c in cands if c.strength >= DECISIVE] or cands
     pool = [c for c in pool if not c.facts.get("fallback")] or pool  # "nothing else explains it" loses to anything
+    pool = [c for c in pool if not c.facts.get("consequence_only")] or pool  # what only the consequences say, last
     best = max(c.strength for c in pool)
     eligible = [c for c in pool if c.strength >= best - WINDOW]
     # a chain across sources (storage daemons → worker rank) explains the worker-side view of the same failure;

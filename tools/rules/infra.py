@@ -25,10 +25,12 @@ def bus_error(f: RuleInputs):
 
 
 def sigkilled_workers(f: RuleInputs) -> list[Evidence]:
-    """The launcher's lines that say a worker died of SIGKILL (torchrun's `exitcode : -9`, `Signal 9 (SIGKILL)`)."""
+    """The launcher's lines that say a worker died of SIGKILL (torchrun's `exitcode : -9`, `Signal 9 (SIGKILL)`, the
+    elastic agent's `failed (exitcode: -9) local_rank: 0`)."""
     out = []
-    for e in f.hits("torchrun.exitcode", "torchrun.signal_received"):
-        fx = f.fields_of(e, "torchrun.exitcode") or f.fields_of(e, "torchrun.signal_received")
+    for e in f.hits("torchrun.exitcode", "torchrun.signal_received", "torchrun.worker_failed"):
+        fx = (f.fields_of(e, "torchrun.exitcode") or f.fields_of(e, "torchrun.signal_received")
+              or f.fields_of(e, "torchrun.worker_failed"))
         if fx.get("exitcode") == -9 or fx.get("signal") == "SIGKILL":
             out.append(e)
     return out
@@ -38,9 +40,10 @@ def killed_from_outside(f: RuleInputs):
     """A worker ended by SIGKILL (exit -9) whose own log shows no error: something outside the process killed it
     (the kernel OOM killer, a cgroup limit, an operator, a node agent). -15 is the launcher's own stop and -6 the
     NCCL watchdog's abort: both are cascade, not this."""
-    killed = [e for e in sigkilled_workers(f) if e.rank is not None]
+    every = sigkilled_workers(f)
+    killed = [e for e in every if e.rank is not None]
     if not killed:
-        return []
+        return _killed_unattributed(f, every)
     ranks = sorted({e.rank for e in killed})
     own_errors = {e.rank for pid, s in f.summaries.items() if s.role == "root_candidate" and s.tier in (1, 2)
                   and not pid.startswith("torchrun.") for e in f.hits(pid) if e.rank in ranks}
@@ -52,6 +55,23 @@ def killed_from_outside(f: RuleInputs):
                  f"with SIGKILL and their own logs show no error: killed from outside the process", 0.6, evs, f,
                  ranks=silent, recommendations=["check the host's kernel log for the OOM killer or a cgroup limit at "
                                                 "that time (dmesg / journalctl -k), and the scheduler's events"])]
+
+
+def _killed_unattributed(f: RuleInputs, killed: list[Evidence]):
+    """A launcher's line that a worker died of SIGKILL, in a paste that says nothing else (no rank prefix, no error
+    line of any worker anywhere): the same reading, a little weaker, its rank from the line's own words
+    (`local_rank: 0`) where it names one."""
+    if not killed:
+        return []
+    errors = [pid for pid, s in f.summaries.items() if s.role == "root_candidate" and s.tier in (1, 2)
+              and not pid.startswith("torchrun.")]
+    if errors:
+        return []
+    return [candidate("infra.killed_from_outside", "infrastructure", "a worker was killed with SIGKILL and no line in "
+                      "the bundle shows an error: killed from outside the process (the kernel's OOM killer is the "
+                      "usual one)", 0.5, killed[:2], f,
+                      recommendations=["check the host's kernel log for the OOM killer or a cgroup limit at that "
+                                       "time (dmesg / journalctl -k), and the scheduler's events"])]
 
 
 def pod_nodes(f: RuleInputs, evs: list[Evidence]) -> list[str]:
