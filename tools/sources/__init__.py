@@ -54,7 +54,13 @@ def by_id() -> dict[str, Pattern]:
     return {p.id: p for p in patterns()}
 
 
+@lru_cache(maxsize=1)
+def _cascades() -> tuple[Pattern, ...]:
+    return tuple(p for p in patterns() if p.role == "cascade")
+
+
 def is_cascade(text: str) -> bool:
     """Does a catalog pattern whose role is cascade match this line (a collective timeout, a launcher signal)?
-    A traceback ending in such a line is a rank that waited, not one that crashed."""
-    return any(p.role == "cascade" and p.match(text) for p in patterns())
+    A traceback ending in such a line is a rank that waited, not one that crashed. Each pattern's anchors are
+    looked for first (every line it matches holds one), as the scan's own prefilter: a regex only where it can hit."""
+    return any(any(a in text for a in p.anchors) and p.match(text) for p in _cascades())
