@@ -213,7 +213,59 @@ def messages() -> tuple[Message, ...]:
     return tuple(m for msgs in tables().values() for m in msgs)
 
 
+_LITERALS: dict[str, list | None] = {}  # regex → its required literals, kept across processes (_save_literals)
+_LITERALS_DIRTY = [False]
+
+
+def _literals_file() -> Path:
+    import os
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainlog-debugger" / "literals.json"
+
+
+def _load_literals() -> None:
+    """Reading 380 regexes' parse trees costs ~0.17 s a process; their literals are kept in the user's cache (a
+    regex's literals are a function of its text alone, so the file can never be stale, only incomplete)."""
+    import json
+    if _LITERALS:
+        return
+    try:
+        got = json.loads(_literals_file().read_text(encoding="utf-8"))
+        if isinstance(got, dict):
+            _LITERALS.update({k: v for k, v in got.items() if v is None or isinstance(v, list)})
+    except (OSError, ValueError):
+        pass
+
+
+def _save_literals() -> None:
+    import json
+    import os
+    if not _LITERALS_DIRTY[0]:
+        return
+    try:
+        path = _literals_file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(_LITERALS), encoding="utf-8")
+        os.replace(tmp, path)
+        _LITERALS_DIRTY[0] = False
+    except OSError:
+        pass
+
+
 def required_literals(regex: str, least: int = 4) -> tuple[str, ...] | None:
+    """required_literals_of, remembered (in this process and in the user's cache) for the default `least`."""
+    if least != 4:
+        return required_literals_of(regex, least)
+    _load_literals()
+    if regex not in _LITERALS:
+        got = required_literals_of(regex, least)
+        _LITERALS[regex] = list(got) if got is not None else None
+        _LITERALS_DIRTY[0] = True
+    got = _LITERALS[regex]
+    return tuple(got) if got is not None else None
+
+
+def required_literals_of(regex: str, least: int = 4) -> tuple[str, ...] | None:
     """Literal strings such that every line the regex matches contains at least one of them (one per branch of a
     top-level alternation: the longest literal run of that branch), or None when some branch has no run of
     `least` characters or the regex ignores case. The pure-Python engine finds lines by these with `bytes.find`."""
@@ -286,6 +338,7 @@ class _Index:
             self.msgs.append(m)
             pats.append(P(m.id, 3, m.category, "context", trig, anchors, m.example, m.meaning))
         self.engine = make_engine(pats) if pats else None
+        _save_literals()
 
     def match_many(self, lines: list[str]) -> list[list[Message]]:
         texts = [t[:MAX_LINE].replace("\n", " ").replace("\r", " ") for t in lines]
