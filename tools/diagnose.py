@@ -61,6 +61,11 @@ def pick(cands: list[Candidate]) -> Candidate | None:
         return None
     pool = [c for c in cands if c.strength >= DECISIVE] or cands
     pool = [c for c in pool if not c.facts.get("fallback")] or pool  # "nothing else explains it" loses to anything
+    # an upstream table's reading of a line fills the gap where no rule knows the failure; where a rule decided,
+    # the tables' triggers support it or are alternatives, never an earlier rival (a WARNING the docs call a
+    # trigger, printed before a disk filled, does not outrank `No space left on device`)
+    if any(c.strength >= DECISIVE and not c.rule.startswith(READINGS) for c in pool):
+        pool = [c for c in pool if not c.rule.startswith(READINGS)]
     pool = [c for c in pool if not c.facts.get("consequence_only")] or pool  # what only the consequences say, last
     best = max(c.strength for c in pool)
     eligible = [c for c in pool if c.strength >= best - WINDOW]
@@ -75,9 +80,16 @@ def pick(cands: list[Candidate]) -> Candidate | None:
     return max(eligible, key=lambda c: c.strength)
 
 
+READINGS = ("table.", "meaning.")  # candidates that read a line's meaning (tools/rules/meaning.py), not a rule's
+
+
 def diagnose(inputs: RuleInputs) -> Diagnosis:
     scan = inputs.scan
     cands = candidates(inputs)
+    if inputs.hits("job.finished"):
+        # proof of a normal end outweighs what a warning's words or a table say of it: a run that finished is not
+        # failed by `Could not find: libnccl-net.so` or a documented fallback to CPU
+        cands = [c for c in cands if not c.rule.startswith(READINGS)]
     trigger = pick(cands)
     job = job_details(inputs)
     if trigger is None:

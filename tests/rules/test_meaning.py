@@ -64,7 +64,7 @@ def test_the_rank_that_stands_out_is_the_reading_s_culprit(facts_from):
     files = {f"rank{r}.log": ok.format(r=r).splitlines() for r in range(4)}
     files["rank2.log"].append("[rank2]: E worker.cc:88] prefetch aborted: cannot read /data/shard-17.tar (EIO)")
     (c,) = meaning.read_by_meaning(facts_from(files))
-    assert c.category == "storage_io" and c.ranks == [2] and "first of 1 of 4 ranks" in c.summary
+    assert c.category == "storage_io" and c.ranks == [2] and "the only one of 4 ranks" in c.summary
 
 
 def test_the_same_error_on_every_rank_names_no_rank(facts_from):
@@ -136,6 +136,11 @@ def test_a_table_trigger_is_a_cited_candidate_with_its_meaning_and_action(tmp_pa
     ("1 Workers killed due to memory pressure (OOM) at node (ID: 1f2e, IP: 10.0.0.5)", None, "10.0.0.5"),
     ("socket error on host gpu-node-7.cluster", None, "gpu-node-7.cluster"),
     ("opened /logs/rank0.log", None, None),
+    ("local rank 2 failed to start", 2, None),  # a local rank alone is read where nothing else names one
+    ("tp rank 2 of rank 9 failed", 9, None),     # a tensor-parallel rank is not the job's rank
+    ("the worker of rank 3. It failed", 3, None),
+    ("socket error: connect to host fe80::1%ib0 failed", None, None),
+    ("Error on node startup, retrying", None, None),
     ("Xid errors on instance: ip-26-0-1-2, Error: May 29 01:37:38 ip-26-0-1-2 kernel: [2570.8] NVRM: Xid (PCI:0000:90:1c): "
      "64, pid=1", None, "ip-26-0-1-2"),
 ])
@@ -152,3 +157,70 @@ def test_the_peer_that_refused_the_connection_is_the_node_to_look_at(facts_from)
     (c,) = socket(facts_from({"nccl.log": [  # a reset names no peer to blame: the printing node stays
         "node2:1234:1299 [0] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer node3<46512>"]}))
     assert c.nodes == ["node2"]
+
+
+# -- what the review of issue 25 found: readings must never outrank proof or a decisive rule ----------------------
+def _run(tmp_path, text: str):
+    root = tmp_path / f"r{len(list(tmp_path.iterdir()))}"
+    root.mkdir()
+    (root / "combined.log").write_text(text)
+    with open_bundle(root) as b:
+        return investigate(b)
+
+
+FINISHED = "{'train_runtime': 812.4, 'train_samples_per_second': 9.8, 'train_loss': 2.31, 'epoch': 3.0}\n"
+
+
+@pytest.mark.parametrize("noise", [
+    "node1:1234:1300 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.\n",
+    "W1105 12:00:00.000 123 tokenization.py:88] Could not estimate the number of tokens of the input\n",
+    "E0000 00:00:1730800000.123456 4242 cuda_dnn.cc:8310] Unable to register cuDNN factory: Attempting to register "
+    "factory for plugin cuDNN when one has already been registered\n",
+    "WARNING:jax._src.xla_bridge:An NVIDIA GPU may be present on this machine, but a CUDA-enabled jaxlib is not "
+    "installed. Falling back to cpu.\n",
+    "{'loss': 2.91, 'grad_norm': nan, 'learning_rate': 1e-05, 'epoch': 0.01}\n",
+])
+def test_a_run_that_finished_is_not_failed_by_a_warning_s_words(tmp_path, noise):
+    d = _run(tmp_path, "{'loss': 3.1, 'grad_norm': 1.2, 'learning_rate': 1e-05, 'epoch': 0.0}\n" + noise + FINISHED)
+    assert d.status == Status.completed and d.category == "none", d.headline
+
+
+def test_a_table_trigger_printed_earlier_does_not_outrank_a_decisive_rule(tmp_path, demo_table):
+    d = _run(tmp_path, "[rank0]: Failed to create comm 0x7f: fabric partition p3 is not ready\n"
+                       "[rank0]: OSError: [Errno 28] No space left on device: '/ckpt/iter_100/model.pt'\n")
+    assert d.category == "storage_io", d.headline
+    assert any(a.category == "infrastructure" for a in d.alternatives)  # the reading is kept as an alternative
+
+
+def test_a_rule_that_named_a_category_from_wording_is_re_read_by_the_table(facts_from):
+    from trainlog_debugger.tools.diagnose import candidates
+    cands = candidates(facts_from({"rank_0.log": ["[rank0]: RuntimeError: CUDA error: system not yet initialized"]}))
+    c = next(c for c in cands if c.rule == "gpu.cuda_error")
+    assert c.category == "infrastructure" and c.facts["category_was"] == "gpu_cuda"
+    assert c.facts["upstream"].startswith("cuda ") and "fabricmanager" in c.recommendations[0]
+
+
+def test_a_collective_abort_that_names_the_network_stays_network(tmp_path):
+    d = _run(tmp_path, "[rank2]:[E1105 12:00:01.123456789 ProcessGroupNCCL.cpp:1897] [PG ID 0 PG GUID 0(default_pg) "
+                       "Rank 2] NCCL communicator was aborted on rank 2. Original reason for failure was: NCCL error: "
+                       "remote process exited or there was a network error\n")
+    assert d.category == "network" and d.status != Status.completed
+
+
+def test_a_broken_table_or_lexicon_is_skipped_never_a_crash(tmp_path, monkeypatch):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("upstream: bad\nsyntax: printf\nmessages:\n  - template: x %s\n    source: a.c:1\n    role: trigger\n"
+                   "    category: network\n    meaning: m\n    action: a\n    example: x y\n    regex: '(unclosed'\n")
+    with pytest.raises(messages.TableError, match="regex does not compile"):
+        messages.read_table(bad)
+    lex = tmp_path / "lexicon.yaml"
+    lex.write_text("rows:\n  - [oom, '(unclosed', why]\n")
+    monkeypatch.setattr(messages, "LEXICON", lex)
+    messages.lexicon.cache_clear()
+    try:
+        assert messages.read_by_words("CUDA out of memory") is None and messages.LOAD_ERRORS
+        d = _run(tmp_path, "E worker.cc:88] could not open /data/shard-17.tar: Stale file handle\n")
+        assert d.status != Status.completed  # read without the lexicon: still an answer
+    finally:
+        messages.lexicon.cache_clear()
+        messages.LOAD_ERRORS.clear()

@@ -330,14 +330,20 @@ def note_local_rank(local_to_rank: dict[int, int], local: int, rank: int) -> Non
 # `local_rank` is read as a rank only where nothing else names one (a one-node paste). A line that names two
 # different ranks (`rank 1 and rank 0 both on CUDA device 1000`) names no single culprit. `instance: host` (cloud
 # alerts) and a syslog line quoted inside another (`... May 29 01:37:38 host kernel: NVRM: Xid ...`) name a host too.
-_NAMED_RANK = re.compile(r"(?i)(?<![\w.])(?:\[\s*(?:global[ _])?rank\s*(\d{1,7})\s*\]|(?:global[ _])?rank\s*[:=#]?\s*(\d{1,7})"
-                         r"(?![\w.])|(?-i:Process) (\d{1,7}) terminated|(?-i:task) (\d{1,7}):)")
+# a rank of a sub-group (local, tensor/pipeline/data/expert/context parallel) is not the job's global rank
+_SUB_RANK = r"(?<!local )(?<!local_)(?<!tp )(?<!pp )(?<!dp )(?<!ep )(?<!cp )(?<!tp_)(?<!pp_)(?<!dp_)(?<!ep_)(?<!cp_)"
+_NAMED_RANK = re.compile(r"(?i)(?<![\w.])(?:\[\s*(?:global[ _])?rank\s*(\d{1,7})\s*\]|" + _SUB_RANK
+                         + r"(?:global[ _])?rank\s*[:=#]?\s*(\d{1,7})(?!\w|\.\w)|(?-i:Process) (\d{1,7}) terminated"
+                         r"|(?-i:task) (\d{1,7}):)")
 _NAMED_LOCAL = re.compile(r"(?i)(?<![\w.])local[_ ]rank\s*[:=#]?\s*(\d{1,7})(?![\w.])")
 _NAMED_HOST = re.compile(r"(?i)(?<![\w.])(?:(?:host(?:name)?|node|instance)\s*[:=]\s*|(?:on|at) (?:host|node|instance) )"
-                         r"([A-Za-z][\w\-]*(?:\.[\w\-]+)*|\d{1,3}(?:\.\d{1,3}){3})(?![\w\-])|(?<![\w.])IP\s*[:=]\s*"
+                         r"([A-Za-z][\w\-]*(?:\.[\w\-]+)*|\d{1,3}(?:\.\d{1,3}){3})(?![\w\-:])|(?<![\w.])IP\s*[:=]\s*"
                          r"(\d{1,3}(?:\.\d{1,3}){3})(?![\d.])"
                          # a syslog line quoted inside another (`... Error: May 29 01:37:38 ip-26-0-1 kernel: NVRM: Xid`)
                          r"|(?-i:\b[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d )([A-Za-z][\w\-.]*) (?:kernel|slurmd|slurmstepd)(?:\[\d+\])?:")
+
+
+_HOSTISH = re.compile(r"[\d.\-]")
 
 
 def named_in_text(text: str) -> tuple[int | None, str | None]:
@@ -345,5 +351,7 @@ def named_in_text(text: str) -> tuple[int | None, str | None]:
     ranks = {int(next(g for g in m.groups() if g)) for m in _NAMED_RANK.finditer(text)}
     if not ranks:
         ranks = {int(m.group(1)) for m in _NAMED_LOCAL.finditer(text)}
-    hosts = list(dict.fromkeys(m.group(1) or m.group(2) or m.group(3) for m in _NAMED_HOST.finditer(text)))
+    # a host name has a digit, a dash or a dot in it (gpu-node-7, node17, ip-10-0-0-1): `on node startup` is prose
+    hosts = list(dict.fromkeys(h for m in _NAMED_HOST.finditer(text) if _HOSTISH.search(h := m.group(1) or m.group(2)
+                                                                                          or m.group(3))))
     return (next(iter(ranks)) if len(ranks) == 1 else None), (hosts[0] if len(hosts) == 1 else None)

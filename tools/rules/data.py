@@ -13,13 +13,17 @@ def nan_loss(f: RuleInputs):
     evs = f.hits("numerical.nan_loss", "numerical.grad_nan")
     if not evs:
         return []
+    loss = f.hits("numerical.nan_loss")
+    if not loss and f.hits("job.finished"):
+        return []  # non-finite gradients in a run that then ended normally: overflows the loss scaler skipped
     m = _ITER.search(evs[0].text)
     early = m is not None and int(m.group(1)) <= 10
     recs = (["NaN from the first iterations points at initialisation or input data: check uninitialised parameters "
              "(torch.empty/torch.Tensor without init) and the first batches"] if early else
             ["lower the learning rate or enable gradient clipping; check for bad samples around that step; bf16 "
              "instead of fp16 if the loss scale collapsed"])
-    return [candidate("numerical.nan", "numerical", "the loss became NaN/Inf" + (" at the very start" if early else ""),
+    what = "the loss became NaN/Inf" if loss else "the gradients became NaN/Inf"
+    return [candidate("numerical.nan", "numerical", what + (" at the very start" if early else ""),
                  0.8, evs[:3], f, ranks=[], recommendations=recs)]
 
 

@@ -43,7 +43,17 @@ def killed_from_outside(f: RuleInputs):
     every = sigkilled_workers(f)
     killed = [e for e in every if e.rank is not None]
     if not killed:
-        return _killed_unattributed(f, every)
+        # a launcher's line in a paste that says nothing else (no rank prefix, no worker's error line anywhere): the
+        # same reading, a little weaker, its rank from the line's own words (`local_rank: 0`) where it names one
+        errors = [pid for pid, s in f.summaries.items() if s.role == "root_candidate" and s.tier in (1, 2)
+                  and not pid.startswith("torchrun.")]
+        if not every or errors:
+            return []
+        return [candidate("infra.killed_from_outside", "infrastructure", "a worker was killed with SIGKILL and no "
+                          "line in the bundle shows an error: killed from outside the process (the kernel's OOM "
+                          "killer is the usual one)", 0.5, every[:2], f,
+                          recommendations=["check the host's kernel log for the OOM killer or a cgroup limit at that "
+                                           "time (dmesg / journalctl -k), and the scheduler's events"])]
     ranks = sorted({e.rank for e in killed})
     own_errors = {e.rank for pid, s in f.summaries.items() if s.role == "root_candidate" and s.tier in (1, 2)
                   and not pid.startswith("torchrun.") for e in f.hits(pid) if e.rank in ranks}
@@ -55,23 +65,6 @@ def killed_from_outside(f: RuleInputs):
                  f"with SIGKILL and their own logs show no error: killed from outside the process", 0.6, evs, f,
                  ranks=silent, recommendations=["check the host's kernel log for the OOM killer or a cgroup limit at "
                                                 "that time (dmesg / journalctl -k), and the scheduler's events"])]
-
-
-def _killed_unattributed(f: RuleInputs, killed: list[Evidence]):
-    """A launcher's line that a worker died of SIGKILL, in a paste that says nothing else (no rank prefix, no error
-    line of any worker anywhere): the same reading, a little weaker, its rank from the line's own words
-    (`local_rank: 0`) where it names one."""
-    if not killed:
-        return []
-    errors = [pid for pid, s in f.summaries.items() if s.role == "root_candidate" and s.tier in (1, 2)
-              and not pid.startswith("torchrun.")]
-    if errors:
-        return []
-    return [candidate("infra.killed_from_outside", "infrastructure", "a worker was killed with SIGKILL and no line in "
-                      "the bundle shows an error: killed from outside the process (the kernel's OOM killer is the "
-                      "usual one)", 0.5, killed[:2], f,
-                      recommendations=["check the host's kernel log for the OOM killer or a cgroup limit at that "
-                                       "time (dmesg / journalctl -k), and the scheduler's events"])]
 
 
 def pod_nodes(f: RuleInputs, evs: list[Evidence]) -> list[str]:

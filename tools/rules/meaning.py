@@ -51,7 +51,19 @@ def _error_level_ids(cascade: bool = False) -> tuple[str, ...]:
     return tuple(p.id for p in patterns() if p.role == "root_candidate" or p.id == "generic.error_line")
 
 
+def _memo(f: RuleInputs, key, make):
+    """One computation per RuleInputs (three rules read the same error lines; at 1,024 ranks they are ~10,000)."""
+    memo = f.__dict__.setdefault("_meaning_memo", {})
+    if key not in memo:
+        memo[key] = make()
+    return memo[key]
+
+
 def error_lines(f: RuleInputs, cascade: bool = False) -> list[Evidence]:
+    return _memo(f, ("lines", cascade), lambda: _error_lines(f, cascade))
+
+
+def _error_lines(f: RuleInputs, cascade: bool) -> list[Evidence]:
     """Every kept error-level line (see the module's docstring), earliest first, each line once; a traceback
     contributes its final exception line (the words that say what failed), not its `Traceback` header. With
     `cascade`, the lines of cascade patterns instead (an NCCL error that only says `unhandled cuda error`): what a
@@ -76,10 +88,14 @@ def error_lines(f: RuleInputs, cascade: bool = False) -> list[Evidence]:
 
 
 def _tables_of(f: RuleInputs, evs: list[Evidence]):
-    """Each line's best table entry (or None), in the order of `evs`; lines of one text are matched once."""
-    texts = list(dict.fromkeys(strip_prefixes(e.text) for e in evs))[:MAX_LINES]
-    got = dict(zip(texts, f.messages.match_many(texts)))
-    return [f.messages.pick_best(got.get(strip_prefixes(e.text), [])) for e in evs]
+    """Each line's best table entry (or None), in the order of `evs`; a text is stripped and matched once per
+    RuleInputs, whichever rule asks."""
+    known: dict[str, object] = f.__dict__.setdefault("_meaning_tables", {})
+    bodies = [strip_prefixes(e.text) for e in evs]
+    new = [t for t in dict.fromkeys(bodies) if t not in known][:MAX_LINES]
+    if new:
+        known.update(zip(new, (f.messages.pick_best(h) for h in f.messages.match_many(new))))
+    return [known.get(b) for b in bodies]
 
 
 def upstream_messages(f: RuleInputs):
@@ -109,16 +125,20 @@ def read_by_meaning(f: RuleInputs):
     (the earliest of the ranks that printed one, when not every rank did), and the lines after it on that rank."""
     if f.messages is None:
         return []
-    evs = _onset_pool(f, error_lines(f))
-    consequence = not evs  # only cascade lines erred: what they say is read, but it blames nobody and loses to
-    if consequence:        # any other reading (the collective analysis knows more about a timeout than its words)
-        evs = _onset_pool(f, error_lines(f, cascade=True))
+    # only consequences erred (cascade lines, or lines a table calls cascade): what they say is read, but it blames
+    # nobody and yields to any other reading (the collective analysis knows more about a timeout than its words)
+    evs, consequence = _onset_pool(f, error_lines(f))
+    if not evs:
+        evs, consequence = _onset_pool(f, error_lines(f, cascade=True))[0], True
     if not evs:
         return []
     seen = set(f.scan.ranks)
     erring = {e.rank for e in evs if e.rank is not None}
     onset = evs[0]
-    outlier = onset.rank is not None and len(seen) >= MIN_RANKS and erring < seen
+    # a rank stands out when it is among few of enough ranks to compare (asymmetry.MIN_RANKS), and it went first
+    # by the clock, or it is the only one: without times "first" would only be the files' order
+    outlier = (onset.rank is not None and len(seen) >= MIN_RANKS and erring < seen
+               and (onset.time is not None or len(erring) == 1))
     same = [e for e in evs if e.rank == onset.rank][:ONSET_LINES] if onset.rank is not None else evs[:ONSET_LINES]
     for e in same:
         said = read_by_words(f, e.text)
@@ -128,7 +148,7 @@ def read_by_meaning(f: RuleInputs):
     else:
         # the first fault's words name nothing: what the consequences say (`exited on signal 9 (Killed)`) is a better
         # guess than a program error, though it blames nobody and yields to any other reading
-        later = [] if consequence else _onset_pool(f, error_lines(f, cascade=True))[:ONSET_LINES]
+        later = [] if consequence else _onset_pool(f, error_lines(f, cascade=True))[0][:ONSET_LINES]
         for c in later:
             said = read_by_words(f, c.text)
             if said:
@@ -141,8 +161,9 @@ def read_by_meaning(f: RuleInputs):
     ranks = ([e.rank] if outlier or len(seen) <= 1 else []) if e.rank is not None else None
     if consequence:
         ranks, outlier = [], False
-    who = (f" on rank {e.rank}, the first of {len(erring)} of {len(seen)} ranks with an error line" if outlier
-           else " (only consequences erred: a timeout or an abort, no first fault)" if consequence else "")
+    who = ((f" on rank {e.rank}, the first of {len(erring)} of {len(seen)} ranks with an error line"
+            if len(erring) > 1 else f" on rank {e.rank}, the only one of {len(seen)} ranks with an error line")
+           if outlier else " (only consequences erred: a timeout or an abort, no first fault)" if consequence else "")
     return [candidate("meaning.lexicon", cat, f"read by its words: {why}{who} ({_short(e.text)})",
                       CONSEQUENCE_STRENGTH if consequence else LEXICON_STRENGTH,
                       [e], f, ranks=ranks if ranks is not None else None,
@@ -174,7 +195,7 @@ def refine(cands: list, f: RuleInputs) -> None:
         return
     for c, m in zip(cands, _tables_of(f, [c.evidence[0] for c in cands])):
         if m is None and c.rule in LEXICON_REREAD:
-            said = read_by_words(f, c.evidence[0].text)
+            said = f.messages.read_by_words(strip_prefixes(c.evidence[0].text), strong_only=True)
             if said and said[0] != c.category:
                 c.facts.update(category_was=c.category, read_by="lexicon", words=said[1])
                 c.finding = c.finding.model_copy(update={"category": said[0],
@@ -191,15 +212,17 @@ def refine(cands: list, f: RuleInputs) -> None:
             c.recommendations = [m.action] + [r for r in c.recommendations if r != m.action]
 
 
-def _onset_pool(f: RuleInputs, evs: list[Evidence]) -> list[Evidence]:
-    """The lines a reading may start from: those no table calls anything but a trigger; failing those, the ones a
-    table calls cascade (never noise or context)."""
+def _onset_pool(f: RuleInputs, evs: list[Evidence]) -> tuple[list[Evidence], bool]:
+    """(the lines a reading may start from, whether they are only consequences): those no table calls anything but
+    a trigger; failing those, the ones a table calls cascade (never noise or context)."""
     if not evs:
-        return []
+        return [], False
     pairs = [(e, m if m is None or m.role == "trigger" or _covers(m, e.text) else None)
              for e, m in zip(evs, _tables_of(f, evs))]
-    return ([e for e, m in pairs if m is None or m.role == "trigger"]
-            or [e for e, m in pairs if m is not None and m.role == "cascade"])
+    first = [e for e, m in pairs if m is None or m.role == "trigger"]
+    if first:
+        return first, False
+    return [e for e, m in pairs if m is not None and m.role == "cascade"], True
 
 
 def _covers(m, text: str) -> bool:

@@ -116,23 +116,31 @@ def fabric(f: RuleInputs):
                                                       "errors); run nccl-tests across the job's nodes"])]
 
 
+# what NCCL or gloo say when the transport itself broke: the network reading stays (TAXONOMY lists the wording)
+_TRANSPORT_WORDS = re.compile(r"remote process exited|network error|Connection reset|Connection closed|Broken pipe|"
+                              r"unhandled system error|ncclSystemError|ncclRemoteError")
+
+
 def nccl_only(f: RuleInputs):
     """NCCL (or gloo) failed and nothing else explains it: a weak hypothesis, never a confident one. Which one: a
     collective timeout is almost never its own cause (TAXONOMY), and the fabric is at fault only where every rank
     entered the collective and none completed (network.fabric proves that from the per-rank state). Without that
     proof, what TAXONOMY's edge cases say keeps the others waiting is a rank that never reached the collective:
     doing other work (evaluation or a save on one rank) or calling a different collective, `software`. A transport
-    error among the lines (gloo's peer reads, NCCL's remote error) keeps the network reading."""
+    error among the lines (gloo's peer reads, NCCL's `remote process exited or there was a network error`, a system
+    error) keeps the network reading."""
     evs = f.hits("pytorch.watchdog_timeout", "pytorch.nccl_ops_failed", "pytorch.process_down",
                  "pytorch.watchdog_thread_exception", "pytorch.comm_aborted", "gloo.timeout", "gloo.read_error",
                  "gloo.peer_closed")
     if not evs:
         return []
-    timeouts_only = not f.hits("gloo.read_error", "gloo.peer_closed")
-    if timeouts_only:
-        return [candidate("collective.timeout_only", "software", "NCCL collectives timed out and no line says why: a "
-                          "rank that never reached the collective (other work on one rank, or a different collective) "
-                          "is the usual cause; the fabric only if every rank entered it", 0.3, evs[:2], f,
+    transport = f.hits("gloo.read_error", "gloo.peer_closed") + [
+        e for e in f.hits("pytorch.comm_aborted", "pytorch.nccl_error", "pytorch.nccl_error_kind")
+        if _TRANSPORT_WORDS.search(e.text)]
+    if not transport:
+        return [candidate("collective.timeout_only", "software", "NCCL collectives failed or timed out and no line says "
+                          "why: a rank that never reached the collective (other work on one rank, or a different "
+                          "collective) is the usual cause; the fabric only if every rank entered it", 0.3, evs[:2], f,
                           status="hung", ranks=[], nodes=[], facts={"fallback": True},
                           recommendations=["collect every rank's log, or its py-spy dump while stuck: the rank that is "
                                            "not in the collective, and what it is doing, is the cause",

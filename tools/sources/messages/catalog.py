@@ -133,6 +133,10 @@ def _entry(table: str, version: str, syntax: str, raw: dict, i: int) -> Message:
         raise TableError(f"{where}: a trigger needs a category")
     if raw.get("status") is not None and raw["status"] not in STATUSES:
         raise TableError(f"{where}: status {raw['status']!r} is not one of {STATUSES}")
+    try:
+        re.compile(raw.get("regex") or template_regex(raw["template"], syntax))
+    except re.error as e:
+        raise TableError(f"{where}: its regex does not compile ({e})") from None
     return Message(table=table, version=version, template=raw["template"], source=raw["source"].strip(),
                    category=cat, role=raw["role"], meaning=" ".join(raw["meaning"].split()),
                    action=" ".join(raw["action"].split()), example=raw["example"].rstrip("\n"),
@@ -393,26 +397,33 @@ def best(text: str) -> Message | None:
 
 # -- the lexicon: reading a line by its words -----------------------------------------------------------------
 @lru_cache(maxsize=1)
-def lexicon() -> tuple[tuple[str, re.Pattern, str], ...]:
-    """(category, compiled phrase, why) rows of lexicon.yaml, in the file's order (first match wins)."""
-    import yaml
-
+def lexicon() -> tuple[tuple[str, re.Pattern, str, bool], ...]:
+    """(category, compiled phrase, why, weak) rows of lexicon.yaml, in the file's order (first match wins). A weak
+    row (a fourth field `weak`) names a subject, not a fault (`dataset`, `bucket`, `nan` in quotes): it reads an
+    unknown line, never overrides another reading. A lexicon that does not read is empty and named in LOAD_ERRORS
+    (tests/sources/test_messages.py reads it): no reading by words, never a crash."""
     from trainlog_debugger.tools.model import CATEGORIES
 
-    rows = yaml.safe_load(LEXICON.read_text(encoding="utf-8"))["rows"]
-    out = []
-    for i, row in enumerate(rows):
-        cat, phrase, why = row
-        if cat not in CATEGORIES or cat == "none":
-            raise TableError(f"lexicon row {i}: {cat!r} is not a fault category")
-        out.append((cat, re.compile(rf"(?i)(?<!\w)(?:{phrase})(?!\w)"), why))
-    return tuple(out)
+    try:
+        rows = _parsed(LEXICON)["rows"]
+        out = []
+        for i, row in enumerate(rows):
+            cat, phrase, why = row[:3]
+            if cat not in CATEGORIES or cat == "none":
+                raise TableError(f"lexicon row {i}: {cat!r} is not a fault category")
+            out.append((cat, re.compile(rf"(?i)(?<!\w)(?:{phrase})(?!\w)"), why, row[3:4] == ["weak"]))
+        return tuple(out)
+    except (TableError, OSError, ValueError, TypeError, KeyError, IndexError, re.error) as e:
+        LOAD_ERRORS.append(f"lexicon.yaml: {type(e).__name__}: {e}")
+        return ()
 
 
-def read_by_words(body: str) -> tuple[str, str, str] | None:
-    """(category, the words that decided it, why) for a line's text, by the first lexicon row it contains; None
-    when no row does."""
-    for cat, rx, why in lexicon():
+def read_by_words(body: str, strong_only: bool = False) -> tuple[str, str, str] | None:
+    """(category, the words that decided it, why) for a line's text, by the first lexicon row it contains (with
+    `strong_only`, the first row that names a fault, not a subject); None when no row does."""
+    for cat, rx, why, weak in lexicon():
+        if weak and strong_only:
+            continue
         m = rx.search(body[:MAX_LINE])
         if m:
             return cat, m.group(0), why
