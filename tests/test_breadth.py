@@ -40,7 +40,12 @@ CASES = [
     # a bare distributed_c10d.py traceback, cut before its exception
     ("bare c10d frames",
      '  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/distributed_c10d.py", line 2606, in all_gather\n'
-     "    work = default_pg.allgather([tensor_list], [tensor])\n", None, None),
+     "    work = default_pg.allgather([tensor_list], [tensor])\n", "software", Status.inconclusive),
+    # only the C++ frames of c10's backtrace: something raised (here the NCCL watchdog), what is cut off
+    ("c10 frames only",
+     "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x1554e8b12f86 in /opt/torch/lib/libc10.so)\n"
+     "frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::duration<long, std::ratio<1l,"
+     " 1000l> > >) + 0x1d2 (0x1554e9e0f8f2 in /opt/torch/lib/libtorch_cuda.so)\n", "software", Status.inconclusive),
     # a user's own per-rank prints, with a NaN
     ("own prints",
      "rank 3: epoch 2 step 1200 loss 2.3104\nrank 3: epoch 2 step 1201 loss nan\n", "numerical", None),

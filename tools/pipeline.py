@@ -99,6 +99,12 @@ def _run(bundle, progress, workers, scan) -> Investigation:
         inputs.steps = scan_steps(bundle, workers=workers, done=read_steps)
         if inputs.steps.outliers or inputs.steps.regressions:
             diag = diagnose(inputs)
+    if diag.category == "none" and diag.status == Status.inconclusive:
+        # nothing failed visibly: do the logs stop inside a stack trace whose header or exception was cut off (a
+        # paste of frames)? A frame is printed only when something raised
+        inputs.tails = traceback_tails(bundle, scan)
+        if inputs.tails:
+            diag = diagnose(inputs)
     if diag.status == Status.inconclusive and len(scan.coverage.seen_ranks) >= MIN_RANKS:
         inputs.diff = diff_bundle(bundle, workers=workers)
         if inputs.diff.only:
@@ -141,6 +147,37 @@ _TRAINING_LINE = re.compile(
     rb"|\bray::[A-Za-z_]\w*)")
 _HEAD_BYTES = 64 << 10
 _HEAD_FILES = 512
+
+
+# a frame of a Python traceback or of c10's C++ backtrace (`frame #3: c10d::ProcessGroupNCCL::watchdogHandler()`)
+_FRAME = re.compile(r'^\s*(?:File "[^"\n]+", line \d+, in \S|frame #\d+: \S)')
+_TAIL_LINES = 40
+_TAIL_FILES = 64
+_TAIL_MAX_BYTES = 64 << 20  # the tail is read through the re-reader, from the start: only files this small
+
+
+def traceback_tails(bundle, scan: ScanResult) -> list:
+    """The last frame line in the last _TAIL_LINES lines of each file (at most _TAIL_FILES files of at most
+    _TAIL_MAX_BYTES), as Evidence: where a log stops inside a stack trace. Read from disk, numbered as the file is."""
+    from trainlog_debugger.tools.bundle.reread import read_window
+    from trainlog_debugger.tools.model import Evidence
+
+    sources = {s.rel: s for s in bundle.sources}
+    out = []
+    for fs in scan.files[:_TAIL_FILES]:
+        src = sources.get(fs.rel)
+        if src is None or fs.kind in HW_KINDS or not fs.lines or (getattr(src, "size", 0) or 0) > _TAIL_MAX_BYTES:
+            continue
+        try:
+            w = read_window(src, fs.lines, before=_TAIL_LINES, after=0)
+        except READ_ERRORS:
+            continue
+        frames = [(n, t) for n, t in w.lines if _FRAME.match(t)]
+        if frames:
+            n, t = frames[-1]
+            rank = next(iter(fs.ranks), None) if len(fs.ranks) == 1 else None
+            out.append(Evidence(file=fs.rel, line=n, text=t, kind=fs.kind, rank=rank))
+    return out
 
 
 def recognised(scan: ScanResult, bundle) -> bool:

@@ -122,6 +122,9 @@ class RuleInputs:
         # read_by_words), handed in by the pipeline so that rules read them without loading anything themselves;
         # None: no reading by meaning (tools/rules/meaning.py stays quiet)
         self.messages = messages
+        # where logs stop inside a stack trace whose exception line is cut off (tools.pipeline.traceback_tails):
+        # read from disk by the pipeline only when nothing else failed visibly
+        self.tails: list[Evidence] = []
         self.stacks = stacks or []  # tools/stacks.Stack: each dumped process's main-thread stack
         self.hardware = hardware or []  # tools/hw.record.Record: hardware/fabric snapshot values, each with its node
         raw: dict[str, list] = {}

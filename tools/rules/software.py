@@ -52,9 +52,10 @@ def exception(f: RuleInputs):
     if evs:
         return [candidate("software.exception", "software", evs[0].text.strip()[:160], 0.35, evs[:1], f)]
     cut = [t for t in tbs if "Original Traceback" not in t.text and not f.fields_of(t, "python.traceback").get("exception_text")]
+    cut = cut or f.tails  # or only its frames: a paste that starts after the `Traceback` header
     if cut:  # a paste that stops inside its traceback: code raised, but the line naming what is not in the bundle
-        return [candidate("software.traceback_cut", "software", "a Python traceback whose last line (the exception) is "
-                          "not in the bundle: the code raised, what it raised is cut off", 0.25, cut[:1], f,
+        return [candidate("software.traceback_cut", "software", "a stack trace whose exception line is not in the "
+                          "bundle: the code raised, what it raised is cut off", 0.25, cut[:1], f,
                           recommendations=["get the end of the traceback (its last line names the exception)"])]
     return []
 
