@@ -22,6 +22,10 @@ CASES = [
      "kp-ddp-worker-0:3468:3905 [4] ib_plugin.c:1615 NCCL WARN NET/IBext : Got completion from peer "
      "10.216.210.236<54862> with status=12 opcode=0 len=0 vendor err 129 (Recv) localGid fd00::1 remoteGids fd00::2\n",
      "network", None),
+    # NCCL refusing two ranks that share one GPU, as releases before 2.19 word it (nccl_legacy)
+    ("duplicate gpu",
+     "node1:1234:1300 [1] init.cc:900 NCCL WARN Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1000\n"
+     "node1:1234:1300 [1] NCCL INFO init.cc:901 -> 5\n", "config", None),
     # a CUDA error whose documented meaning is "the fabric manager is not running"
     ("cuda system not ready",
      "[rank0]: Traceback (most recent call last):\n[rank0]:   File \"train.py\", line 3, in <module>\n"
