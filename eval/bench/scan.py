@@ -23,7 +23,8 @@ within a block are trustworthy:
 - runs have Python's bytecode cache on (a private PYTHONPYCACHEPREFIX, filled by one untimed scan and ask first),
   as a user's install has it, even where the shell sets PYTHONDONTWRITEBYTECODE (run_env).
 Then `debugger scan --json` must report every needle of the manifest with exact per-rank counts, and `rg -c` must
-count exactly the manifest's matched lines (same catalog triggers as one alternation). The pure-Python engine
+count at least the manifest's matched lines (same catalog triggers as one alternation; a trigger that is the cheap
+superset of a precise `verify` regex also hits lines the scan confirms away). The pure-Python engine
 (`--engine re`) is timed on a ~64 MiB subset (hard links to the first files) because it is slow.
 `--also CMD` times a second scan command (e.g. a patched tree) in the same rounds: an A/B immune to drift.
 Medians and every run go to bench-data/<bundle>.bench.json.
@@ -521,9 +522,13 @@ def run_case(a, size: float, nfiles: int, hits: float) -> tuple[int, dict]:
         for grp, fl in (("full", files), ("sub", sub_files if not a.no_re else None)):
             if fl is None:
                 continue
+            # at least the manifest's lines: a trigger whose pattern has a precise `verify` regex (the last
+            # resort generic.error_line: a failure word, minus crash boilerplate) also hits lines it confirms away
             got, want = rg_total(str(tmp / f"out{idx[('rg -j2', grp)]}.txt")), sum(f["matched"] for f in fl)
-            print(f"{'PASS' if got == want else 'FAIL'}  rg -c [{grp}] matched lines: {got} (manifest {want})")
-            ok &= got == want
+            print(f"{'PASS' if got >= want else 'FAIL'}  rg -c [{grp}] matched lines: {got} (manifest {want}"
+                  + (f"; {got - want} more: trigger supersets that a precise regex confirms away)" if got > want
+                     else ")"))
+            ok &= got >= want
 
     targets = True
     for name in ("scan (hyperscan)", "scan (--also)"):

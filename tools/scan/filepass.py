@@ -166,6 +166,7 @@ class FileScanner:
     def __init__(self, engine):
         self.engine = engine
         self.patterns = engine.patterns
+        self._levels = [int(p.fallback) for p in self.patterns]  # Pattern.fallback: 0 specific, 1, 2 last resort
 
     # -- public -------------------------------------------------------------------------------------------
     def scan(self, rel: str, kind: str, size: int, stream, sized: bool = True) -> FileScan:
@@ -283,7 +284,14 @@ class FileScanner:
                     p = pats[idxs[0]]
                     matched = [p] if p._rx.search(text) is not None else []
                 else:
-                    matched = [pats[i] for i in sorted(set(idxs)) if pats[i].match(text)]
+                    # specific patterns before fallbacks before last resorts (Pattern.fallback): a level is verified
+                    # only when no pattern of a more specific one matched, since its matches would be dropped (the
+                    # last resort's precise regex then runs on few of a crash's lines, not on every `Error` line)
+                    uniq, levels, matched = sorted(set(idxs)), self._levels, []
+                    for lv in sorted({levels[i] for i in uniq}):
+                        matched = [pats[i] for i in uniq if levels[i] == lv and pats[i].match(text)]
+                        if matched:
+                            break
             if len(matched) > 1:  # specific patterns before fallbacks before last resorts (Pattern.fallback)
                 least = min(p.fallback for p in matched)
                 matched = [p for p in matched if p.fallback == least]
