@@ -70,6 +70,10 @@ say "agent package data loads (tokenizer, prompts, graph)"
 grep -q -- "--json" ask-help.txt || die "debugger ask --help does not show --json: $(cat ask-help.txt)"
 "$V/debugger" --version | grep -q "^debugger [0-9]" || die "debugger --version: $("$V/debugger" --version 2>&1)"
 "$V/debugger" ask "$CASE" --json > ask.json || die "debugger ask $CASE --json exited $?"
+# the upstream message tables and the lexicon are package data: shipped, and read from the wheel
+"$V/python" -c "from trainlog_debugger.tools.sources.messages import catalog as c; import sys; \
+n = len(c.messages()); sys.exit(0 if n > 1500 and c.lexicon() and not c.LOAD_ERRORS else 1)" \
+  || die "the message tables or the lexicon are missing from the wheel"
 "$V/python" - "$CASE/truth.yaml" ask.json <<'EOF' || die "debugger ask gave the wrong answer (above)"
 import json, sys
 import yaml
