@@ -195,3 +195,23 @@ def test_near_misses(line, expected):
 ])
 def test_torch_213_gloo_and_host_memory(line, expected):
     check(line, expected)
+
+
+@pytest.mark.parametrize("line, kept", [
+    ("ERROR: failed to open /data/shard-17.tar", True),
+    ("E1105 12:00:00.000 4242 reader.cc:88] could not open file /data/x", True),
+    ("FAILED_PRECONDITION: TPU platform already registered for platform hardware version", True),
+    ("(raylet) 1 Workers (tasks / actors) killed due to memory pressure (OOM)", True),
+    # boilerplate around every crash, and lines printed below warning level: never an error line
+    ("frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout() + 0x1d2 (0x7f in libtorch_cuda.so)", False),
+    ("Exception raised from checkTimeout at /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:632", False),
+    ("CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be "
+     "incorrect.", False),
+    ("node1:1:2 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.", False),
+    ("I1105 12:00:00.000 123 x.cc:1] failed to connect, retrying", False),
+    ("2024-01-01 12:00:00,000 INFO worker.py:88 -- retry 1 failed, trying again", False),
+    ("iteration 100 | lm loss 2.31 | grad norm 0.90", False),
+])
+def test_the_last_resort_keeps_error_lines_only(line, kept):
+    from matching import matched
+    assert ("generic.error_line" in matched(line)) == kept
