@@ -6,8 +6,9 @@ Two readers, in order of authority:
    entry whose role is `trigger` makes the line a candidate of the entry's category, decisive but below a specific
    rule (TABLE_STRENGTH), with the entry's meaning, action and upstream file:line. The tables speak for every line
    the scan kept, so they also stand behind what a rule found (tools/diagnose.py reads them for the chain).
-2. **The lexicon** (tools/sources/messages/lexicon.yaml): when nothing decisive fires, the earliest error-level line at the failure's onset,
-   on the rank that stands out (on any rank when none does), is classified by its words. Always weak
+2. **The lexicon** (tools/sources/messages/lexicon.yaml): when nothing decisive fires, the earliest error-level
+   line at the failure's onset, on the rank that stands out (on any rank when none does), is classified by its
+   words. Always weak
    (LEXICON_STRENGTH, below the diagnosis's DECISIVE): the answer is `inconclusive`, low confidence, with the line
    cited and the category it most likely is. Why at all: "no fault found" on a job that printed `Task was killed
    due to the node running low on memory` sends the engineer back to bed with a dead job. "No fault found" stays
@@ -35,7 +36,6 @@ TABLE_STRENGTH = 0.55
 LEXICON_STRENGTH = 0.3
 CONSEQUENCE_STRENGTH = 0.2  # a reading of consequence lines only: below the collective analysis's own weak reading
 ONSET_LINES = 6     # error lines from the onset (on the outlier rank first) read for a lexicon category
-MAX_LINES = 20_000  # distinct error-level lines handed to the tables (a 1,024-rank crash keeps ~27,000 hits)
 
 
 def read_by_words(f: RuleInputs, text: str) -> tuple[str, str, str] | None:
@@ -92,7 +92,7 @@ def _tables_of(f: RuleInputs, evs: list[Evidence]):
     RuleInputs, whichever rule asks."""
     known: dict[str, object] = f.__dict__.setdefault("_meaning_tables", {})
     bodies = [strip_prefixes(e.text) for e in evs]
-    new = [t for t in dict.fromkeys(bodies) if t not in known][:MAX_LINES]
+    new = [t for t in dict.fromkeys(bodies) if t not in known]  # all of them: one engine pass, no cap to report
     if new:
         known.update(zip(new, (f.messages.pick_best(h) for h in f.messages.match_many(new))))
     return [known.get(b) for b in bodies]
