@@ -112,7 +112,8 @@ def upstream_messages(f: RuleInputs):
             groups.setdefault(m.id, [m, []])[1].append(e)
     out = []
     for m, lines in groups.values():
-        out.append(candidate(f"table.{m.table}", m.category, f"{m.meaning} ({m.table}: {_short(lines[0].text)})",
+        # the meaning alone: the line itself is cited right under it
+        out.append(candidate(f"table.{m.table}", m.category, f"{m.meaning} ({m.table})",
                              TABLE_STRENGTH, lines[:3], f, status=m.status,
                              facts={"upstream": m.cite(), "template": m.template, "meaning": m.meaning,
                                     **({"name": m.name} if m.name else {})},
@@ -164,7 +165,8 @@ def read_by_meaning(f: RuleInputs):
     who = ((f" on rank {e.rank}, the first of {len(erring)} of {len(seen)} ranks with an error line"
             if len(erring) > 1 else f" on rank {e.rank}, the only one of {len(seen)} ranks with an error line")
            if outlier else " (only consequences erred: a timeout or an abort, no first fault)" if consequence else "")
-    return [candidate("meaning.lexicon", cat, f"read by its words: {why}{who} ({_short(e.text)})",
+    return [candidate("meaning.lexicon", cat, f"read by its words ({words!r}): {why}{who}" if words else
+                      f"read by its words: {why}{who}",
                       CONSEQUENCE_STRENGTH if consequence else LEXICON_STRENGTH,
                       [e], f, ranks=ranks if ranks is not None else None,
                       facts={"read_by": "lexicon", "words": words, "lexicon_why": why,
@@ -229,11 +231,6 @@ def _covers(m, text: str) -> bool:
     """Whether a table entry speaks for the whole line, not for a word in it: an enum name (`ncclSuccess`) inside
     a failed CHECK does not make the CHECK context. At least 16 literal characters and 40 % of the line's body."""
     return m.specificity >= max(16, 0.4 * len(strip_prefixes(text).strip()))
-
-
-def _short(text: str, n: int = 140) -> str:
-    t = strip_prefixes(text).strip()
-    return t if len(t) <= n else t[: n - 1] + "…"
 
 
 RULES = [upstream_messages, read_by_meaning]
