@@ -402,6 +402,8 @@ def lexicon() -> tuple[tuple[str, re.Pattern, str, bool], ...]:
     row (a fourth field `weak`) names a subject, not a fault (`dataset`, `bucket`, `nan` in quotes): it reads an
     unknown line, never overrides another reading. A lexicon that does not read is empty and named in LOAD_ERRORS
     (tests/sources/test_messages.py reads it): no reading by words, never a crash."""
+    import yaml
+
     from trainlog_debugger.tools.model import CATEGORIES
 
     try:
@@ -413,7 +415,7 @@ def lexicon() -> tuple[tuple[str, re.Pattern, str, bool], ...]:
                 raise TableError(f"lexicon row {i}: {cat!r} is not a fault category")
             out.append((cat, re.compile(rf"(?i)(?<!\w)(?:{phrase})(?!\w)"), why, row[3:4] == ["weak"]))
         return tuple(out)
-    except (TableError, OSError, ValueError, TypeError, KeyError, IndexError, re.error) as e:
+    except (TableError, OSError, ValueError, TypeError, KeyError, IndexError, re.error, yaml.YAMLError) as e:
         LOAD_ERRORS.append(f"lexicon.yaml: {type(e).__name__}: {e}")
         return ()
 
