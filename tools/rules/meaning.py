@@ -128,7 +128,10 @@ def read_by_meaning(f: RuleInputs):
         return []
     # only consequences erred (cascade lines, or lines a table calls cascade): what they say is read, but it blames
     # nobody and yields to any other reading (the collective analysis knows more about a timeout than its words)
-    evs, consequence = _onset_pool(f, error_lines(f))
+    lines = error_lines(f)
+    if any(m is not None and m.role == "trigger" for m in _tables_of(f, lines)):
+        return []  # an upstream table reads the failure (upstream_messages): words would only repeat it
+    evs, consequence = _onset_pool(f, lines)
     if not evs:
         evs, consequence = _onset_pool(f, error_lines(f, cascade=True))[0], True
     if not evs:
@@ -171,9 +174,8 @@ def read_by_meaning(f: RuleInputs):
                       [e], f, ranks=ranks if ranks is not None else None,
                       facts={"read_by": "lexicon", "words": words, "lexicon_why": why,
                              **({"fallback": True, "consequence_only": True} if consequence else {})},
-                      recommendations=[f"read the cited line first: no table or rule knows it; the words "
-                                       f"{words!r} point at {cat}" if words else
-                                       "read the cited line first: no table, rule or word list knows it"])]
+                      recommendations=[f"read the cited line first: its words ({words!r}) point at {cat}" if words
+                                       else "read the cited line first: no table or word list knows it"])]
 
 
 # Rules that name a category from a line's wording alone (the CUDA error string, the NCCL source file that warned,
@@ -215,13 +217,13 @@ def refine(cands: list, f: RuleInputs) -> None:
 
 
 def _onset_pool(f: RuleInputs, evs: list[Evidence]) -> tuple[list[Evidence], bool]:
-    """(the lines a reading may start from, whether they are only consequences): those no table calls anything but
-    a trigger; failing those, the ones a table calls cascade (never noise or context)."""
+    """(the lines a reading may start from, whether they are only consequences): the lines no table knows; failing
+    those, the ones a table calls cascade (never noise or context)."""
     if not evs:
         return [], False
     pairs = [(e, m if m is None or m.role == "trigger" or _covers(m, e.text) else None)
              for e, m in zip(evs, _tables_of(f, evs))]
-    first = [e for e, m in pairs if m is None or m.role == "trigger"]
+    first = [e for e, m in pairs if m is None]
     if first:
         return first, False
     return [e for e, m in pairs if m is not None and m.role == "cascade"], True
