@@ -74,3 +74,12 @@ def test_a_general_failure_gets_an_answer(tmp_path, name, text, category, status
         assert d.chain and all(e.text for f in d.chain for e in f.evidence)
     if status is not None:
         assert d.status == status
+
+
+def test_the_cap_on_reading_file_ends_is_said(tmp_path):
+    """Where nothing failed visibly, file ends are read for a cut-off stack trace, in at most 64 files: said."""
+    for r in range(70):
+        (tmp_path / f"rank{r}.log").write_text(f"[rank{r}]: iteration 1 | lm loss 2.5\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.category == "none" and any("64 of 70 files" in n for n in d.notes)

@@ -105,6 +105,9 @@ def _run(bundle, progress, workers, scan) -> Investigation:
         inputs.tails = traceback_tails(bundle, scan)
         if inputs.tails:
             diag = diagnose(inputs)
+        if len(scan.files) > _TAIL_FILES:
+            stack_notes = stack_notes + [f"the ends of {_TAIL_FILES} of {len(scan.files)} files were read for a cut-off "
+                                         "stack trace (no other file was looked at for one)"]
     if diag.status == Status.inconclusive and len(scan.coverage.seen_ranks) >= MIN_RANKS:
         inputs.diff = diff_bundle(bundle, workers=workers)
         if inputs.diff.only:
