@@ -95,10 +95,12 @@ def test_no_trigger_costs_more_than_its_share(buf):
 
 
 def test_the_groups_see_the_costly_group(buf):
-    """The group step is not blind: the group holding numerical.nan_loss still costs a measurable share."""
+    """The group step is not blind: the group holding numerical.nan_loss still costs a measurable share. Measured
+    as the rest of this file is, over the whole catalog; the share shrinks as the database grows (issue 25 added the
+    last resort and the table triggers), so "measurable" is 3 %, not the 5 % of a smaller database."""
     ids = [p.id for p in patterns()]
     g = tuple(ids[ids.index("numerical.nan_loss") // GROUP * GROUP:][:GROUP])
-    assert marginal_shares(buf, [g])[g] > 0.05
+    assert marginal_shares(buf, [g])[g] > 0.03
 
 
 def test_the_cost_check_sees_a_costly_trigger(buf):
@@ -127,7 +129,10 @@ def test_a_literal_ending_like_common_words_costs_more_than_its_prefix(buf):
     """Hyperscan's literal matcher keys on a literal's last bytes: `StopIteration` ends as `iteration` does, three
     times in every Megatron iteration line, and each such spot is a near-miss to confirm; the prefix `StopIter`
     (python.stop_iteration's trigger, `verify` holds the word) has no such twin. The measurement sees it."""
-    base = [p.trigger.encode() for p in patterns() if p.id != "python.stop_iteration"]
+    # against the hand-written catalog: the generated table triggers and the last resort dilute one literal's
+    # increment below what a 2-core VM can time reliably (their own costs are bounded by the share test above)
+    base = [p.trigger.encode() for p in patterns() if p.id != "python.stop_iteration"
+            and not p.id.startswith("upstream.") and p.id != "generic.error_line"]
     assert _costs_more(buf, base, b"StopIteration", b"StopIter")
 
 
