@@ -82,4 +82,4 @@ def test_the_cap_on_reading_file_ends_is_said(tmp_path):
         (tmp_path / f"rank{r}.log").write_text(f"[rank{r}]: iteration 1 | lm loss 2.5\n")
     with open_bundle(tmp_path) as b:
         d = investigate(b)
-    assert d.category == "none" and any("64 of 70 files" in n for n in d.notes)
+    assert d.category == "none" and any("the ends of 64 of 70 files" in n for n in d.notes)

@@ -102,12 +102,13 @@ def _run(bundle, progress, workers, scan) -> Investigation:
     if diag.category == "none" and diag.status == Status.inconclusive:
         # nothing failed visibly: do the logs stop inside a stack trace whose header or exception was cut off (a
         # paste of frames)? A frame is printed only when something raised
-        inputs.tails = traceback_tails(bundle, scan)
+        inputs.tails, unread = traceback_tails(bundle, scan)
         if inputs.tails:
             diag = diagnose(inputs)
-        if len(scan.files) > _TAIL_FILES:
-            stack_notes = stack_notes + [f"the ends of {_TAIL_FILES} of {len(scan.files)} files were read for a cut-off "
-                                         "stack trace (no other file was looked at for one)"]
+        if unread:
+            stack_notes = stack_notes + [f"the ends of {len(scan.files) - unread} of {len(scan.files)} files were read "
+                                         f"for a cut-off stack trace (at most {_TAIL_FILES} files, each of at most "
+                                         f"{_TAIL_MAX_BYTES >> 20} MiB; no other file was looked at for one)"]
     if diag.status == Status.inconclusive and len(scan.coverage.seen_ranks) >= MIN_RANKS:
         inputs.diff = diff_bundle(bundle, workers=workers)
         if inputs.diff.only:
@@ -159,17 +160,22 @@ _TAIL_FILES = 64
 _TAIL_MAX_BYTES = 64 << 20  # the tail is read through the re-reader, from the start: only files this small
 
 
-def traceback_tails(bundle, scan: ScanResult) -> list:
-    """The last frame line in the last _TAIL_LINES lines of each file (at most _TAIL_FILES files of at most
-    _TAIL_MAX_BYTES), as Evidence: where a log stops inside a stack trace. Read from disk, numbered as the file is."""
+def traceback_tails(bundle, scan: ScanResult) -> tuple[list, int]:
+    """(the last frame line in the last _TAIL_LINES lines of each file, as Evidence: where a log stops inside a stack
+    trace, read from disk and numbered as the file is; how many files were left unread by the caps: at most
+    _TAIL_FILES files, of at most _TAIL_MAX_BYTES each)."""
     from trainlog_debugger.tools.bundle.reread import read_window
     from trainlog_debugger.tools.model import Evidence
 
     sources = {s.rel: s for s in bundle.sources}
     out = []
+    unread = max(0, len(scan.files) - _TAIL_FILES)
     for fs in scan.files[:_TAIL_FILES]:
         src = sources.get(fs.rel)
-        if src is None or fs.kind in HW_KINDS or not fs.lines or (getattr(src, "size", 0) or 0) > _TAIL_MAX_BYTES:
+        if src is None or fs.kind in HW_KINDS or not fs.lines:
+            continue
+        if (getattr(src, "size", 0) or 0) > _TAIL_MAX_BYTES:
+            unread += 1
             continue
         try:
             w = read_window(src, fs.lines, before=_TAIL_LINES, after=0)
@@ -180,7 +186,7 @@ def traceback_tails(bundle, scan: ScanResult) -> list:
             n, t = frames[-1]
             rank = next(iter(fs.ranks), None) if len(fs.ranks) == 1 else None
             out.append(Evidence(file=fs.rel, line=n, text=t, kind=fs.kind, rank=rank))
-    return out
+    return out, unread
 
 
 def recognised(scan: ScanResult, bundle) -> bool:

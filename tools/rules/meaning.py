@@ -22,7 +22,6 @@ snapshots (`nvidia-smi -q` has an `ECC Errors` heading on a healthy GPU: tools/h
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 
 from trainlog_debugger.tools.lines.attribution import strip_prefixes
