@@ -135,7 +135,7 @@ def _steps_generator():
     def run(root, **kw):
         out = mod.megatron_run(root, **kw)
         for p in out.glob("rank_*.log"):
-            p.write_text("".join(l for l in p.read_text().splitlines(True) if "Watchdog caught" not in l))
+            p.write_text("".join(ln for ln in p.read_text().splitlines(True) if "Watchdog caught" not in ln))
         return out
     return run
 

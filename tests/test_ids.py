@@ -16,7 +16,6 @@ import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
-import pytest
 
 from trainlog_debugger.tools import sources
 from trainlog_debugger.tools.sources.pytorch.collectives import ROLE_ORDER

@@ -15,7 +15,6 @@ import functools
 import json
 import re
 from collections import deque
-from typing import Any
 
 from trainlog_debugger.tools.lines.attribution import note_local_rank, strip_prefixes
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, read_error_reason

@@ -9,10 +9,14 @@ extracted fields), counts per (pattern, rank), the last line of each rank, retry
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from trainlog_debugger.tools.evidence import Coverage, Evidence
 from trainlog_debugger.tools.jsonable import to_jsonable
 from trainlog_debugger.tools.lines.timestamps import Stamp
+
+if TYPE_CHECKING:  # pydantic is imported only when a diagnosis asks for findings
+    from trainlog_debugger.tools.model import Finding
 
 
 INPUT_NOTE_MARKS = ("implausible claim", "shown truncated", "carriage return only", "are read as UTC",

@@ -221,12 +221,12 @@ def summarize(rank: int, dump: dict, canon: Canon) -> RankData:
                 e.done = e.state == "completed" or (stateless and e.retired)
             elif e.seq is not None:
                 by_seq[e.seq].append(e)
-        done_hi = max((s for s, l in by_seq.items() if all(e.state == "completed" for e in l)), default=None)
+        done_hi = max((s for s, ents in by_seq.items() if all(e.state == "completed" for e in ents)), default=None)
         lc = (status_by_pg[pg] or {}).get("last_completed_collective")
-        for s, l in by_seq.items():
+        for s, ents in by_seq.items():
             d = ((done_hi is not None and s <= done_hi) or (lc is not None and s <= lc)
-                 or (stateless and all(e.retired for e in l)))
-            for e in l:
+                 or (stateless and all(e.retired for e in ents)))
+            for e in ents:
                 e.done = d
     for e in evs:
         e.frames = [f for f in e.frames if isinstance(f, dict)] if e.frames and not e.done else None

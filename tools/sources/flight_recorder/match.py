@@ -94,7 +94,7 @@ def analyze_ranks(data: dict[int, RankData], names: dict[int, str] | None, fetch
 
     groups = []
     for (pg, members_cfg), per_rank in keyed.items():
-        with_entries = sorted(r for r, l in per_rank.items() if l)
+        with_entries = sorted(r for r, ents in per_rank.items() if ents)
         if not with_entries:
             continue
         split = len({k[1] for k in keyed if k[0] == pg}) > 1
@@ -191,12 +191,12 @@ def _analyze_group(label: str, pg: str, desc: str, members: list[int], per_rank:
 
 def _compare(s: int, at: dict[int, list[FREntry]]) -> list[Mismatch]:
     # fast path: values are canonical objects (Canon), so equal values are the same object
-    sigs = {tuple((e.op, id(e.isz), id(e.osz), id(e.idt), id(e.odt)) for e in l) for l in at.values()}
+    sigs = {tuple((e.op, id(e.isz), id(e.osz), id(e.idt), id(e.odt)) for e in ents) for ents in at.values()}
     if len(sigs) == 1:
         return []
     out = []
-    entries = {r: l[-1].idx for r, l in at.items()}
-    maj, found, minority = _minority({r: " + ".join(e.op for e in l) for r, l in at.items()})
+    entries = {r: ents[-1].idx for r, ents in at.items()}
+    maj, found, minority = _minority({r: " + ".join(e.op for e in ents) for r, ents in at.items()})
     if len(found) > 1:
         return [Mismatch(s, "collective", "COLLECTIVE_TYPE_MISMATCH", "profiling_name", maj, found, minority, entries)]
     typ = optype(next(iter(at.values()))[0].op)
@@ -207,7 +207,7 @@ def _compare(s: int, at: dict[int, list[FREntry]]) -> list[Mismatch]:
     for fld, attr, kind, exempt in checks:
         if typ in exempt:
             continue
-        vals = {r: _sig(l, attr) for r, l in at.items() if any(getattr(e, attr) for e in l)}  # empty = not recorded
+        vals = {r: _sig(ents, attr) for r, ents in at.items() if any(getattr(e, attr) for e in ents)}  # empty = not recorded
         maj, found, minority = _minority(vals)
         if len(found) > 1:
             out.append(Mismatch(s, "collective", kind, fld, maj, found, minority, entries))
@@ -226,9 +226,9 @@ def _stuck_collective(g: FRGroup, s: int, coll: dict[int, dict[int, list[FREntry
                       p2p_ranks: set[int]) -> None:
     g.stuck_seq = s
     at = {r: c[s] for r, c in coll.items() if s in c}
-    g.op = next(iter(_minority({r: " + ".join(e.op for e in l) for r, l in at.items()})[1]))  # most common
-    g.stuck_created_ns = min((e.created for l in at.values() for e in l if e.created is not None), default=None)
-    g.entries = {r: l[0].idx for r, l in at.items()}
+    g.op = next(iter(_minority({r: " + ".join(e.op for e in ents) for r, ents in at.items()})[1]))  # most common
+    g.stuck_created_ns = min((e.created for ents in at.values() for e in ents if e.created is not None), default=None)
+    g.entries = {r: ents[0].idx for r, ents in at.items()}
     below = [x for x in sorted({x for c in coll.values() for x in c}) if x < s]
     g.last_done_seq = below[-1] if below else None
     _states_at(g, s, coll, status, data, p2p_ranks)
@@ -247,9 +247,9 @@ def _states_at(g: FRGroup, s: int, coll: dict[int, dict[int, list[FREntry]]],
             continue
         c = coll.get(r, {})
         if s in c:
-            l = c[s]
-            g.state_by_rank[r] = "completed" if all(e.done for e in l) else STATES[
-                min(_RANK.get(e.state, 0) for e in l)]
+            ents = c[s]
+            g.state_by_rank[r] = "completed" if all(e.done for e in ents) else STATES[
+                min(_RANK.get(e.state, 0) for e in ents)]
             continue
         seqs = sorted(c)
         enq = (status.get(r) or {}).get("last_enqueued_collective")
@@ -311,9 +311,9 @@ def _variants_at(g: FRGroup, at: dict[int, list[FREntry]]) -> None:
     vals: dict[tuple, dict] = {}
     stacks: dict[str, list[int]] = defaultdict(list)
     frames_of: dict[str, list] = {}
-    for r, l in sorted(at.items()):
-        e = l[0]
-        key = (g.state_by_rank[r], " + ".join(x.op for x in l), id(e.isz), id(e.osz), id(e.idt), id(e.odt))
+    for r, ents in sorted(at.items()):
+        e = ents[0]
+        key = (g.state_by_rank[r], " + ".join(x.op for x in ents), id(e.isz), id(e.osz), id(e.idt), id(e.odt))
         variants[key].append(r)
         vals[key] = {"state": key[0], "op": key[1], "input_sizes": e.isz, "output_sizes": e.osz,
                      "input_dtypes": e.idt, "output_dtypes": e.odt}
@@ -331,8 +331,8 @@ def _p2p_pending(members: list[int], p2p: dict[int, list[FREntry]], data: dict[i
     counterpart never posted it (unless its ring buffer wrapped and holds no p2p op of this PG)."""
     order = sorted(members)
     pend: dict[tuple[int, int, str], list[FREntry]] = defaultdict(list)   # (src, dst, 'send'|'recv') → pending ops
-    for l in p2p.values():
-        for e in l:
+    for ents in p2p.values():
+        for e in ents:
             m = P2P_META.search(e.op)
             if e.done or not m:
                 continue
