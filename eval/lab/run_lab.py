@@ -76,7 +76,7 @@ class Run:
     rdzv_ids: list[int] = field(default_factory=list)  # per agent, where they differ (default: job_id for all)
     fft_rx: str = ""  # first_failure_time: the culprit's first line matching this (default: its last timed line)
     setup: str = ""  # "volume:<KiB>": a small tmpfs for --out; "dir": a plain dir for --out; "port-taken"
-    
+
     def nproc_node(self) -> int:
         return self.nproc // self.nnodes
 

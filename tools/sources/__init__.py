@@ -50,6 +50,22 @@ def patterns() -> tuple[Pattern, ...]:
     return tuple(out)
 
 
+def declared(name: str) -> list[tuple[str, object]]:
+    """(source name, value) for every source whose format module declares the module-level name `name`, in registry
+    order. This is how the rest of the tool learns what a source brings beyond its patterns (per-hit hooks, detection
+    tiers, path hints, readers, re-read verifiers, its analysis stage) without knowing the source: the scanner, the
+    detector, the re-reader and the pipeline each ask for one name. Format modules stay cheap to import, so what
+    needs the scanner or the bundle is declared as a "module:attribute" string and imported on use (`resolve`)."""
+    return [(src, getattr(mod, name)) for src, mod in SOURCES.items() if hasattr(mod, name)]
+
+
+def resolve(ref: str) -> object:
+    """The object a "package.module:attribute" reference names (imported on first use, then cached by Python)."""
+    from importlib import import_module
+    mod, _, attr = ref.partition(":")
+    return getattr(import_module(mod), attr)
+
+
 def by_id() -> dict[str, Pattern]:
     return {p.id: p for p in patterns()}
 
