@@ -1,4 +1,4 @@
-"""tools/readers.py: `debugger catalog` lists the structured readers beside the patterns, and every rule a reader
+"""The readers the sources declare (READER, tools/sources/declare.py): `debugger catalog` lists the structured readers beside the patterns, and every rule a reader
 claims to feed is a rule the diagnosis really has (a renamed rule would leave the catalog lying)."""
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from trainlog_debugger.agent.cli.app import app
-from trainlog_debugger.tools.readers import READERS
+from trainlog_debugger.tools.sources import declared
+
+READERS = [r for _, r in declared("READER")]
 
 RULES_SRC = "\n".join(p.read_text() for p in (Path(__file__).resolve().parents[1] / "tools" / "rules").glob("*.py"))
 

@@ -25,7 +25,10 @@ def __getattr__(name):  # lazy: `import tools` stays cheap for the CLI's --help
     if name == "parse_stamp":
         from trainlog_debugger.tools.lines.timestamps import parse_stamp
         return parse_stamp
-    if name in ("attribute_line", "attribute_path"):
-        from trainlog_debugger.tools.lines import attribution
-        return getattr(attribution, name)
+    if name == "attribute_line":
+        from trainlog_debugger.tools.lines.attribution import attribute_line
+        return attribute_line
+    if name == "attribute_path":
+        from trainlog_debugger.tools.sources.paths import attribute_path
+        return attribute_path
     raise AttributeError(name)

@@ -15,10 +15,13 @@ Re-reading the cited lines from disk is tools/verify.py's job, run by the caller
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 from trainlog_debugger.tools.model import Alternative, Diagnosis, Evidence, Finding, JobDetails, Role, Status, TimelineEvent
 from trainlog_debugger.tools.ranks import ranks_str
 from trainlog_debugger.tools.rules import RULES, Candidate, RuleInputs
-from trainlog_debugger.tools.lines.timestamps import human_time, order_key
+from trainlog_debugger.tools.lines.timestamps import order_key
+from trainlog_debugger.tools.lines.isotime import human_time
 from trainlog_debugger.tools.rules.base import by_time, restart_without
 from trainlog_debugger.tools.rules.meaning import refine
 from trainlog_debugger.tools.lines.attribution import strip_prefixes
@@ -177,7 +180,7 @@ def _nodes_of_ranks(inputs: RuleInputs, ranks: list[int]) -> list[str]:
     """The nodes that ran the culprit ranks, where the bundle states it (an NCCL host line carrying the rank, the
     launcher's failure record, `srun: error: host: tasks`, a per-node file name); none is guessed."""
     known = inputs.scan.rank_nodes
-    return list(dict.fromkeys(known[r].node for r in ranks if r in known and known[r].node))[:16]
+    return list(dict.fromkeys(n for r in ranks if r in known and (n := known[r].node)))[:16]
 
 
 def _same_story(c: Candidate, t: Candidate) -> bool:
@@ -305,12 +308,13 @@ def _key_files(chain: list[Finding]) -> list[str]:
 
 
 DAEMON_KINDS = ("ais_target", "ais_proxy")
+_FIRST = itemgetter(0)  # a (order key, Stamp) pair's key
 
 
 def job_details(inputs: RuleInputs) -> JobDetails:
     scan = inputs.scan
     kinds = set(inputs.kinds.values())
-    framework = next((k for k in ("nemo", "megatron", "deepspeed") if k in kinds), None)
+    framework: str | None = next((k for k in ("nemo", "megatron", "deepspeed") if k in kinds), None)
     if framework is None and any(p.startswith("pytorch.") for p in inputs.summaries):
         framework = "pytorch"
     launchers = [n for n, hit in (("slurm", "slurm" in kinds or any(p.startswith("slurm.") for p in inputs.summaries)),
@@ -321,19 +325,21 @@ def job_details(inputs: RuleInputs) -> JobDetails:
     evidence = list(scan.coverage.expected_evidence)
     resumed = inputs.hits("job.resumed")
     job_files = [f for f in scan.files if f.kind not in DAEMON_KINDS] or scan.files
-    times = [f.first_time for f in job_files if order_key(f.first_time) is not None]
-    lasts = [ll.time for f in job_files for ll in f.last_lines.values() if order_key(ll.time) is not None]
+    times = [(k, t) for f in job_files if (t := f.first_time) is not None and (k := order_key(t)) is not None]
+    lasts = [(k, t) for f in job_files for ll in f.last_lines.values()
+             if (t := ll.time) is not None and (k := order_key(t)) is not None]
     clock = inputs.ais.clock if inputs.ais is not None else None
     offset = clock.offset_s if clock is not None and clock.kind != "none" else None
+    basis = f"{clock.kind}, {clock.confidence} confidence" if clock is not None and offset is not None else None
     return JobDetails(
         framework=framework, launcher="+".join(launchers) or None, ranks=ranks, nodes=len(nodes) or None,
         ranks_per_node=(ranks // len(nodes)) if ranks and nodes and ranks % len(nodes) == 0 else None,
         resumed_from_checkpoint=True if resumed else None,
         # by month/day/time: some lines state the year and some do not, and their ISO strings don't sort
-        start=min(times, key=order_key).iso() if times else None,
-        end=max(lasts, key=order_key).iso() if lasts else None,
+        start=min(times, key=_FIRST)[1].iso() if times else None,
+        end=max(lasts, key=_FIRST)[1].iso() if lasts else None,
         evidence=evidence + resumed[:1], daemon_clock_offset_s=offset,
-        daemon_clock_basis=(f"{clock.kind}, {clock.confidence} confidence" if offset is not None else None))
+        daemon_clock_basis=basis)
 
 
 def _no_failure(inputs: RuleInputs, job: JobDetails) -> Diagnosis:

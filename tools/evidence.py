@@ -16,9 +16,12 @@ each class through its twin, a pydantic model of the same name and fields built 
 
 import copy
 import threading
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from trainlog_debugger.tools.lines.timestamps import Stamp
+
+if TYPE_CHECKING:  # the twins' type only: a scan never imports pydantic
+    from pydantic import BaseModel
 
 _MISSING: Any = object()
 
@@ -202,8 +205,11 @@ class Coverage(_Plain):
                  expected_evidence: list[Evidence] = _MISSING, seen_ranks: list[int] = _MISSING,
                  missing_ranks: list[int] = _MISSING, files: int = 0, files_without_rank: int = 0,
                  skipped: list[dict[str, str]] = _MISSING, notes: list[str] = _MISSING, **unknown):
-        ev, seen, missing, skip, nts = (x if x is not _MISSING else []
-                                        for x in (expected_evidence, seen_ranks, missing_ranks, skipped, notes))
+        ev = [] if expected_evidence is _MISSING else expected_evidence
+        seen = [] if seen_ranks is _MISSING else seen_ranks
+        missing = [] if missing_ranks is _MISSING else missing_ranks
+        skip = [] if skipped is _MISSING else skipped
+        nts = [] if notes is _MISSING else notes
         if (not unknown and (expected_ranks is None or type(expected_ranks) is int)
                 and (expected_from is None or type(expected_from) is str) and type(files) is int
                 and type(files_without_rank) is int and _list_of(ev, Evidence) and _list_of(seen, int)
@@ -223,7 +229,7 @@ class Coverage(_Plain):
             self._as_twin().__setattr__(name, value)  # pydantic's error for a field the model does not have
         object.__setattr__(self, name, value)  # assignment is not validated, as in the model
 
-    __hash__ = None  # mutable, as the model was
+    # unhashable, mutable as the model was: _Plain defines __eq__, so the __hash__ it and this class have is None
 
 
 def _json(v: Any) -> Any:
@@ -248,12 +254,13 @@ def _stamp_in(v: Any) -> Stamp:
     raise ValueError("a time is a Stamp or its JSON object")
 
 
-_PlainEvidence, _PlainCoverage = Evidence, Coverage
-_TWINS: dict[str, type] = {}
+_PlainEvidence = Evidence  # the names the twins' fields use for the plain classes, which the twins' own names shadow
+_PlainCoverage = Coverage
+_TWINS: dict[str, "type[BaseModel]"] = {}
 _BUILDING = threading.RLock()
 
 
-def _twin(cls: type) -> type:
+def _twin(cls: type) -> "type[BaseModel]":
     """The pydantic model `cls` was (same name and fields): what validates what is not of the declared types,
     dumps, and describes it in JSON schemas. Built on first use (it imports pydantic), once per process."""
     if cls.__name__ not in _TWINS:

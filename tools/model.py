@@ -94,7 +94,7 @@ class JobDetails(BaseModel):
     end: str | None = None
     evidence: list[Evidence] = Field(default_factory=list)
     # storage daemons (AIStore) log on their own clock: daemon time = worker time + this, from clock anchoring
-    # (tools/clocks.py); None when no daemon logs or no anchor. Reports show daemon times on the workers' clock.
+    # (tools/sources/ais/clocks.py); None when no daemon logs or no anchor. Reports show daemon times on the workers' clock.
     daemon_clock_offset_s: float | None = None
     daemon_clock_basis: str | None = None
 

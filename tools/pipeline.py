@@ -1,58 +1,70 @@
-"""`debugger ask` without an LLM: the named stages, in order. Open → scan → collectives → extras → rules →
-diagnosis → verification.
+"""`debugger ask` without an LLM: the scan, then the stages in STAGES, in order. Open → scan → flight recorder →
+collectives → storage → stack dumps → hardware → first answer → step times → traceback tails → rank diff →
+verification.
 
-`run` returns every stage's report, not only the answer, because three callers need more than the Diagnosis: the
-eval's regex baseline reads the same scan (no second pass over the bytes), the agent's evidence node hands the
-reports to its tools, and `ask` prints the diagnosis. They all start from this one function, so they can never
-disagree about what the logs showed.
+`run` returns every stage's report (an Investigation), not only the answer, because three callers need more than
+the Diagnosis: the eval's regex baseline reads the same scan (no second pass over the bytes), the agent's evidence
+node hands the reports to its tools, and `ask` prints the diagnosis (and `--html` draws the reports). They all
+start from this one function, so they can never disagree about what the logs showed.
+
+Adding an analysis: a field on tools.investigation.Investigation, a `stage.py` in its package exporting a Stage, one
+entry in STAGES below (where it must run: what it reads must be filled before it), and the rule that reads it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, BundleError
 from trainlog_debugger.tools.bundle.parallel import fewer_collections
 from trainlog_debugger.tools.diagnose import diagnose
-from trainlog_debugger.tools.model import Diagnosis, Status
-from trainlog_debugger.tools.rankdiff.analyze import DiffResult, diff_bundle
-from trainlog_debugger.tools.rules.asymmetry import MIN_RANKS
+from trainlog_debugger.tools.investigation import Context, Investigation, Stage
+from trainlog_debugger.tools.model import Diagnosis
 from trainlog_debugger.tools.rules import RuleInputs
-from trainlog_debugger.tools.scan.driver import scan_bundle
+from trainlog_debugger.tools.scan.driver import SharedReader, scan_bundle
 from trainlog_debugger.tools.scan.result import ScanResult
-from trainlog_debugger.tools.sources.detect import GENERIC, HW_KINDS
+from trainlog_debugger.tools.sources import resolve
+from trainlog_debugger.tools.sources.detect import GENERIC
 from trainlog_debugger.tools.sources.messages import catalog
-from trainlog_debugger.tools.sources.ais.analyze import AisReport, correlate, is_ais, read_sources
-from trainlog_debugger.tools.sources.flight_recorder.analyze import analyze_bundle
-from trainlog_debugger.tools.sources.flight_recorder.report import FRReport
-from trainlog_debugger.tools.sources.pytorch.collectives import NcclReport, analyze
-from trainlog_debugger.tools.steps.analyze import scan_steps
-from trainlog_debugger.tools.steps.report import StepReport
 from trainlog_debugger.tools.verify import verified
 
+__all__ = ["STAGES", "Investigation", "investigate", "recognised", "run"]
 
-@dataclass
-class Investigation:
-    """Every report the deterministic pipeline made for one bundle, and the verified diagnosis drawn from them.
 
-    scan: the one pass over every line of every rank (always); nccl: the per-rank collective state (always);
-    fr: flight-recorder dumps (only when the bundle holds some); ais: the storage side (only with AIStore daemon
-    logs); steps: step times (only when no fault was found, to tell `slow` from the rest: read in the scan's own
-    pass from every file without a fatal line, which is every file of such a bundle, the others read after the
-    scan only then); diff: the rank diff (only when the answer is not decisive and at least MIN_RANKS
-    ranks have logs: the rank that differs, for failures the catalog does not know; another pass, paid only then);
-    diagnosis: what `debugger ask` prints, every citation re-read from disk.
-    """
+def _first_answer(ctx: Context) -> tuple[object, list[str]]:
+    return diagnose(ctx.rules), []  # the module's `diagnose`, looked up when called (tests replace it)
 
-    scan: ScanResult
-    nccl: NcclReport
-    diagnosis: Diagnosis
-    fr: FRReport | None = None
-    ais: AisReport | None = None
-    steps: StepReport | None = None
-    diff: DiffResult | None = None
+
+# The diagnosis drawn from the evidence stages: the follow-ups below read it to decide whether they run.
+FIRST_ANSWER = Stage("diagnosis", when=lambda _ctx: True, run=_first_answer)
+
+# Every analysis after the scan, in the order it runs: each entry names its source's Stage ("module:attribute",
+# imported when the pipeline first runs: tools.sources.resolve) or is the pipeline's own. The order is the data
+# flow: the collective state before the storage correlation that reads it; the stack dumps after it (a dump's pid is
+# ranked by the job's own lines); the follow-ups after the first answer, whose conditions they read.
+STAGES: tuple[str | Stage, ...] = (
+    "trainlog_debugger.tools.sources.flight_recorder.stage:STAGE",  # fr: flight-recorder dumps in the bundle
+    "trainlog_debugger.tools.sources.pytorch.stage:STAGE",          # nccl: every rank's collective state (always)
+    "trainlog_debugger.tools.sources.ais.stage:STAGE",              # ais: AIStore daemon logs, tied to `nccl`
+    "trainlog_debugger.tools.sources.pyspy.stage:STAGE",            # stacks: py-spy / faulthandler dumps
+    "trainlog_debugger.tools.sources.hw.stage:STAGE",               # hardware: nvidia-smi, ibstat, ... snapshots
+    FIRST_ANSWER,                                                   # diagnosis
+    "trainlog_debugger.tools.steps.stage:STAGE",                    # steps: no fault found: was it slow?
+    "trainlog_debugger.tools.tails:STAGE",                          # tails: still nothing: a cut-off traceback?
+    "trainlog_debugger.tools.rankdiff.stage:STAGE",                 # diff: still undecided: the rank that differs
+)
+
+
+def stages() -> list[Stage]:
+    """STAGES as Stage objects (a reference is imported on first use)."""
+    out = []
+    for entry in STAGES:
+        stage = resolve(entry) if isinstance(entry, str) else entry
+        if not isinstance(stage, Stage):
+            raise TypeError(f"{entry!r} names a {type(stage).__name__}, not a tools.investigation.Stage")
+        out.append(stage)
+    return out
 
 
 def run(bundle, *, progress: Callable[[int, int], None] | None = None, workers: int | None = None,
@@ -67,59 +79,33 @@ def run(bundle, *, progress: Callable[[int, int], None] | None = None, workers: 
 
 
 def _run(bundle, progress, workers, scan) -> Investigation:
-    read_steps: dict = {}  # step times of files without fatal lines, read in the scan's own pass (tools.scan.driver)
-    scan = scan if scan is not None else scan_bundle(bundle, workers=workers, progress=progress, steps_out=read_steps)
+    from trainlog_debugger.tools.steps.parse import read_in_scan
+    # step times of files without fatal lines, read in the scan's own pass (a reader passed to tools.scan.driver)
+    read_steps = SharedReader(read_in_scan)
+    scan = scan if scan is not None else scan_bundle(bundle, workers=workers, progress=progress, readers=[read_steps])
     if not recognised(scan, bundle):
         raise BundleError(f"no training-job logs recognised in {bundle.root}: {len(scan.files)} file(s) read, none "
                           "has a line of PyTorch, NCCL, a launcher, a scheduler, a trainer or a storage daemon")
-    fr = analyze_bundle(bundle) if any(s.kind == "fr_dump" for s in bundle.sources) else None
-    nccl = analyze(scan)
-    ais = None
-    ais_src = [s for s in bundle.sources if is_ais(s)]
-    if ais_src:  # the storage side, read once and correlated with the worker scan we already have
-        files, _skipped = read_sources(ais_src)
-        ais = correlate(files, scan, nccl) if files else None
-    stacks, stack_notes = None, []
-    framed = {f.rel for f in scan.files if any(h.pattern.startswith("pyspy.") for h in f.hits)}
-    if framed or any(s.kind == "pyspy" for s in bundle.sources):  # stack dumps of a hung job: a record per process
-        from trainlog_debugger.tools.stacks.read import read_stacks
-        stacks, stack_notes = read_stacks(bundle, framed)
-    hardware, hw_notes = None, []
-    if any(s.kind in HW_KINDS for s in bundle.sources):  # hardware/fabric snapshots: records per node, compared
-        from trainlog_debugger.tools.hw.read import read_hardware
-        hardware, hw_notes = read_hardware(bundle, scan, HW_KINDS)
-    inputs = RuleInputs(scan, nccl, fr=fr, ais=ais, stacks=stacks, hardware=hardware, messages=catalog)
-    if stacks:  # dumps named by pid only: the rank the job's own lines gave that pid (NCCL init, torchrun's report)
-        from trainlog_debugger.tools.stacks.report import attach_ranks, launcher_pids
-        attach_ranks(stacks, launcher_pids(inputs))
-    diag = diagnose(inputs)
-    if diag.category == "none":
-        # no fault found (a proven normal end, or no proof either way): was it slow? The scan read the step times of
-        # every file without a fatal line (all of them, in such a bundle); the rest are read here
-        inputs.steps = scan_steps(bundle, workers=workers, done=read_steps)
-        if inputs.steps.outliers or inputs.steps.regressions:
-            diag = diagnose(inputs)
-    if diag.category == "none" and diag.status == Status.inconclusive:
-        # nothing failed visibly: do the logs stop inside a stack trace whose header or exception was cut off (a
-        # paste of frames)? A frame is printed only when something raised
-        inputs.tails, unread = traceback_tails(bundle, scan)
-        if inputs.tails:
-            diag = diagnose(inputs)
-        if unread:
-            stack_notes = stack_notes + [f"the ends of {len(scan.files) - unread} of {len(scan.files)} files were read "
-                                         f"for a cut-off stack trace (at most {_TAIL_FILES} files, each of at most "
-                                         f"{_TAIL_MAX_BYTES >> 20} MiB; no other file was looked at for one)"]
-    if diag.status == Status.inconclusive and len(scan.coverage.seen_ranks) >= MIN_RANKS:
-        inputs.diff = diff_bundle(bundle, workers=workers)
-        if inputs.diff.only:
-            diag = diagnose(inputs)
+    inv = Investigation(scan=scan)
+    ctx = Context(bundle, inv, RuleInputs(inv, messages=catalog), workers=workers, read_in_scan=read_steps.got)
+    for stage in stages():
+        if not stage.when(ctx):
+            continue
+        report, notes = stage.run(ctx)
+        setattr(inv, stage.fills, report)
+        inv.notes += notes
+        if inv.diagnosis is not None and stage.redraws(report):
+            inv.diagnosis = diagnose(ctx.rules)
+    diag = inv.diagnosis
+    if diag is None:
+        raise RuntimeError("tools.pipeline.STAGES drew no diagnosis (FIRST_ANSWER is missing)")
     # what the input itself made the analysis refuse or cut (an implausible number, a budget, a partial file, a
     # capped dump) is said in the answer, never silent: for every caller (ask, eval, the agent, Slack)
-    extra = [n for n in stack_notes + hw_notes + scan.input_notes() if n not in diag.notes]
+    extra = [n for n in inv.notes + scan.input_notes() if n not in diag.notes]
     if extra:
         diag = diag.model_copy(update={"notes": list(diag.notes) + extra})
-    return Investigation(scan=scan, nccl=nccl, diagnosis=verified(diag, bundle), fr=fr, ais=ais, steps=inputs.steps,
-                         diff=inputs.diff)
+    inv.diagnosis = verified(diag, bundle)
+    return inv
 
 
 # A log line of a training stack that no catalog pattern knows yet (a JAX/XLA job, a new NCCL wording): a library,
@@ -153,42 +139,6 @@ _HEAD_BYTES = 64 << 10
 _HEAD_FILES = 512
 
 
-# a frame of a Python traceback or of c10's C++ backtrace (`frame #3: c10d::ProcessGroupNCCL::watchdogHandler()`)
-_FRAME = re.compile(r'^\s*(?:File "[^"\n]+", line \d+, in \S|frame #\d+: \S)')
-_TAIL_LINES = 40
-_TAIL_FILES = 64
-_TAIL_MAX_BYTES = 64 << 20  # the tail is read through the re-reader, from the start: only files this small
-
-
-def traceback_tails(bundle, scan: ScanResult) -> tuple[list, int]:
-    """(the last frame line in the last _TAIL_LINES lines of each file, as Evidence: where a log stops inside a stack
-    trace, read from disk and numbered as the file is; how many files were left unread by the caps: at most
-    _TAIL_FILES files, of at most _TAIL_MAX_BYTES each)."""
-    from trainlog_debugger.tools.bundle.reread import read_window
-    from trainlog_debugger.tools.model import Evidence
-
-    sources = {s.rel: s for s in bundle.sources}
-    out = []
-    unread = max(0, len(scan.files) - _TAIL_FILES)
-    for fs in scan.files[:_TAIL_FILES]:
-        src = sources.get(fs.rel)
-        if src is None or fs.kind in HW_KINDS or not fs.lines:
-            continue
-        if (getattr(src, "size", 0) or 0) > _TAIL_MAX_BYTES:
-            unread += 1
-            continue
-        try:
-            w = read_window(src, fs.lines, before=_TAIL_LINES, after=0)
-        except READ_ERRORS:
-            continue
-        frames = [(n, t) for n, t in w.lines if _FRAME.match(t)]
-        if frames:
-            n, t = frames[-1]
-            rank = next(iter(fs.ranks), None) if len(fs.ranks) == 1 else None
-            out.append(Evidence(file=fs.rel, line=n, text=t, kind=fs.kind, rank=rank))
-    return out, unread
-
-
 def recognised(scan: ScanResult, bundle) -> bool:
     """Whether anything in the bundle is a training job's log: a catalog line (any tier, job facts included), a
     rank label, a file the detector recognised as a known producer (not merely `generic` text), or, failing all
@@ -210,4 +160,7 @@ def recognised(scan: ScanResult, bundle) -> bool:
 
 def investigate(bundle, *, progress: Callable[[int, int], None] | None = None, workers: int | None = None) -> Diagnosis:
     """The verified Diagnosis alone (what `debugger ask` prints)."""
-    return run(bundle, progress=progress, workers=workers).diagnosis
+    diag = run(bundle, progress=progress, workers=workers).diagnosis
+    if diag is None:  # run() draws one or raises
+        raise RuntimeError("tools.pipeline.run returned no diagnosis")
+    return diag

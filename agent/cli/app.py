@@ -2,9 +2,11 @@
 agent/cli/ask.py, eval.py and tools.py; what they share: options, consoles, the error guard, is in options.py) and
 the console script `run()`, which first offers the command line to the fast path of `scan` (agent/cli/fast.py).
 
-Each command is a short chain: open the bundle → run a tool → render. Bad input never produces a traceback: a
-BundleError (nothing usable) is one line on stderr and exit code 2; any other unexpected error, a broken install
-included, is one line and exit code 1 (set DEBUGGER_TRACEBACK=1 to see the stack when debugging).
+Each command is a short chain: open the bundle → run a tool → render in the format chosen once (`--format`, or
+an alias: `--json`, `ask`'s `--markdown -` and `--html -`; agent/cli/runner.py, agent/render/registry.py). Bad
+input never produces a traceback: a BundleError (nothing usable) is one line on stderr and exit code 2; any other
+unexpected error, a broken install included, is one line and exit code 1 (set DEBUGGER_TRACEBACK=1 to see the stack
+when debugging).
 """
 
 from __future__ import annotations
@@ -49,8 +51,7 @@ def _build_app():
     app.command("eval")(eval_cmd)
     app.command()(collect)
     app.command()(slack)
-    for cmd in (tools.schema, tools.scan, tools.grep, tools.nccl, tools.diff, tools.fr, tools.ais, tools.steps,
-                tools.catalog):
+    for cmd in tools.COMMANDS:
         app.command()(cmd)
     return app
 

@@ -1,5 +1,7 @@
 """`debugger ask PATH... [QUESTION]`: the deterministic investigation of a bundle (tools.pipeline), then, with an
-ANTHROPIC_API_KEY, the LLM agent on top of it (agent/graph), rendered for the terminal, as JSON or as Markdown.
+ANTHROPIC_API_KEY, the LLM agent on top of it (agent/graph), rendered in the format chosen once (`--format
+text|json|markdown|html`; `--json`, `--markdown -` and `--html -` are its aliases), and also written to the files
+`--markdown FILE` and `--html FILE` name (agent/cli/runner.py, agent/render/registry.py "diagnosis").
 
 The deterministic report is always made first and is what a user gets when the agent cannot run: no key, or the API
 unreachable / refusing / overloaded, is one line on stderr naming what happened, the report, exit 0, and the
@@ -15,8 +17,8 @@ from pathlib import Path
 
 import typer
 
-from trainlog_debugger.agent.cli.options import (JsonOpt, err, fail, guarded, opened, out, print_json, progress,
-                                                 writable)
+from trainlog_debugger.agent.cli.options import JsonOpt, err, fail, guarded, opened, out, progress, writable
+from trainlog_debugger.agent.cli.runner import choose, document, emit, format_option
 from trainlog_debugger.agent.render import NO_REDACT_HELP, shown
 
 ArgsArg = typer.Argument(..., metavar="PATH... [QUESTION]",
@@ -31,10 +33,14 @@ def split_question(args: list[str]) -> tuple[list[Path], str | None]:
     return [Path(a) for a in args], None
 
 
-def ask(args: list[str] = ArgsArg, json_: bool = JsonOpt,
+def _dash(path: Path | None) -> bool:
+    return path is not None and str(path) == "-"
+
+
+def ask(args: list[str] = ArgsArg, fmt: str = format_option("diagnosis"), json_: bool = JsonOpt,
         markdown: Path = typer.Option(None, "--markdown", metavar="FILE",
                                       help="Also write a Markdown post-mortem to FILE (- for stdout, instead of the "
-                                           "terminal report)."),
+                                           "terminal report: --format markdown)."),
         model: str = typer.Option(None, "--model", help="Claude model id (default: $DEBUGGER_MODEL, else "
                                                         "claude-sonnet-5-5)."),
         budget: int = typer.Option(200_000, "--budget", min=1_000, max=5_000_000,
@@ -48,32 +54,35 @@ def ask(args: list[str] = ArgsArg, json_: bool = JsonOpt,
                                                             "alternatives, notes."),
         html_out: Path = typer.Option(None, "--html", metavar="FILE",
                                       help="Also write a self-contained HTML page (report, rank x time chart, NCCL "
-                                           "state grid, step times, timeline) to FILE."),
+                                           "state grid, step times, timeline) to FILE (- for stdout: --format html)."),
         no_redact: bool = typer.Option(False, "--no-redact", help=NO_REDACT_HELP)):
     """Investigate a bundle: status, category, culprit, the root-cause chain with file:line proof; with an
     ANTHROPIC_API_KEY, the agent checks and extends it and answers questions."""
     paths, question = split_question(args)
+    fmt = choose("diagnosis", fmt, {"--json": "json" if json_ else None,
+                                    "--markdown -": "markdown" if _dash(markdown) else None,
+                                    "--html -": "html" if _dash(html_out) else None})
+    files = {f: p for f, p in (("markdown", markdown), ("html", html_out)) if p is not None and not _dash(p)}
     writable(markdown, "--markdown")
     writable(html_out, "--html")
-    if html_out is not None:
+    if "html" in files or fmt == "html":
         from trainlog_debugger.agent.render.html import available
         if (why := available()):
             fail(why)
-    to_stdout_md = markdown is not None and str(markdown) == "-"
     with guarded():
         from trainlog_debugger.agent.graph.session import AgentOptions, offline_section, with_agent
         from trainlog_debugger.agent.llm.model import has_key
-        from trainlog_debugger.agent.render.report import render_agent, render_report, to_markdown
+        from trainlog_debugger.agent.render.report import render_agent
         from trainlog_debugger.tools.pipeline import run
         with opened(paths) as b:
             with progress() as cb:
                 inv = run(b, progress=cb)
             diag = inv.diagnosis
-            interactive = question is None and not json_ and sys.stdin.isatty() and sys.stdout.isatty()
+            interactive = question is None and fmt != "json" and sys.stdin.isatty() and sys.stdout.isatty()
             if offline or not has_key():
                 notice = ("--offline: the agent did not run" if offline else
                           "no ANTHROPIC_API_KEY: the agent did not run; this is the deterministic analysis only")
-                if not json_:  # the JSON says it in agent.notice; stdout stays one JSON document
+                if fmt != "json":  # the JSON says it in agent.notice; stdout stays one JSON document
                     _notice(notice)
                 diag = with_agent(diag, offline_section(notice, model=model, question=question))
                 session = None
@@ -87,24 +96,17 @@ def ask(args: list[str] = ArgsArg, json_: bool = JsonOpt,
                     _notice(f"agent: {sec.notice}; showing the deterministic analysis")
                 diag = with_agent(diag, sec)
             diag = shown(diag, not no_redact)  # every output below is drawn from it (the HTML page from inv too)
-            if markdown and not to_stdout_md:
-                markdown.write_text(to_markdown(diag), encoding="utf-8")
-            if html_out is not None:
+            options: dict[str, dict] = {"text": {"full": full}}
+            if "html" in files or fmt == "html":
                 # only the page draws from the whole investigation (every rank's scan): redacting it for the other
                 # outputs took 2 of 6.8 s of a 4,096-rank `ask --json`
-                from trainlog_debugger.agent.render.html import to_html
-                page = to_html(diag, shown(inv, not no_redact))
-                if str(html_out) == "-":
-                    sys.stdout.write(page)
-                    return
-                html_out.write_text(page, encoding="utf-8")
-            if json_:
-                print_json(diag)
-            elif to_stdout_md:
-                sys.stdout.write(to_markdown(diag))
-            else:
-                render_report(diag, out, full=full)
-            if interactive and session is not None and diag.agent and diag.agent.outcome not in ("api_error",):
+                options["html"] = {"inv": shown(inv, not no_redact)}
+            for f, path in files.items():  # already redacted: the renderers get it as it is
+                path.write_text(document("diagnosis", f, diag, redact=False, **options.get(f, {})), encoding="utf-8")
+            emit("diagnosis", fmt, diag, redact=False, options=options.get(fmt))
+            # a page of HTML on a terminal is no conversation
+            if interactive and fmt != "html" and session is not None and diag.agent \
+                    and diag.agent.outcome not in ("api_error",):
                 _chat_loop(session, render_agent)
 
 

@@ -2,13 +2,15 @@
 
 Why a fast path: a script or CI step that scans a small bundle waits mostly for start-up, and Typer costs ~0.2 s
 before any command runs (its vendored click, and the pydantic it converts parameters with; issue 16 asks for a
-scan of a tiny bundle in under 0.15 s). `debugger scan PATH... [--json] [--no-redact] [--engine E] [--workers N]`
-is parsed here with click's meaning for exactly those forms; anything else (--help, an unknown or repeated option,
-a missing or non-decimal value, a value that looks like an option, `--`, no path, another command) is not ours:
-`parse` returns None and Typer parses the whole command line as before, so Typer still owns help, usage errors and
-every other command. Both paths run `scan` below, so they cannot differ in what they do.
+scan of a tiny bundle in under 0.15 s). `debugger scan PATH... [--json] [--format text|json] [--no-redact]
+[--engine E] [--workers N]` is parsed here with click's meaning for exactly those forms; anything else (--help,
+an unknown or repeated option, a missing or non-decimal value, a value that looks like an option, `--`, no path,
+another command, a format scan lacks, `--json` with `--format text`) is not ours: `parse` returns None and Typer
+parses the whole command line as before, so Typer still owns help, usage errors and every other command. Both
+paths run `scan` below, so they cannot differ in what they do.
 
-This module imports no Typer and no rich (tests/test_startup.py checks what a fast scan loads).
+This module imports no Typer and no rich (tests/test_startup.py checks what a fast scan loads): the scan is
+rendered through the runner (agent/cli/runner.py) and the renderer registry, whose text renderer alone loads rich.
 """
 
 from __future__ import annotations
@@ -17,28 +19,25 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from trainlog_debugger.agent.cli.options import guarded, opened, out, print_json, progress
-from trainlog_debugger.agent.render import shown
+from trainlog_debugger.agent.cli.runner import run_report
+from trainlog_debugger.agent.render.registry import formats
 
 FLAGS = {"--json": "json_", "--no-redact": "no_redact"}
-VALUED = {"--engine": "engine", "--workers": "workers"}
+VALUED = {"--engine": "engine", "--workers": "workers", "--format": "fmt"}
 INTS = {"workers"}
 
 
+def _scan(b, progress, workers: int | None, engine: str | None):
+    from trainlog_debugger.tools.scan.driver import scan_bundle
+    return scan_bundle(b, workers=workers, engine=engine, progress=progress)
+
+
 def scan(paths: list[Path], json_: bool = False, engine: str | None = None, workers: int | None = None,
-         no_redact: bool = False) -> None:
-    """The `scan` command (agent/cli/tools.py registers it with Typer; its docstring is the help)."""
-    with guarded():
-        from trainlog_debugger.tools.scan.driver import scan_bundle
-        with opened(paths) as b:
-            with progress() as cb:
-                res = scan_bundle(b, workers=workers, engine=engine, progress=cb)
-            if json_:  # the plain JSON is what is redacted: walking it is cheaper than copying pydantic models
-                print_json(shown(res.to_json(), not no_redact), plain=True)
-            else:
-                res = shown(res.without_hits(), not no_redact)
-                from trainlog_debugger.agent.render import text as render  # rich: only for the text output
-                render.render_scan(res, out)
+         no_redact: bool = False, fmt: str | None = None) -> None:
+    """The `scan` command (agent/cli/tools.py registers it with Typer, and its docstring is the help). `fmt`: the
+    format as chosen (agent/cli/runner.py choose); else `--json` says json, and text by default."""
+    run_report("scan", _scan, paths, fmt or ("json" if json_ else "text"), no_redact=no_redact, with_progress=True,
+               workers=workers, engine=engine)
 
 
 def parse(argv: list[str]) -> Callable[[], None] | None:
@@ -62,6 +61,8 @@ def parse(argv: list[str]) -> Callable[[], None] | None:
             opts[VALUED[name]] = int(value) if VALUED[name] in INTS else value
         else:
             return None
+    if opts.get("fmt") not in (None, *formats("scan")) or (opts.get("json_") and opts.get("fmt", "json") != "json"):
+        return None  # not a format of scan's, or --json and --format disagree: Typer's usage error
     return partial(scan, paths, **opts) if paths else None
 
 

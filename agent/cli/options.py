@@ -1,5 +1,6 @@
 """What every `debugger` command shares: the PATH argument and --json option, the two consoles, `fail`, the error
-guard `guarded()`, `opened()` (a bundle inside the guard) and the progress bar on stderr.
+guard `guarded()`, `opened()` (a bundle inside the guard) and the progress bar on stderr. How a report is rendered
+in the chosen format is agent/cli/runner.py.
 
 Bad input never produces a traceback: a BundleError (nothing usable) is one line on stderr and exit code 2; any
 other unexpected error, an ImportError of a broken install included, is one line and exit code 2 too (set
@@ -12,9 +13,9 @@ removed; the exit code is 128 + the signal's number, as a shell reports it. The 
 nothing from trainlog_debugger.tools / .eval / the renderers: the commands import those INSIDE `guarded()`.
 
 Nor does it import Typer or rich at its top: the fast path of `debugger scan` (agent/cli/fast.py) runs a command
-through `guarded()`, `opened()`, `progress()` and `print_json()` without building the Typer app, and Typer (with the
-click and pydantic it imports) and rich cost ~0.2 s of a run that should take less than 0.15 s (issue 16). `fail`
-ends a command with SystemExit, which Typer lets through as it is.
+through `guarded()`, `opened()` and `progress()` (agent/cli/runner.py) without building the Typer app, and Typer
+(with the click and pydantic it imports) and rich cost ~0.2 s of a run that should take less than 0.15 s (issue
+16). `fail` ends a command with SystemExit, which Typer lets through as it is.
 """
 
 from __future__ import annotations
@@ -123,17 +124,14 @@ def __getattr__(name: str):
     return value
 
 
-def print_json(obj, *, plain: bool = False) -> None:
-    """THE JSON path of every command: a Report (its to_json()), a pydantic model or plain data, written as plain
-    JSON on stdout (rich's print_json re-parses and highlights, far too slow for big reports). `plain`: `obj` is
-    already plain JSON data (a Report's to_json()), so it is not walked again (a second walk of a 4,096-file scan
-    took a second). Indented for a person at a terminal; one line for a pipe or a file, because only then does
-    json use its C encoder (indent=2 runs the pure-Python one: 2 s of a 4,096-file scan's 24 MB)."""
-    from trainlog_debugger.tools.jsonable import dumps
-    sys.stdout.write(dumps(obj, indent=2 if _isatty(sys.stdout) else None, plain=plain) + "\n")
+def print_json(obj) -> None:
+    """`obj` (a pydantic model or plain data: `debugger schema`) as JSON on stdout, written as the JSON format
+    writes a report (agent/cli/runner.py): indented for a person at a terminal, one line for a pipe or a file."""
+    from trainlog_debugger.agent.render.data import report_json
+    sys.stdout.write(report_json(obj, indent=2 if is_tty(sys.stdout) else None))
 
 
-def _isatty(stream) -> bool:
+def is_tty(stream) -> bool:
     try:
         return stream.isatty()
     except (AttributeError, ValueError):

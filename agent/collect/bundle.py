@@ -1,21 +1,10 @@
-"""The bundle `debugger collect` writes, and the run that fills it. The layout is a contract that the readers in
-tools/ (the stack-dump reader, the snapshot parsers) rely on; keep it exactly:
+"""The run that fills the bundle `debugger collect` writes. The layout itself (file names, collect.json's fields)
+is a contract with the readers in tools/ and is defined once, in tools/sources/collect/layout.py; this module only
+creates OUT/<host>, dumps, snapshots and writes the manifest.
 
-    OUT/<host>/collect.json                          the manifest (below)
-    OUT/<host>/stacks/rank-<R>.pid-<P>.pyspy.txt     py-spy dump, text   (pid-<P>.pyspy.txt: rank unknown)
-    OUT/<host>/stacks/rank-<R>.pid-<P>.pyspy.json    py-spy dump --json
-    OUT/<host>/nvidia-smi-q.txt  nvidia-smi-topo-m.txt  ibstat.txt  ibv_devinfo.txt  perfquery.txt  dmesg.txt
-    OUT/<host>/dcgmi-diag.txt                        (only with --dcgm)
-
-collect.json: {format: "trainlog-debugger/collect", version: 1, host, time (UTC ISO 8601), found_by, tools
-{trainlog-debugger, python, py-spy}, processes: [{pid, ppid, rank, local_rank, world_size, group_rank, master_addr,
-found_by, cmdline (one string, secrets redacted by tools/redact.py), dumps: [paths relative to OUT/<host>], error,
-fix}], snapshots: [{name, command, file, rc, seconds, skipped, error}]}. Every path in it is relative to OUT/<host>.
-
-Why one directory per host under one OUT: the same command runs on every node at once (srun, an ssh loop) into a
-shared directory, so each node owns exactly its own subdirectory and never touches another's. OUT may therefore
-already hold other hosts' collect directories; anything else in it is refused, so a typo'd --out never mixes the
-evidence into an unrelated folder. Nothing is written outside OUT/<host>.
+OUT may already hold other hosts' collect directories (the same command runs on every node at once into a shared
+directory); anything else in it is refused, so a typo'd --out never mixes the evidence into an unrelated folder.
+Nothing is written outside OUT/<host>.
 """
 
 from __future__ import annotations
@@ -29,14 +18,8 @@ from pathlib import Path
 
 from trainlog_debugger.agent.collect.discovery import Proc, discover
 from trainlog_debugger.agent.collect.snapshot import PIP_HINT, dump_stacks, find_pyspy, snapshots, tool_version
+from trainlog_debugger.tools.sources.collect.layout import FORMAT, HOST_DIR_NAMES, MANIFEST, VERSION, stack_stem
 
-FORMAT = "trainlog-debugger/collect"
-MANIFEST = "collect.json"
-SNAPSHOT_FILES = frozenset({"nvidia-smi-q.txt", "nvidia-smi-topo-m.txt", "ibstat.txt", "ibv_devinfo.txt",
-                            "perfquery.txt", "dmesg.txt", "dcgmi-diag.txt"})
-#: what a host's directory may hold: a directory of only these is a collect directory (maybe still being written
-#: by its node, so collect.json need not be there yet)
-HOST_DIR_NAMES = SNAPSHOT_FILES | {MANIFEST, MANIFEST + ".tmp", "stacks"}
 
 
 class CollectError(Exception):
@@ -88,7 +71,7 @@ def prepare(out: Path, host: str) -> Path:
 
 
 def stem(p: Proc) -> str:
-    return f"rank-{p.rank}.pid-{p.pid}" if p.rank is not None else f"pid-{p.pid}"
+    return stack_stem(p.pid, p.rank)
 
 
 def _cmdline(p: Proc) -> str:
@@ -129,7 +112,7 @@ def collect(out: Path, host: str | None = None, pids: list[int] | None = None, n
     procs, how = find(pids)
     host_dir = prepare(out, name)
     say = progress or (lambda msg: None)
-    manifest = {"format": FORMAT, "version": 1, "host": name,
+    manifest = {"format": FORMAT, "version": VERSION, "host": name,
                 "time": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "found_by": how,
                 "tools": {"trainlog-debugger": _version(), "python": platform.python_version(),
                           "py-spy": tool_version([pyspy, "--version"])},

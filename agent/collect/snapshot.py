@@ -38,6 +38,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trainlog_debugger.tools.sources.collect.layout import (DCGMI_DIAG, DMESG, IBSTAT, IBV_DEVINFO, NVSMI_Q, NVSMI_TOPO,
+                                                          PERFQUERY, stack_file)
+
 MAX_STDERR = 4096  # what of a command's stderr the manifest keeps
 MAX_PORTS = 64  # (CA, port) pairs queried with perfquery
 GRACE_S = 5.0  # after SIGTERM, before SIGKILL
@@ -214,7 +217,7 @@ def dump_stacks(pyspy: str, pid: int, host_dir: Path, stem: str, timeout: float,
     out = []
     for fmt, extra in (("txt", []), ("json", ["--json"])):
         r = run_to_file(f"py-spy-{fmt}", [pyspy, "dump", "--pid", str(pid), *extra, *opts], host_dir,
-                        f"stacks/{stem}.pyspy.{fmt}", timeout)
+                        stack_file(stem, fmt), timeout)
         if r.error and not r.timed_out:
             r.error, hint = explain_failure(r.error, pid)
             if hint:
@@ -227,19 +230,11 @@ def dump_stacks(pyspy: str, pid: int, host_dir: Path, stem: str, timeout: float,
 
 # --- node snapshots --------------------------------------------------------------------------------------------------
 
-_CA = re.compile(r"^CA '([^']{1,64})'")
-_PORT = re.compile(r"^\s+Port (\d{1,3}):")
-
-
 def ib_ports(ibstat_text: str) -> list[tuple[str, int]]:
-    """(CA name, port number) of every port ibstat printed, in order, at most MAX_PORTS."""
-    out, ca = [], None
-    for line in ibstat_text.splitlines():
-        if (m := _CA.match(line)):
-            ca = m.group(1)
-        elif ca and (m := _PORT.match(line)) and 0 < int(m.group(1)) < 256:
-            out.append((ca, int(m.group(1))))
-    return out[:MAX_PORTS]
+    """(CA name, port number) of every port ibstat printed, in order, at most MAX_PORTS: what perfquery is asked
+    about, read by the same parser that reads ibstat.txt afterwards (tools/sources/hw/ib.py)."""
+    from trainlog_debugger.tools.sources.hw.ib import ports
+    return ports(ibstat_text)[:MAX_PORTS]
 
 
 def _skipped(name: str, argv: list[str], why: str) -> Ran:
@@ -257,10 +252,10 @@ def _one(name: str, argv: list[str], host_dir: Path, rel: str, timeout: float, p
 
 def snapshots(host_dir: Path, timeout: float, dcgm: bool = False, path: str | None = None) -> list[Ran]:
     """Every node snapshot, in order; absent commands skipped and said so."""
-    out = [_one("nvidia-smi-q", ["nvidia-smi", "-q"], host_dir, "nvidia-smi-q.txt", timeout, path),
-           _one("nvidia-smi-topo", ["nvidia-smi", "topo", "-m"], host_dir, "nvidia-smi-topo-m.txt", timeout, path)]
-    ib = _one("ibstat", ["ibstat"], host_dir, "ibstat.txt", timeout, path)
-    out += [ib, _one("ibv_devinfo", ["ibv_devinfo"], host_dir, "ibv_devinfo.txt", timeout, path)]
+    out = [_one("nvidia-smi-q", ["nvidia-smi", "-q"], host_dir, NVSMI_Q, timeout, path),
+           _one("nvidia-smi-topo", ["nvidia-smi", "topo", "-m"], host_dir, NVSMI_TOPO, timeout, path)]
+    ib = _one("ibstat", ["ibstat"], host_dir, IBSTAT, timeout, path)
+    out += [ib, _one("ibv_devinfo", ["ibv_devinfo"], host_dir, IBV_DEVINFO, timeout, path)]
     ports = []
     if ib.file:
         try:
@@ -270,22 +265,22 @@ def snapshots(host_dir: Path, timeout: float, dcgm: bool = False, path: str | No
     if which("perfquery", path) is None:
         out.append(_skipped("perfquery", ["perfquery"], "perfquery not found on PATH"))
     elif not ports:
-        out.append(_one("perfquery", ["perfquery"], host_dir, "perfquery.txt", timeout, path))
+        out.append(_one("perfquery", ["perfquery"], host_dir, PERFQUERY, timeout, path))
     else:
         for ca, port in ports:
             argv = ["perfquery", "-C", ca, "-P", str(port)]
-            out.append(_one("perfquery", argv, host_dir, "perfquery.txt", timeout, path, append=True,
+            out.append(_one("perfquery", argv, host_dir, PERFQUERY, timeout, path, append=True,
                             header=f"### {' '.join(argv)}"))
-    dm = _one("dmesg", ["dmesg", "-T"], host_dir, "dmesg.txt", timeout, path)
+    dm = _one("dmesg", ["dmesg", "-T"], host_dir, DMESG, timeout, path)
     out.append(dm)
     if dm.skipped or dm.rc != 0:
         if dm.file:  # what a refused dmesg printed is not the kernel log
             (host_dir / dm.file).unlink(missing_ok=True)
             dm.file = None
-        out.append(_one("journalctl-k", ["journalctl", "-k", "--since", "-2h", "--no-pager"], host_dir, "dmesg.txt",
+        out.append(_one("journalctl-k", ["journalctl", "-k", "--since", "-2h", "--no-pager"], host_dir, DMESG,
                         timeout, path))
     if dcgm:
-        out.append(_one("dcgmi-diag", ["dcgmi", "diag", "-r", "1"], host_dir, "dcgmi-diag.txt", timeout, path))
+        out.append(_one("dcgmi-diag", ["dcgmi", "diag", "-r", "1"], host_dir, DCGMI_DIAG, timeout, path))
     else:
         out.append(_skipped("dcgmi-diag", ["dcgmi", "diag", "-r", "1"], "not requested (--dcgm runs it)"))
     return out

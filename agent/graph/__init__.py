@@ -1,3 +1,5 @@
-"""The LLM investigation: build.py (the LangGraph graph), toolbox.py (read-only tools over a bundle), verify.py
-(the code that checks the model's claims), session.py (model, redaction, history, fallbacks), evaluate.py (the
-agent on one eval case, replayed from its cassette)."""
+"""The LLM investigation. graph.py wires the LangGraph (build_graph), over state.py (what it carries, its limits)
+and nodes.py (each step); tools.py declares the model's tools, one function each in TOOLS, which toolbox.py turns
+into schemas and runs over one bundle, capped by caps.py and answered as result.py's ToolResult; verify.py checks
+the model's claims; session.py holds the model, redaction, history and fallbacks; evaluate.py runs the agent on one
+eval case, replayed from its cassette."""

@@ -13,9 +13,11 @@ paths, sizes and mtimes). It stores only what the model saw, i.e. redacted text.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from trainlog_debugger.agent.llm import model as M
 from trainlog_debugger.tools.model import AgentClaim, AgentSection, Diagnosis
@@ -69,16 +71,16 @@ class Session:
     checkpointer: object = None
 
     def __post_init__(self):
-        from trainlog_debugger.agent.graph.build import Limits, build_graph
+        from trainlog_debugger.agent.graph.graph import build_graph
+        from trainlog_debugger.agent.graph.state import Limits
         from trainlog_debugger.agent.graph.toolbox import Toolbox
         from trainlog_debugger.tools.redact import Redactor
-        hosts = {n for rs in self.inv.scan.ranks.values() for n in rs.nodes}
-        hosts |= {n for f in self.inv.scan.files for n in getattr(f, "nodes", ()) if n}
-        self.redactor = Redactor(hosts=self.opts.redact_hosts, known_hosts=sorted(hosts))
-        for h in sorted(hosts):  # placeholders in a fixed order, so a resumed conversation maps host-N the same way
+        self.box = Toolbox(self.bundle, self.inv)
+        hosts = self.box.hosts()
+        self.redactor = Redactor(hosts=self.opts.redact_hosts, known_hosts=hosts)
+        for h in hosts:  # placeholders in a fixed order, so a resumed conversation maps host-N the same way
             self.redactor.redact(h)
-        self._secrets_at_start = self.redactor.secrets_found
-        self.box = Toolbox(self.bundle, self.inv, redact=self.redactor.redact, unmask=self.redactor.unmask)
+        self.box.redact, self.box.unmask = self.redactor.redact, self.redactor.unmask
         self.model_id = M.model_name(self.opts.model)
         if self.model is None:
             self.model = M.make_model(self.model_id)
@@ -100,7 +102,6 @@ class Session:
     def chat(self, question: str | None, on_event=None) -> AgentSection:
         """One question → the AgentSection of its answer. Never raises for the user: an API failure is `api_error`,
         anything else `error`, each with a one-line notice; tokens already spent are still counted."""
-        from trainlog_debugger.agent.graph.build import ask
         before = self.redactor.secrets_found
         try:
             raw = ask(self.graph, question, self.thread, on_event=on_event)
@@ -135,7 +136,6 @@ class Session:
             return 0, 0
 
     def sent(self) -> list[dict]:
-        from trainlog_debugger.agent.graph.build import sent_messages
         if self.checkpointer is None:
             return []
         return sent_messages(self.graph, self.thread)
@@ -172,6 +172,33 @@ def _sqlite_saver():
         return saver
     except (OSError, sqlite3.Error):
         return None
+
+
+def ask(graph, question: str | None, thread_id: str, *, on_event=None) -> dict:
+    """One question through the graph in `thread_id` (the history of that thread is kept by the checkpointer). The
+    counters restart per question; `on_event(node, update)` sees each step (progress on the terminal)."""
+    cfg = {"configurable": {"thread_id": thread_id}, "recursion_limit": 200}
+    state: dict[str, Any] = {}
+    for chunk in graph.stream({"question": question}, cfg, stream_mode="updates"):
+        for node, update in chunk.items():
+            if on_event:
+                on_event(node, update)
+            if isinstance(update, dict):
+                state.update(update)
+    final = graph.get_state(cfg).values if getattr(graph, "checkpointer", None) else state
+    return final.get("section") or state.get("section") or {}
+
+
+def sent_messages(graph, thread_id: str) -> list[dict]:
+    """What the model was sent in this thread (for /evidence): role and text of each message, tool calls named."""
+    vals = graph.get_state({"configurable": {"thread_id": thread_id}}).values
+    out = []
+    for m in vals.get("messages", []):
+        kind = type(m).__name__
+        role = {"HumanMessage": "user", "AIMessage": "assistant", "ToolMessage": "tool"}.get(kind, kind)
+        text = m.content if isinstance(m.content, str) else json.dumps(m.content, default=str)
+        out.append({"role": role, "text": text, "tool_calls": [c["name"] for c in getattr(m, "tool_calls", [])]})
+    return out
 
 
 def with_agent(diag: Diagnosis, sec: AgentSection) -> Diagnosis:

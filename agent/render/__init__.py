@@ -1,4 +1,8 @@
-"""Renderers: one per report, reading reports and never reaching into analyses.
+"""Renderers: one per report and format, reading reports and never reaching into analyses. Which renderer writes
+which report in which format is data (registry.py: RENDERERS[report type][format]); the CLI chooses the format
+once and looks it up (agent/cli/runner.py). What every format says the same way is plain.py; markdown.py and
+data.py (JSON) are rich-free like it, so the Slack bot renders without the terminal library; text.py, report.py
+and the per-report modules (diff, fr, ais, steps) print on a rich Console; html.py draws the page (Plotly).
 
 `shown` is the rendering edge every command passes its report through before any renderer (terminal, --json,
 --markdown, --html) sees it: secrets in the log text (tokens, keys, passwords in URLs) are masked there, once, with

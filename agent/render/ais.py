@@ -8,9 +8,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from trainlog_debugger.agent.render.text import cite, row, short
+from trainlog_debugger.agent.render.plain import cite, short
+from trainlog_debugger.agent.render.text import row
 from trainlog_debugger.tools.sources.ais.analyze import AisReport
-from trainlog_debugger.tools.clocks import hm, iso
+from trainlog_debugger.tools.sources.ais.clocks import hm, iso
 
 MAX_FILES = 40
 MAX_TIMELINE = 40

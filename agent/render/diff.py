@@ -9,7 +9,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from trainlog_debugger.agent.render.text import cite, ranks_str, row, short
+from trainlog_debugger.agent.render.plain import cite, short
+from trainlog_debugger.agent.render.text import row
+from trainlog_debugger.tools.ranks import ranks_str
 from trainlog_debugger.tools.rankdiff.analyze import DiffResult, TemplateDiff
 
 MAX_TEMPLATE = 110

@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from trainlog_debugger.agent.render.text import ranks_str, short
+from trainlog_debugger.agent.render.plain import short
+from trainlog_debugger.tools.ranks import ranks_str
 from trainlog_debugger.tools.sources.flight_recorder.analyze import FRGroup, FRReport
 
 MAX_ROWS = 12           # grouped rows per PG table

@@ -13,8 +13,8 @@ from __future__ import annotations
 import html
 from collections import Counter
 
-from trainlog_debugger.agent.render.report import _culprit, _job, _ranks_line, _when, verdict_line, why_inconclusive
-from trainlog_debugger.tools.lines.timestamps import human_time, seconds_of
+from trainlog_debugger.agent.render.plain import culprit, job, ranks_line, verdict_line, when, why_inconclusive
+from trainlog_debugger.tools.lines.isotime import human_time, seconds_of
 from trainlog_debugger.tools.model import Diagnosis, Evidence
 
 ROLE_CODES = {"missing": 0, "waiting": 1, "ahead": 2, "behind": 3, "never_entered": 4, "crashed": 5, "no_state": 6}
@@ -231,8 +231,8 @@ td,th{{border-bottom:1px solid #eee;padding:2px 8px;text-align:left;vertical-ali
 <div class="verdict">{_e(verdict_line(d))}</div>
 <p>{_e(d.headline)}</p>
 {f'<p><b>why inconclusive:</b> {_e(why)}</p>' if why else ''}
-<p class="dim">job: {_e(_job(d))}{'; ' + _e(_when(d)) if _when(d) else ''}<br>{_e(_ranks_line(d) or '')}<br>
-culprit: {_e(_culprit(d))}; restart: {_e(d.restart)}</p>
+<p class="dim">job: {_e(job(d))}{'; ' + _e(when(d)) if when(d) else ''}<br>{_e(ranks_line(d) or '')}<br>
+culprit: {_e(culprit(d))}; restart: {_e(d.restart)}</p>
 <h2>Chain (trigger first)</h2><ol>{chain}</ol>
 <h2>Pictures</h2>{''.join(charts) or '<p class="dim">no timed per-rank lines to draw</p>'}
 <h2>Recommendations</h2><ul>{recs}</ul>

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from trainlog_debugger.agent.render.report import clock_time, verdict_line, why_inconclusive
+from trainlog_debugger.agent.render.plain import clock_time, verdict_line, why_inconclusive
 from trainlog_debugger.tools.model import AgentSection, Diagnosis, Evidence
 
 MAX_BLOCKS = 50

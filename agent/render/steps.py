@@ -9,7 +9,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from trainlog_debugger.agent.render.text import cite, ranks_str, row, short
+from trainlog_debugger.agent.render.plain import cite, short
+from trainlog_debugger.agent.render.text import row
+from trainlog_debugger.tools.ranks import ranks_str
 from trainlog_debugger.tools.steps.analyze import METRICS, StepReport
 from trainlog_debugger.tools.steps.report import MAX_FINDINGS
 

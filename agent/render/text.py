@@ -1,4 +1,5 @@
-"""Tool results → rich terminal output. Every cut says what it cut; every line shown carries `file:line`."""
+"""Tool results → rich terminal output (scan, grep, catalog, nccl). Every cut says what it cut; every line shown
+carries `file:line` (`cite` and `short` live in plain.py: the rich-free formats say them too)."""
 
 from __future__ import annotations
 
@@ -6,25 +7,15 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from trainlog_debugger.agent.render.plain import cite, short
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.ranks import ranks_str
 from trainlog_debugger.tools.sources.pattern import TIERS
-
-MAX_TEXT = 160
 
 
 def row(table: Table, *cells) -> None:
     """Add a row of plain text: log lines are full of `[rank3]:` that rich would read as markup."""
     table.add_row(*(c if isinstance(c, Text) else Text(str(c)) for c in cells))
-
-
-def short(text: str, n: int = MAX_TEXT) -> str:
-    text = text.replace("\r", "␍")
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
-def cite(ev: Evidence | None) -> str:
-    return ev.cite() if ev else "-"
 
 
 def _time(ev: Evidence | None) -> str:

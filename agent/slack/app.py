@@ -1,5 +1,6 @@
 """`debugger slack`: the slack-bolt app. Handlers are thin: they check who asks and what (intake.py), investigate
-(conversations.py, the same pipeline and agent as `debugger ask`) and answer in the thread (post.py, agent/render/slack_blocks.py).
+(conversations.py, the same pipeline and agent as `debugger ask`) and answer in the thread (post.py,
+agent/render/slack_blocks.py; the post-mortem file from agent/render/markdown.py, which loads no rich).
 
 Triggers: an @mention with a path (under --allow-root), a bundle uploaded with an @mention or into a thread the
 bot is already investigating, and `/debug PATH` (its answer goes in a thread under a message the bot posts). A
@@ -29,7 +30,7 @@ import time
 from pathlib import Path
 
 from trainlog_debugger.agent.graph.session import AgentOptions
-from trainlog_debugger.agent.render.report import to_markdown
+from trainlog_debugger.agent.render.markdown import to_markdown
 from trainlog_debugger.agent.render import slack_blocks as B
 from trainlog_debugger.agent.slack.conversations import Conversations, sqlite_saver
 from trainlog_debugger.agent.slack.intake import Config, Guard, Refused, Seen, download, parse_text, safe_name

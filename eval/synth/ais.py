@@ -33,7 +33,8 @@ from pathlib import Path
 
 import yaml
 
-from trainlog_debugger.eval.synth.generate import Job, write_case
+from trainlog_debugger.eval.synth.generate import write_case
+from trainlog_debugger.eval.synth.job import Job
 
 D0 = datetime(2025, 8, 21)  # the daemons' UTC date when their first files start
 JOB_ID = 4891784

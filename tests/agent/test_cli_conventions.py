@@ -71,7 +71,20 @@ def test_every_command_takes_json():
                 ["diff", str(CASE)], ["steps", str(CASE)], ["fr", str(CASE)], ["ais", str(CASE)]):
         r = _run(cmd + ["--json"])
         assert r.returncode in (0, 2), (cmd, r.stderr)
-        assert "--json" in _run(cmd[:1] + ["-h"]).stdout, cmd
+        help_text = _run(cmd[:1] + ["-h"]).stdout
+        assert "--json" in help_text, cmd
+        assert cmd[0] == "schema" or "--format text|json" in help_text, cmd  # the report commands: --format too
+
+
+@pytest.mark.parametrize("args, says", [
+    (["scan", str(CASE), "--format", "html"], "scan has no html output; choose one of: text, json"),
+    (["scan", str(CASE), "--json", "--format", "text"], "--format text and --json ask for different formats"),
+    (["ask", str(CASE), "--json", "--html", "-"], "--json and --html - ask for different formats"),
+])
+def test_a_format_the_command_lacks_or_two_that_disagree_are_one_line_and_exit_2(args, says):
+    r = _run(args)
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.splitlines()) == 1, r.stderr
+    assert r.stderr.startswith("error: ") and says in r.stderr and f" {args[0]} --help`" in r.stderr
 
 
 def test_html_page_is_written(tmp_path):

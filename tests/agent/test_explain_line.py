@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from trainlog_debugger.agent.graph.build import TOOL_SPECS
-from trainlog_debugger.agent.graph.toolbox import Toolbox
+from trainlog_debugger.agent.graph.toolbox import Toolbox, schema
+from trainlog_debugger.agent.graph.tools import TOOLS, explain_line
 from trainlog_debugger.tools.bundle.open import open_bundle
 from trainlog_debugger.tools.pipeline import run
 from trainlog_debugger.tools.sources.messages import catalog as messages
@@ -30,8 +30,12 @@ def box(tmp_path, monkeypatch):
     messages._index.cache_clear()
 
 
-def test_it_is_declared_once_for_the_model_and_the_toolbox():
-    assert "explain_line" in Toolbox.NAMES and "explain_line" in {t["name"] for t in TOOL_SPECS}
+def test_it_is_declared_once_for_the_model_and_the_toolbox(box):
+    """The function in TOOLS is the declaration: the toolbox runs it by its name, the model is offered its schema."""
+    assert explain_line in TOOLS and "explain_line" in box.names
+    spec = next(s for s in box.schemas() if s["name"] == "explain_line")
+    assert spec == schema(explain_line) and set(spec["input_schema"]["properties"]) == {"text", "file", "line"}
+    assert "upstream" in spec["description"] and spec["input_schema"]["properties"]["line"]["description"]
 
 
 def test_a_bundle_line_gets_its_upstream_reading_and_counts_as_shown(box):
@@ -40,13 +44,13 @@ def test_a_bundle_line_gets_its_upstream_reading_and_counts_as_shown(box):
     up = res.data["upstream"][0]
     assert up["category"] == "infrastructure" and up["source"] == "demo v1 src/a.cc:12" and up["role"] == "trigger"
     text, shown = box.render(res)
-    assert [e.cite() for e in shown] == ["combined.log:2"] and "fabric partition" in json.loads(text)["data"]["line"]
+    assert list(shown) == ["combined.log:2"] and "fabric partition" in json.loads(text)["data"]["line"]
 
 
 def test_a_typed_line_is_looked_up_but_shows_nothing(box):
     res = box.call("explain_line", {"text": "E io.cc:7] write aborted: Disk quota exceeded on /scratch"})
     assert res.status == "ok" and res.data["upstream"] == [] and res.data["lexicon"]["category"] == "storage_io"
-    assert box.render(res)[1] == []
+    assert box.render(res)[1] == {}
 
 
 def test_bad_arguments_are_an_error_result(box):

@@ -11,7 +11,9 @@ from fake_model import ScriptedModel, reply, tool_call
 from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.memory import MemorySaver
 
-from trainlog_debugger.agent.graph.build import Limits, ask, build_graph
+from trainlog_debugger.agent.graph.graph import build_graph
+from trainlog_debugger.agent.graph.session import ask
+from trainlog_debugger.agent.graph.state import Limits
 from trainlog_debugger.agent.graph.toolbox import Toolbox
 from trainlog_debugger.tools.bundle.open import open_bundle
 from trainlog_debugger.tools.bundle.reread import read_lines

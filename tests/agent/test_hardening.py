@@ -14,8 +14,9 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.memory import MemorySaver
 
 from trainlog_debugger.agent.graph import verify as V
-from trainlog_debugger.agent.graph.build import Limits, ask, build_graph
-from trainlog_debugger.agent.graph.session import AgentOptions, Session
+from trainlog_debugger.agent.graph.graph import build_graph
+from trainlog_debugger.agent.graph.session import AgentOptions, Session, ask
+from trainlog_debugger.agent.graph.state import Limits
 from trainlog_debugger.agent.graph.toolbox import Toolbox
 from trainlog_debugger.tools.bundle.open import open_bundle
 from trainlog_debugger.tools.pipeline import run
@@ -135,8 +136,8 @@ def test_a_line_whose_text_was_cut_is_not_shown(opened):
     box = Toolbox(b, inv, max_tokens=60)
     text, shown = box.render(box.call("read_lines", {"file": "error-4891784-1.out", "line": 30, "before": 0,
                                                      "after": 5}))
-    for e in shown:
-        assert json.dumps(e.text.strip())[1:30] in text
+    for at, line in shown.items():
+        assert json.dumps(line.strip())[1:30] in text
 
 
 def test_tokens_spent_before_an_api_error_are_reported(opened):

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from trainlog_debugger.agent.render.report import render_report, verdict_line
+from trainlog_debugger.agent.render.plain import verdict_line
+from trainlog_debugger.agent.render.report import render_report
 from trainlog_debugger.tools.bundle.open import open_bundle
 from trainlog_debugger.tools.pipeline import investigate
 

@@ -107,3 +107,48 @@ def test_a_flight_recorder_citation_is_checked_against_the_dump():
         bad = evs[0].model_copy(update={"text": evs[0].text + " "})
         (p,) = check_citations([bad], srcs)
         assert p.kind == ProblemKind.entry_differs
+
+
+def test_a_kind_with_a_declared_verifier_is_rechecked_by_it(bundle, monkeypatch):
+    """The re-reader knows no kind of its own: a source declares VERIFIERS = {kind: "module:function"} and the
+    citations of that kind's files go to the function (source, line, text) -> bool, imported only when one is
+    checked; text files are still read line by line."""
+    import sys
+    import types
+    from trainlog_debugger.tools import sources
+
+    calls = []
+
+    def verify(src, line, text):
+        calls.append((src.rel, line))
+        return text == f'{{"record_id": {line - 1}, "profiling_name": "nccl:all_reduce"}}'
+
+    impl = types.ModuleType("synthetic_dump_reader")
+    impl.verify = verify
+    monkeypatch.setitem(sys.modules, "synthetic_dump_reader", impl)
+    fmt = types.ModuleType("synthetic_dump_format")
+    fmt.VERIFIERS = {"synthetic_dump": "synthetic_dump_reader:verify"}
+    monkeypatch.setitem(sources.SOURCES, "synthetic_dump", fmt)
+
+    class Dump:
+        rel, kind = "trace_rank_3.bin", "synthetic_dump"
+
+        def open(self):
+            raise AssertionError("a verified kind is never read as lines")
+
+    srcs = {s.rel: s for s in bundle.sources} | {Dump.rel: Dump()}
+    good = Evidence(file=Dump.rel, line=2, text='{"record_id": 1, "profiling_name": "nccl:all_reduce"}')
+    bad = Evidence(file=Dump.rel, line=3, text='{"record_id": 7, "profiling_name": "nccl:all_reduce"}')
+    line = Evidence(file="rank_3.log", line=2, text=RANK3[1])
+    (p,) = check_citations([good, bad, line], srcs)
+    assert (p.file, p.line, p.kind) == (Dump.rel, 3, ProblemKind.entry_differs)
+    assert calls == [(Dump.rel, 2), (Dump.rel, 3)]
+
+
+def test_the_flight_recorder_declares_the_dump_verifier():
+    from trainlog_debugger.tools.bundle.reread import verifiers
+    from trainlog_debugger.tools.scan.driver import text_skip_kinds
+    from trainlog_debugger.tools.sources import resolve
+    from trainlog_debugger.tools.sources.flight_recorder.analyze import verify_entry
+    assert resolve(verifiers()["fr_dump"]) is verify_entry
+    assert "fr_dump" in text_skip_kinds()  # a kind with its own verifier has no lines to scan

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainlog_debugger.tools.lines.attribution import Attribution, PathHint, attribute_line, attribute_path, strip_prefixes
+from trainlog_debugger.tools.lines.attribution import Attribution, attribute_line, strip_prefixes
+from trainlog_debugger.tools.sources.paths import PathHint, attribute_path
 
 # (line, rank, local_rank, node, pg_rank)
 LINES = [
@@ -289,7 +290,8 @@ def test_a_word_for_what_the_file_holds_is_not_part_of_the_node(path, node):
 
 def test_huge_numbers_are_no_prefix_and_raise_nothing():
     """A rank of thousands of digits (hostile input) is not a rank prefix: no exception, no rank."""
-    from trainlog_debugger.tools.lines.attribution import attribute_line, attribute_path
+    from trainlog_debugger.tools.lines.attribution import attribute_line
+    from trainlog_debugger.tools.sources.paths import attribute_path
     a = attribute_line("[rank" + "9" * 5000 + "]: Traceback (most recent call last):")
     assert a.rank is None
     assert attribute_line("node1:" + "7" * 400 + ":1 [0] NCCL INFO x").rank is None

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainlog_debugger.tools.lines.timestamps import Stamp, filename_stamp, order_then_place, parse_stamp, parse_stamp_bytes
+from trainlog_debugger.tools.lines.timestamps import Stamp, order_then_place, parse_stamp, parse_stamp_bytes
 
 N = None
 # line, fmt, text, (year, month, day, hour, minute, second, micro), tz, utc_offset_min
@@ -287,21 +287,6 @@ def test_to_json_is_every_field_in_order_then_the_derived_keys_then_provenance(l
     assert [d[f] for f in _JSON_FIELDS] == [getattr(st, f) for f in _JSON_FIELDS]
     assert (d["iso"], d["has_date"], d["has_zone"], d["has_year"]) == (st.iso(), st.has_date, st.has_zone, True)
     assert Stamp.from_json(d).to_json() == d
-
-
-@pytest.mark.parametrize("name,fmt,fields", [
-    ("aistarget.ais-target-3.INFO.0821-191752.4171", "ais_filename", (N, 8, 21, 19, 17, 52)),
-    ("/logs/aisproxy.ais-proxy-0.ERROR.1231-235959.17", "ais_filename", (N, 12, 31, 23, 59, 59)),
-    ("train.host.user.log.INFO.20241105-123456.1234", "glog_filename", (2024, 11, 5, 12, 34, 56)),
-    ("aistarget.INFO", None, None), ("aistarget.ais-target-3.INFO.1321-191752.4171", None, None),
-    ("aistarget.ais-target-3.INFO.0821-191752", None, None),
-])
-def test_filename_stamp(name, fmt, fields):
-    s = filename_stamp(name)
-    if fmt is None:
-        assert s is None
-        return
-    assert s.fmt == fmt and (s.year, s.month, s.day, s.hour, s.minute, s.second) == fields and not s.has_zone
 
 
 def test_bytes_with_bad_utf8():

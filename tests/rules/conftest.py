@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from trainlog_debugger.tools.bundle.open import open_bundle
+from trainlog_debugger.tools.investigation import Investigation
 from trainlog_debugger.tools.sources.pytorch.collectives import analyze
 from trainlog_debugger.tools.rules import RuleInputs
 from trainlog_debugger.tools.scan.driver import scan_bundle
@@ -21,5 +22,5 @@ def facts_from(tmp_path):
             (d / name).write_text("\n".join(lines) + "\n")
         with open_bundle(d) as b:
             scan = scan_bundle(b)
-        return RuleInputs(scan, analyze(scan), messages=catalog)
+        return RuleInputs(Investigation(scan=scan, nccl=analyze(scan)), messages=catalog)
     return make

@@ -1,4 +1,4 @@
-"""tools/rules/hardware.py and tools/hw/report.py: which node is out of line with its peers, and what the rule
+"""tools/rules/hardware.py and tools/sources/hw/report.py: which node is out of line with its peers, and what the rule
 makes of it (category, strength, the node's ranks, the status the worker logs support). Records come from the
 parsers over real-format snapshots (tests/hw/hw_samples.py), with their node set as read.py would."""
 
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hw"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sources" / "hw"))
 from hw_samples import dcgmi, ibstat, ibv_devinfo, nccl_tests, nvsmi_q, perfquery, topo, worker_log  # noqa: E402
 
-from trainlog_debugger.tools.hw.report import compare  # noqa: E402
-from trainlog_debugger.tools.hw.parse import parse_any  # noqa: E402
+from trainlog_debugger.tools.sources.hw.report import compare  # noqa: E402
+from trainlog_debugger.tools.sources.hw.parse import parse_any  # noqa: E402
 from trainlog_debugger.tools.rules.hardware import out_of_line  # noqa: E402
 
 NODES = ["gpu-node-01", "gpu-node-02", "gpu-node-03", "gpu-node-04"]
@@ -55,7 +55,7 @@ FIRE = [  # (healthy snapshot, the bad node's, rule id, category, strength, a wo
 def test_the_odd_node_is_named_with_its_ranks(facts_from, good, bad, rule, category, strength, word):
     logs = {f"error-1-{i}.out": worker_log(n, 8 * i, 32).splitlines() for i, n in enumerate(NODES)}
     f = facts_from(logs)
-    f.hardware = records(good, bad)
+    f.inv.hardware = records(good, bad)
     got = out_of_line(f)
     assert got, "nothing fired"
     c = got[0]
@@ -75,7 +75,7 @@ def test_healthy_peers_raise_nothing(good):
 
 def test_snapshots_alone_are_inconclusive_and_name_no_rank(facts_from):
     f = facts_from({"notes.txt": ["collected by the on-call engineer"]})
-    f.hardware = records(ibstat, lambda: ibstat(down=1))
+    f.inv.hardware = records(ibstat, lambda: ibstat(down=1))
     (c,) = out_of_line(f)
     assert (c.status, c.nodes, c.ranks) == ("inconclusive", ["gpu-node-03"], [])
 
@@ -113,7 +113,7 @@ def test_unattributed_snapshot_is_compared_and_said_so(facts_from):
         if r.node == "gpu-node-03":
             r.node = None
     f = facts_from({"notes.txt": ["x"]})
-    f.hardware = recs
+    f.inv.hardware = recs
     (c,) = out_of_line(f)
     assert c.nodes == [] and "unattributed" in c.summary and "restart" in c.restart
     assert any("collect.json" in r for r in c.recommendations)

@@ -223,8 +223,8 @@ def test_every_rule_has_a_firing_row():
         "scheduler.death_signal",
         "config.rendezvous_timeout", "config.nccl_version_mismatch", "data.corrupt_data", "infra.bus_error",
         "software.native_crash", "perf.slowdown",
-        "network.stopped_in_nccl_setup",  # where every log stops: tests/test_where_logs_stop.py
-        "asymmetry.outlier_lines",  # needs the rank diff: tests/test_asymmetry.py
-        "collective.stack_outlier",  # needs the parsed stack dumps: tests/test_stack_dumps.py
+        "network.stopped_in_nccl_setup",  # where every log stops: tests/rules/test_network.py
+        "asymmetry.outlier_lines",  # needs the rank diff: tests/rules/test_asymmetry.py
+        "collective.stack_outlier",  # needs the parsed stack dumps: tests/sources/pyspy/test_report.py
         "hardware.out_of_line",  # needs parsed hardware snapshots: tests/rules/test_hardware.py
         "meaning.upstream_messages", "meaning.read_by_meaning"}  # tests/rules/test_meaning.py

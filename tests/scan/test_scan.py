@@ -468,36 +468,11 @@ def test_hits_and_stamps_cross_to_the_parent_whole():
         assert len(obj.__reduce__()[1]) == len(dataclasses.fields(cls))
 
 
-def test_remembered_times_and_ranks_are_the_parsers_and_stay_bounded():
-    """The file pass remembers a line's time and rank (lines near a crash are read several times): the answer is
-    the parser's for every line, long lines are parsed and not kept, and the memory holds at most MEMO lines."""
-    from trainlog_debugger.tools.lines.timestamps import parse_stamp
-    from trainlog_debugger.tools.scan import filepass
-    from trainlog_debugger.tools.scan.labels import bounded_attribution
-
-    filepass.forget_lines()
-    lines = [f"[rank{r}]:[E1105 03:13:{r % 60:02d}.000134623 ProcessGroupNCCL.cpp:616] [Rank {r}] timeout"
-             for r in range(filepass.MEMO + 50)]
-    lines += ["frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96", "[default3]:no time here",
-              "x" * (filepass.MEMO_CHARS + 1) + " 2024-11-05 03:00:00,123"]
-    for _ in range(2):
-        for line in lines[-60:] + lines[:5]:
-            assert filepass._stamp(line) == parse_stamp(line)
-            assert filepass._line_rank(line) == bounded_attribution(line).rank
-    for line in lines:
-        filepass._stamp(line), filepass._line_rank(line)
-    assert filepass._stamps.cache_info().currsize == filepass._ranks.cache_info().currsize == filepass.MEMO
-    assert filepass._stamp(lines[-1]) is not None  # the long line: parsed, never kept
-    assert filepass._stamps.cache_info().currsize == filepass.MEMO
-    filepass.forget_lines()
-    assert filepass._stamps.cache_info().currsize == filepass._ranks.cache_info().currsize == 0
-
-
 def test_a_scan_leaves_no_remembered_lines_behind(tmp_path):
     """The memo of lines' times and ranks is emptied when a scan ends (a long-lived process, the Slack bot, keeps no
     log lines of a bundle it is done with)."""
     from trainlog_debugger.tools.bundle.open import open_bundle
-    from trainlog_debugger.tools.scan import filepass
+    from trainlog_debugger.tools.scan import nearby
     from trainlog_debugger.tools.scan.driver import scan_bundle
 
     log = tmp_path / "rank_0.log"
@@ -506,7 +481,7 @@ def test_a_scan_leaves_no_remembered_lines_behind(tmp_path):
                    "terminate called after throwing an instance of 'c10::DistBackendError'\n")
     with open_bundle(tmp_path) as b:
         res = scan_bundle(b, workers=1)
-    assert res.patterns and filepass._stamps.cache_info().currsize == filepass._ranks.cache_info().currsize == 0
+    assert res.patterns and nearby._stamps.cache_info().currsize == nearby._ranks.cache_info().currsize == 0
 
 
 _LABEL_PIECES = [b"[rank%d]" % r for r in (0, 1, 7, 42, 9999, 10000, 123456)] + \

@@ -93,3 +93,22 @@ def test_missing_configuration_is_one_line_and_exit_2(args, env, missing):
     r = _cli(*args, **env)
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and missing in r.stderr and TOKEN not in r.stderr
+
+
+def test_the_bot_renders_its_post_mortem_and_blocks_without_rich():
+    """rich is a terminal library: the bot imports the rich-free Markdown renderer (agent/render/markdown.py),
+    never the terminal report's module (tests/test_layers.py rule i_slack_no_rich checks the imports; this checks
+    what a real run loads)."""
+    code = ("import sys\n"
+            "import trainlog_debugger.agent.slack.app\n"
+            "from trainlog_debugger.agent.render.markdown import to_markdown\n"
+            "from trainlog_debugger.agent.render import slack_blocks as B\n"
+            "from trainlog_debugger.tools.bundle.open import open_bundle\n"
+            "from trainlog_debugger.tools.pipeline import run\n"
+            f"with open_bundle({str(CASE)!r}) as b:\n"
+            "    d = run(b).diagnosis\n"
+            "md = to_markdown(d); blocks = B.fit(B.report_parts(d))\n"
+            "print(md.splitlines()[0], len(blocks), sorted(m for m in sys.modules if m.split('.')[0] == 'rich'))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.startswith("# Post-mortem: hung") and r.stdout.rstrip().endswith("[]"), r.stdout

@@ -84,3 +84,60 @@ def test_signatures(line, expected):
 @pytest.mark.parametrize("line, expected", params(NEAR_MISSES))
 def test_near_misses(line, expected):
     check(line, expected)
+
+
+# ---- the daemons' files: names, first lines and path hints, known in tools/sources/ais/format.py only ---------------
+
+from trainlog_debugger.tools.sources.ais.format import is_daemon_log_path, log_name_stamp  # noqa: E402
+from trainlog_debugger.tools.sources.detect import sniff  # noqa: E402
+from trainlog_debugger.tools.sources.paths import attribute_path  # noqa: E402
+
+N = None
+
+
+@pytest.mark.parametrize("name,fmt,fields", [
+    ("aistarget.ais-target-3.INFO.0821-191752.4171", "ais_filename", (N, 8, 21, 19, 17, 52)),
+    ("/logs/aisproxy.ais-proxy-0.ERROR.1231-235959.17", "ais_filename", (N, 12, 31, 23, 59, 59)),
+    ("train.host.user.log.INFO.20241105-123456.1234", "glog_filename", (2024, 11, 5, 12, 34, 56)),
+    ("aistarget.INFO", None, None), ("aistarget.ais-target-3.INFO.1321-191752.4171", None, None),
+    ("aistarget.ais-target-3.INFO.0821-191752", None, None),
+])
+def test_log_name_stamp(name, fmt, fields):
+    s = log_name_stamp(name)
+    if fmt is None:
+        assert s is None
+        return
+    assert s.fmt == fmt and (s.year, s.month, s.day, s.hour, s.minute, s.second) == fields and not s.has_zone
+
+
+@pytest.mark.parametrize("rel,head,kind", [
+    # the title line wins over any name, and says target or proxy
+    ("node3.txt", b"Node p[Xy12Ab34], Version 3.24.rc3.5d2b1e7a, build 2024-08-20T17:02:38+0000\n", "ais_proxy"),
+    ("aistarget-KqRt8081.tar.gz!aistarget.ais-target-3.INFO.0821-191752.4171",
+     b"Started up at 2025/08/21 19:17:52, host ais-target-3, go1.22.3 for linux/amd64\n"
+     b"I 19:17:52.204518 config:1234 log.dir: /ais/log\n", "ais_target"),
+    ("aisproxy.ais-proxy-0.INFO.0821-191752.17", b"Rotated at 2025/08/21 20:00:00, host ais-proxy-0, go1.22.3\n",
+     "ais_proxy"),
+    # a name alone, content saying nothing
+    ("logs/aisproxy-0.log", b"hello\n", "ais_proxy"),
+    ("logs/aistarget.x.log", b"hello\n", "ais_target"),
+    # near miss: `Started up` of some other program, without the host part
+    ("svc.log", b"Started up at 2025/08/21 19:17:52\n", "generic"),
+])
+def test_daemon_logs_are_detected(rel, head, kind):
+    assert sniff(rel, head) == kind
+
+
+@pytest.mark.parametrize("rel,node", [
+    ("aistarget.ais-target-3.INFO.0821-191752.4171", "ais-target-3"),
+    # the archive's ID beats the host token of its member (pods may share a truncated host token, FORMATS §4.6)
+    ("aistarget-KqRt8081.tar.gz!aistarget.ais-target-3.INFO.0821-191752.4171", "KqRt8081"),
+    ("train/rank_0.log", None),
+])
+def test_daemon_paths_name_the_node(rel, node):
+    assert attribute_path(rel).node == node
+
+
+def test_the_daemon_file_filter_takes_dotted_hosts_and_needs_the_stamp():
+    assert is_daemon_log_path("x.tgz!aistarget.ais-t.ns.svc.INFO.0821-191752.4171")
+    assert not is_daemon_log_path("aistarget.ais-target-3.INFO")

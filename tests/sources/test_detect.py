@@ -114,7 +114,7 @@ CASES = [
     ("truth.yaml", "category: network\n", "generic"),
 ]
 
-# hardware and fabric snapshots (tools/hw), in their tools' real first lines (tests/hw/hw_samples.py has whole files)
+# hardware and fabric snapshots (tools/sources/hw), in their tools' real first lines (tests/sources/hw/hw_samples.py has whole files)
 TOPO = ("\x1b[4m\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"
         "GPU0\t X \tNV18\tPXB\t0-55\t0\t\tN/A\nGPU1\tNV18\t X \tPXB\t0-55\t0\t\tN/A\n\nLegend:\n\n  X    = Self\n"
         "  NV#  = Connection traversing a bonded set of # NVLinks\n")

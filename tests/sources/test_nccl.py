@@ -204,3 +204,42 @@ def test_incident_lines(line, expected):
 @pytest.mark.parametrize("line, expected", params(NEAR_MISSES))
 def test_near_misses(line, expected):
     check(line, expected)
+
+
+# ------------------------------------------------------ communicator ranks → hosts, world size (nccl/nodes.py)
+
+def _init(host: str, r: int, n: int) -> str:
+    return (f"{host}:2345:2400 [{r % 8}] NCCL INFO ncclCommInitRank comm 0x55d0c8a0 rank {r} nranks {n} cudaDev "
+            f"{r % 8} nvmlDev {r % 8} busId 61000 commId 0x8c3f2a1b - Init COMPLETE")
+
+
+def test_world_sized_communicators_place_their_ranks(tmp_path):
+    """The scan step nccl declares (SCAN_STEPS nodes): in a communicator of the whole world, NCCL's rank is the
+    global rank; a tensor-parallel group of 2 numbers its ranks 0-1 and places nothing. With no line that states
+    the world size, the largest communicator sizes the job (WORLD_SIZE, trust 1)."""
+    from trainlog_debugger.tools.bundle.open import open_bundle
+    from trainlog_debugger.tools.scan.driver import scan_bundle
+
+    for node, ranks in (("node1", range(0, 4)), ("node2", range(4, 8))):
+        (tmp_path / f"{node}.log").write_text("\n".join([_init(node, r, 8) for r in ranks]
+                                                        + [_init(node, r % 2, 2) for r in ranks]) + "\n")
+    with open_bundle(tmp_path) as b:
+        res = scan_bundle(b, workers=1)
+    assert res.coverage.expected_ranks == 8 and res.coverage.expected_from == "NCCL nranks (largest communicator)"
+    assert {r: ev.node for r, ev in res.rank_nodes.items()} == {r: "node1" if r < 4 else "node2" for r in range(8)}
+    assert all(f"rank {r} nranks 8" in ev.text for r, ev in res.rank_nodes.items())
+
+
+def test_a_stated_world_size_outranks_the_communicators(tmp_path):
+    """`WORLD_SIZE=16` (job.world_size, trust 0) sizes the job even where the largest communicator has 8 ranks;
+    the communicators of 8 are then not the world and place no rank."""
+    from trainlog_debugger.tools.bundle.open import open_bundle
+    from trainlog_debugger.tools.scan.driver import scan_bundle
+    from trainlog_debugger.tools.sources.nccl.nodes import comm_rank_nodes
+
+    (tmp_path / "node1.log").write_text("WORLD_SIZE=16\n" + "\n".join(_init("node1", r, 8) for r in range(8)) + "\n")
+    with open_bundle(tmp_path) as b:
+        res = scan_bundle(b, workers=1)
+    assert res.coverage.expected_ranks == 16 and res.coverage.expected_from == "world size in the logs"
+    assert res.rank_nodes == {} and comm_rank_nodes(res.files, 16) == []
+    assert [r for r, _ev in comm_rank_nodes(res.files, 8)] == list(range(8))

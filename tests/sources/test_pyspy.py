@@ -1,4 +1,4 @@
-"""tools/sources/pyspy.py: frames of py-spy and faulthandler stack dumps that place a thread in the DataLoader's
+"""tools/sources/pyspy/format.py: frames of py-spy and faulthandler stack dumps that place a thread in the DataLoader's
 queue wait or inside a torch.distributed collective. Lines as the tools print them (py-spy 0.3: `func (file:line)`,
 faulthandler: `File "path", line N in func`); near-misses that must not match."""
 

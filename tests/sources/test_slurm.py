@@ -119,3 +119,42 @@ def test_srun_task_exit(line, expected):
 @pytest.mark.parametrize("line, expected", params(NEAR_MISSES))
 def test_near_misses(line, expected):
     check(line, expected)
+
+
+# ------------------------------------------------------------------ srun's task → node statements (slurm/nodes.py)
+
+def _scan(tmp_path, text: str):
+    from trainlog_debugger.tools.bundle.open import open_bundle
+    from trainlog_debugger.tools.scan.driver import scan_bundle
+    (tmp_path / "slurm-4891784.out").write_text(text)
+    with open_bundle(tmp_path) as b:
+        return scan_bundle(b, workers=1)
+
+
+def test_srun_task_exits_place_the_tasks_on_their_node(tmp_path):
+    """The scan step slurm declares (SCAN_STEPS file_nodes): one host and task ids (ranges too) → those ranks ran
+    there; a host list (`gpu-[1-2]`, `a,b`) names no single node and places nothing."""
+    from trainlog_debugger.tools.sources.slurm.nodes import task_nodes
+
+    res = _scan(tmp_path, "srun: error: frontier07210: tasks 8-10,12: Aborted (core dumped)\n"
+                          "srun: error: gpu-[1-2]: tasks 0-7: Killed\n"
+                          "srun: error: gpu-3,gpu-4: task 11: Killed\n"
+                          "srun: error: frontier07211: task 13: Exited with exit code 1\n")
+    (f,) = res.files
+    assert [(line, r, ev.node) for line, r, ev in task_nodes(f)] == [
+        (1, 8, "frontier07210"), (1, 9, "frontier07210"), (1, 10, "frontier07210"), (1, 12, "frontier07210"),
+        (4, 13, "frontier07211")]
+    assert {r: ev.node for r, ev in res.rank_nodes.items()} == {8: "frontier07210", 9: "frontier07210",
+                                                                10: "frontier07210", 12: "frontier07210",
+                                                                13: "frontier07211"}
+    assert res.rank_nodes[13].line == 4 and res.rank_nodes[13].text.startswith("srun: error: frontier07211")
+
+
+def test_the_first_statement_of_a_rank_wins_across_sources(tmp_path):
+    """torchrun's failure report and srun's exit line both place rank 5: the one earlier in the file is kept."""
+    res = _scan(tmp_path, "  host      : gpu-node-17\n  rank      : 5 (local_rank: 1)\n"
+                          "srun: error: gpu-node-99: task 5: Killed\n")
+    assert res.rank_nodes[5].node == "gpu-node-17"
+    res = _scan(tmp_path, "srun: error: gpu-node-99: task 5: Killed\n"
+                          "  host      : gpu-node-17\n  rank      : 5 (local_rank: 1)\n")
+    assert res.rank_nodes[5].node == "gpu-node-99"

@@ -136,3 +136,69 @@ def test_incident_lines(line, expected):
 @pytest.mark.parametrize("line, expected", params(NEAR_MISSES))
 def test_near_misses(line, expected):
     check(line, expected)
+
+
+# ------------------------------------------------------------------ the failure report's hosts (torchrun/nodes.py)
+
+REPORT = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2024-11-05_12:34:57
+  host      : gpu-node-18
+  rank      : 6 (local_rank: 2)
+  exitcode  : -6 (pid: 14553)
+  error_file: <N/A>
+  traceback : Signal 6 (SIGABRT) received by PID 14553
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2024-11-05_12:34:56
+  host      : gpu-node-17
+  rank      : 5 (local_rank: 1)
+  exitcode  : -9 (pid: 14548)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 14548
+============================================================
+"""
+
+
+def test_the_failure_report_states_each_failed_ranks_host(tmp_path):
+    """The scan step torchrun declares (SCAN_STEPS file_nodes): `host :` then `rank :` within 3 lines places the
+    rank on that host, cited by the host line; the summary keeps it in rank_nodes."""
+    from trainlog_debugger.tools.bundle.open import open_bundle
+    from trainlog_debugger.tools.scan.driver import scan_bundle
+    from trainlog_debugger.tools.sources.torchrun.nodes import failure_nodes
+
+    (tmp_path / "launcher.log").write_text(REPORT)
+    with open_bundle(tmp_path) as b:
+        res = scan_bundle(b, workers=1)
+    (f,) = res.files
+    stated = failure_nodes(f)
+    assert [(line, r, ev.node, ev.line, ev.text) for line, r, ev in stated] == [
+        (9, 6, "gpu-node-18", 8, "  host      : gpu-node-18"), (18, 5, "gpu-node-17", 17, "  host      : gpu-node-17")]
+    assert {r: (ev.node, ev.line) for r, ev in res.rank_nodes.items()} == {6: ("gpu-node-18", 8), 5: ("gpu-node-17", 17)}
+
+
+def test_a_rank_line_far_from_its_host_line_is_not_paired(tmp_path):
+    """A `rank :` line more than 3 lines below the last `host :` line states no host (another block's host)."""
+    from trainlog_debugger.tools.bundle.open import open_bundle
+    from trainlog_debugger.tools.scan.driver import scan_bundle
+    from trainlog_debugger.tools.sources.torchrun.nodes import failure_nodes
+
+    far = REPORT.replace("  host      : gpu-node-17\n", "  host      : gpu-node-17\n  a : b\n  c : d\n  e : f\n")
+    (tmp_path / "launcher.log").write_text(far)
+    with open_bundle(tmp_path) as b:
+        (f,) = scan_bundle(b, workers=1).files
+    assert [r for _line, r, _ev in failure_nodes(f)] == [6]
+
+
+def test_torchrun_declares_its_scan_steps():
+    from trainlog_debugger.tools.sources import resolve
+    from trainlog_debugger.tools.sources.torchrun import format as torchrun
+    from trainlog_debugger.tools.sources.torchrun.nodes import failure_nodes
+    from trainlog_debugger.tools.sources.torchrun.rankmap import resolve as local_ranks
+    assert resolve(torchrun.SCAN_STEPS["file_nodes"]) is failure_nodes
+    assert resolve(torchrun.SCAN_STEPS["local_ranks"]) is local_ranks

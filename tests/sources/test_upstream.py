@@ -1,6 +1,7 @@
 """tools/sources/upstream.py, the scan patterns generated from the message tables' triggers: the file is current
 (regenerated from the tables it equals the committed one) and each pattern keeps its entry's example line. That
-the lines they keep reach the diagnosis (a Megatron walltime exit is a cancelled job) is tests/test_breadth.py."""
+the lines they keep reach the diagnosis (a Megatron walltime exit is a cancelled job) is
+tests/test_diagnose_breadth.py."""
 
 from __future__ import annotations
 

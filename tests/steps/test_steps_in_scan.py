@@ -1,4 +1,4 @@
-"""Step times read in the scan's own pass (tools.scan.driver steps_out): `ask` on a job with no fault reads its
+"""Step times read in the scan's own pass (tools.scan.driver readers): `ask` on a job with no fault reads its
 bytes once, and the step report is the one a separate `steps` pass gives."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from trainlog_debugger.tools import pipeline
 from trainlog_debugger.tools.bundle.open import open_bundle
-from trainlog_debugger.tools.scan.driver import scan_bundle
+from trainlog_debugger.tools.scan.driver import SharedReader, scan_bundle
 from trainlog_debugger.tools.steps import analyze, parse
 from trainlog_debugger.tools.steps.analyze import scan_steps
 from trainlog_debugger.tools.sources import patterns
@@ -45,8 +45,9 @@ def test_crashed_files_are_left_to_the_second_pass():
     together they give the report of a full steps pass."""
     case = CASES / "lab-gloo8-c"
     with open_bundle(case) as b:
-        done: dict = {}
-        res = scan_bundle(b, workers=1, steps_out=done)
+        reader = SharedReader(parse.read_in_scan)
+        res = scan_bundle(b, workers=1, readers=[reader])
+        done = reader.got
         tiers = {p.id: p.tier for p in patterns()}
         fatal = {f.rel for f in res.files if any(tiers[pid] in (1, 2) for pid, _ in f.counts)}
         read = {b.sources[i].rel for i in done}

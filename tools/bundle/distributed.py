@@ -39,6 +39,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from trainlog_debugger.tools.bundle.open import BundleError
 from trainlog_debugger.tools.bundle.parallel import CLUSTER_ENV as ENV, Remote, source_of
@@ -71,7 +72,7 @@ def _timeout() -> float:
     return t
 
 
-_CLIENTS: dict[str, object] = {}
+_CLIENTS: dict[str, Any] = {}  # distributed.Client, imported only where a cluster is used
 _LOCK = threading.Lock()
 
 
@@ -161,7 +162,7 @@ class ClusterRun:
     """One `map_sources` call's batches on the cluster: `submit`, then `results()` as they finish; `notes` says what
     was read here instead and why."""
 
-    def __init__(self, cluster):
+    def __init__(self, cluster: Any):
         self.name = cluster if isinstance(cluster, str) else "of the given client"
         self.client = client(cluster)
         self.futures: dict = {}

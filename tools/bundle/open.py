@@ -47,7 +47,8 @@ from typing import BinaryIO, Callable, Sequence
 
 from trainlog_debugger.tools.bundle.budget import Budget, BudgetConfigError, human as _human
 
-from trainlog_debugger.tools.sources.detect import FR_DUMP, HEAD_BYTES, sniff
+from trainlog_debugger.tools.sources.detect import HEAD_BYTES, sniff
+from trainlog_debugger.tools.sources.flight_recorder.format import FR_DUMP
 
 GZIP_VERIFY_BYTES = 64 << 20    # .gz files up to this (compressed) size are fully test-read at open
 SKIP_LIST_MAX = 1000            # cap-skipped members listed one by one; the rest only counted

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TypeVar, cast
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -149,13 +149,14 @@ def map_sources(fn: Callable[[list[T]], R], items: Iterable[T], *, workers: int 
         yield from _local(fn, here, default_workers(workers), per_worker, min_files, tally)
         return
     from trainlog_debugger.tools.bundle import distributed  # dask and the rest: only where a cluster is used
+    assert remote is not None  # a target is looked for only with a remote function
     run = distributed.ClusterRun(target)
     try:
         tasks = batches(there, run.slots, per_worker=per_worker)
         run.submit(remote, tasks)
         yield from _local(fn, here, default_workers(workers), per_worker, min_files, tally)  # while the cluster reads
         for i, res in run.results():
-            yield tally(fn(tasks[i]) if res is None else res, sum(map(_size, tasks[i])))
+            yield tally(fn(tasks[i]) if res is None else cast(R, res), sum(map(_size, tasks[i])))
     finally:
         run.cancel()
     if notes is not None:

@@ -5,15 +5,18 @@ Three callers, one reader, so they can never disagree about what a line says: to
 diagnosis is shown), the eval's grounding score (eval/score.py), and the agent's read-window tool (a window of
 lines around a citation, bounded, for the model to read). Lines are normalised once, here: UTF-8 with
 replacement characters for bad bytes, the `\\r` of CRLF files dropped, exactly as the scanner reports them.
-A flight-recorder dump has no lines: its "line" is a 1-based entry index and its text the entry's canonical JSON
-(tools/sources/flight_recorder/entries.py), checked by the dump reader instead.
+A file of a kind that has no lines (a flight-recorder dump: its "line" is a 1-based entry index and its text the
+entry's canonical JSON) is checked by its source's own verifier instead: the sources declare them by kind
+(`VERIFIERS = {kind: "package.module:function"}`, function(source, line, text) -> bool), and this module
+resolves the ones a check needs, knowing none of them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any, cast
 
 from trainlog_debugger.tools.bundle.chunks import CHUNK, chunks
 from trainlog_debugger.tools.bundle.open import READ_ERRORS
@@ -137,9 +140,34 @@ class CitationProblem:
         return f"{self.cite()}: {says}"
 
 
+Verifier = Callable[[Any, int, str], bool]
+
+
+def verifiers() -> dict[str, str]:
+    """File kind → "module:function" of the verifier its source declares (VERIFIERS), over every source."""
+    from trainlog_debugger.tools.sources import declared  # the registry: only when citations are checked
+    out: dict[str, str] = {}
+    for _src, table in declared("VERIFIERS"):
+        out.update(cast("dict[str, str]", table))
+    return out
+
+
 def check_citations(evidence: Iterable[Evidence], sources: Mapping[str, object]) -> list[CitationProblem]:
-    """Every citation re-read: one pass per cited text file, one load per cited dump. `sources`: bundle-relative
-    path → source (tools.bundle.open.Source). Problems come once each, file problems before line problems."""
+    """Every citation re-read: one pass per cited text file, one load per cited entry of a kind with a verifier.
+    `sources`: bundle-relative path → source (tools.bundle.open.Source). Problems come once each, file problems
+    before line problems."""
+    from trainlog_debugger.tools.sources import resolve
+    declared_by_kind = verifiers()
+    resolved: dict[str, Verifier] = {}
+
+    def verifier(src: object) -> Verifier | None:
+        kind = getattr(src, "kind", None)
+        if not isinstance(kind, str) or kind not in declared_by_kind:
+            return None
+        if kind not in resolved:
+            resolved[kind] = cast(Verifier, resolve(declared_by_kind[kind]))
+        return resolved[kind]
+
     evs = list(evidence)
     wanted: dict[str, set[int]] = {}
     for ev in evs:
@@ -150,7 +178,7 @@ def check_citations(evidence: Iterable[Evidence], sources: Mapping[str, object])
         src = sources.get(rel)
         if src is None:
             whole[rel] = CitationProblem(rel, None, ProblemKind.file_not_in_bundle)
-        elif getattr(src, "kind", None) != "fr_dump":
+        elif getattr(src, "kind", None) not in declared_by_kind:
             try:
                 actual.update({(rel, n): t for n, t in read_lines(src, lines).items()})
             except READ_ERRORS as e:
@@ -160,9 +188,9 @@ def check_citations(evidence: Iterable[Evidence], sources: Mapping[str, object])
         if ev.file in whole:
             continue
         src, kind = sources[ev.file], None
-        if getattr(src, "kind", None) == "fr_dump":
-            from trainlog_debugger.tools.sources.flight_recorder.analyze import verify_entry
-            kind = None if verify_entry(src, ev.line, ev.text) else ProblemKind.entry_differs
+        verify = verifier(src)
+        if verify is not None:
+            kind = None if verify(src, ev.line, ev.text) else ProblemKind.entry_differs
         elif (ev.file, ev.line) not in actual:
             kind = ProblemKind.no_such_line
         elif actual[(ev.file, ev.line)] != ev.text:

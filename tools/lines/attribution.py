@@ -1,4 +1,4 @@
-"""Attribute one raw log line (or one log file path) to a rank and a node.
+"""Attribute one raw log line to a rank and a node (a file's path: tools/sources/paths.py).
 
 Why: a distributed job's logs interleave many ranks and hosts, and every root-cause claim must
 say *who* said it.  The launch stack wraps each physical line in prefixes, outermost first
@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["Attribution", "PathHint", "attribute_line", "strip_prefixes", "attribute_path"]
+__all__ = ["Attribution", "attribute_line", "strip_prefixes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,84 +234,6 @@ def strip_prefixes(line: str) -> str:
     wrapper prefixes (srun/pdsh/torchrun/Ray/``[rankN]:``).  Idempotent."""
     _, s, pos = _scan(line)
     return s[pos:]
-
-
-# ---------------------------------------------------------------------------------------- paths
-@dataclass(frozen=True, slots=True)
-class PathHint:
-    rank: int | None = None
-    local_rank: int | None = None
-    node: str | None = None
-    node_index: int | None = None  # SLURM %n-style per-node file index, e.g. error-<job>-<n>.out
-    attempt: int | None = None  # torchrun --log-dir attempt_N
-    job_id: str | None = None
-    style: str | None = None  # '+'-joined when several hints combine, e.g. 'slurm_job+rank_name'
-
-
-_PATH_TORCHRUN = re.compile(r"(?:^|/)attempt_(\d{1,7})/(\d{1,7})/(?:stdout\.log|stderr\.log|error\.json)$")
-_PATH_RANK = re.compile(
-    r"(?i)(?:^|[_\-.])(?P<kind>local[_\-]?rank|node[_\-]?rank|global[_\-]?rank|rank|task)[_\-]?(?P<n>\d{1,7})(?=[_\-.]|$)"
-)
-_PATH_SLURM = re.compile(r"slurm-(?P<job>\d+(?:_\d+)?(?:\.\d+)?)\.(?:out|err)")  # %j, %A_%a, %J
-_PATH_SLURM_N = re.compile(r"[A-Za-z]\w*-(?P<job>\d{3,20})-(?P<n>\d{1,7})\.(?:out|err)")  # error-<job>-<%n>.out
-_PATH_JOB = re.compile(r"(?i)(?:^|[_\-.])job(?:id)?[_\-]?(?P<job>\d{3,})(?=[_\-.]|$)")
-# 'node_H100-1.log', 'host-gpu7.out'; a trailing word that names what the file holds (`node_48_pyspy.log`,
-# `host-a_dmesg.txt`) is not part of the node's name.
-_PATH_NODE = re.compile(r"(?i)(?:node|host)[_\-](?!rank)(?P<n>[A-Za-z0-9][\w.\-]*?)"
-                        r"(?:[_\-](?:py-?spy|stacks?|traces?|dmesg|kern|syslog|nvidia[_\-]?smi|smi|stdout|stderr|logs?))?"
-                        r"\.(?:log|txt|out|err)")
-_PATH_AIS = re.compile(r"ais(?:target|proxy|node)\.(?P<h>[^.]+)\.(?:INFO|ERROR|WARNING)(?:\..*)?")
-_PATH_AIS_TGZ = re.compile(r"(?:ais)?(?:target|proxy)-(?P<id>[\w\-]+)\.tar\.gz")
-_PATH_VERTEX = re.compile(r"(?:^|[^\w])(workerpool\d+-\d+)(?=$|[^\w\-])")
-
-
-def attribute_path(relpath: str) -> PathHint:
-    """Rank/node hints from a log file's path (archive members as 'a.tar.gz!dir/file').
-
-    Only clearly labelled names count ('rank_3.log', 'attempt_0/3/stderr.log',
-    'error-4891784-3.out', 'node_H100-1.log', 'aistarget.ais-target-3.INFO.0821-191752.4171',
-    '.../workerpool0-1...'); 'worker_3.log' or 'out_7.log' give an empty hint: never guess.
-    """
-    path = relpath.replace("\\", "/")
-    f: dict[str, object] = {}
-    styles: list[str] = []
-
-    def put(style: str, **kw: object) -> None:
-        f.update(kw)
-        if style not in styles:
-            styles.append(style)
-
-    archive_node = None
-    for comp in re.split(r"[/!]", path):
-        if not comp:
-            continue
-        if m := _PATH_AIS_TGZ.fullmatch(comp):
-            archive_node = m.group("id")  # pods may share a truncated host token (FORMATS §4.6)
-        if m := _PATH_AIS.fullmatch(comp):
-            put("aistore", node=m.group("h"))
-        if m := _PATH_SLURM.fullmatch(comp):
-            put("slurm_job", job_id=m.group("job"))
-        elif m := _PATH_SLURM_N.fullmatch(comp):
-            put("slurm_node_file", job_id=m.group("job"), node_index=int(m.group("n")))
-        elif m := _PATH_JOB.search(comp):
-            put("slurm_job", job_id=m.group("job"))
-        if m := _PATH_RANK.search(comp):
-            kind = m.group("kind").lower().replace("-", "_")
-            key = {"local_rank": "local_rank", "localrank": "local_rank", "node_rank": "node_index",
-                   "noderank": "node_index"}.get(kind, "rank")
-            put("task_name" if kind == "task" else "rank_name", **{key: int(m.group("n"))})
-        if m := _PATH_NODE.fullmatch(comp):
-            if any(c.isalpha() for c in m.group("n")):  # 'node_3.log': index or name? don't guess
-                put("node_name", node=m.group("n"))
-        if m := _PATH_VERTEX.search(comp):
-            put("vertex_task", node=m.group(1))
-    if m := _PATH_TORCHRUN.search(path.rsplit("!", 1)[-1]):
-        put("torchrun_logdir", attempt=int(m.group(1)), local_rank=int(m.group(2)))
-    if archive_node is not None:
-        put("aistore", node=archive_node)
-    if not styles:
-        return PathHint()
-    return PathHint(style="+".join(styles), **f)  # type: ignore[arg-type]
 
 
 def note_local_rank(local_to_rank: dict[int, int], local: int, rank: int) -> None:

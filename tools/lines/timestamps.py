@@ -19,7 +19,7 @@ Logging entry). Nothing here ever assumes UTC or the current year.
     ctime         [Tue Oct 22 03:18:42 2024] NVRM: Xid ...   (dmesg -T; has a year)
     syslog        Oct 22 03:18:42 host kernel: NVRM: Xid ...   (journald may add .123456)  (§6)
     dmesg         [ 5107.644336] NVRM: Xid ...   → uptime_s only                   (§6)
-    ais_filename / glog_filename: see filename_stamp().
+    ais_filename / glog_filename: a daemon log's file name (tools/sources/ais/format.py, log_name_stamp).
 
 Stamps with and without a zone mix in one bundle (a Cloud Logging export: `timestamp` ends in `Z`, the text of
 the line carries the c10 header without one). The rule, in one place: stamps are compared through order_key (the
@@ -29,13 +29,12 @@ datetime for a naive stamp by the same rule. mixed_zone_note() says it where a b
 """
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Any
 
-__all__ = ["Stamp", "parse_stamp", "parse_stamp_bytes", "filename_stamp", "order_key", "order_then_place",
+__all__ = ["Stamp", "parse_stamp", "parse_stamp_bytes", "order_key", "order_then_place",
            "mixed_zone_note"]
 
 _MONTHS = {m: i for i, m in enumerate(
@@ -160,7 +159,7 @@ class Stamp:
         (time-only AIStore lines before their header, dmesg uptime): such times are not comparable with the
         others, and callers put them after the dated ones instead of guessing."""
         if self.uptime_s is not None or self.month is None or self.day is None or self.meta("date") is not None:
-            return None  # `date` in extra: reconstructed on another clock (an AIStore daemon's); tools/clocks.py aligns
+            return None  # `date` in extra: reconstructed on another clock (an AIStore daemon's); tools/sources/ais/clocks.py aligns
         return (self.month, self.day, self.hour, self.minute, self.second, self.micro)
 
     def job_seconds(self) -> float | None:
@@ -337,9 +336,6 @@ _SPECS: list[tuple[str, str | None, str]] = [
 _RES = [(fmt, gate, re.compile(rx)) for fmt, gate, rx in _SPECS]
 _DMESG = next(r for f, _, r in _RES if f == "dmesg")
 _GLOG = next(r for f, _, r in _RES if f == "glog")
-_FILENAME = re.compile(r"\.(?:INFO|WARNING|ERROR|FATAL)\.(?P<ts>(?P<Y>\d{4})?(?P<m>\d\d)(?P<d>\d\d)-"
-                       r"(?P<H>\d\d)(?P<M>\d\d)(?P<S>\d\d))\.\d+$")
-
 
 def _valid(month: int | None, day: int | None, h: int, mi: int, s: int, year: int | None) -> bool:
     if not (0 <= h <= 23 and 0 <= mi <= 59 and 0 <= s <= 59):
@@ -352,7 +348,9 @@ def _valid(month: int | None, day: int | None, h: int, mi: int, s: int, year: in
     return not (month == 2 and day == 29 and not leap)
 
 
-def _build(fmt: str, m: re.Match) -> Stamp | None:
+def build_stamp(fmt: str, m: re.Match) -> Stamp | None:
+    """The Stamp of format `fmt` from a match of its regex (named groups Y/y2/mon/md/m/d, H/M/S, f, z, up), or None
+    when the fields are no valid time. Public for the sources whose file names state a time (ais/format.py)."""
     g = m.groupdict()
     f = g.get("f") or ""
     nanos = int(f.ljust(9, "0")[:9]) if f else 0
@@ -395,7 +393,7 @@ def parse_stamp(line: str) -> Stamp | None:
     hms = _HMS_ANY.search(line)
     if hms is None:  # only a dmesg uptime is left
         m = _DMESG.search(line) if "[" in line else None
-        return _build("dmesg", m) if m else None
+        return build_stamp("dmesg", m) if m else None
     lead = max(0, hms.start() - HMS_LEAD)
     g = _GLOG.search(line, lead)
     if g is not None and hms.start() >= g.start() and _GATES["mon"].search(line, lead) is None \
@@ -405,7 +403,7 @@ def parse_stamp(line: str) -> Stamp | None:
         # own HH:MM:SS before it (there is none: the first is at or after it) or span its `[E`, which none but
         # dmesg's `[` may (dmesg has no HH:MM:SS, and is looked for before it); none starts with `[` at its
         # position; and AIStore's header, which wins from anywhere in the line, needs a month name.
-        st = _build("glog", g)
+        st = build_stamp("glog", g)
         if st is not None:
             return st
     best: tuple[int, Stamp] | None = None
@@ -418,7 +416,7 @@ def parse_stamp(line: str) -> Stamp | None:
         for m in rx.finditer(line, 0 if rx is _DMESG else lead):
             if best is not None and m.start() >= best[0]:
                 break
-            st = _build(fmt, m)
+            st = build_stamp(fmt, m)
             if st is not None:
                 if fmt == "ais_header":
                     return st
@@ -429,93 +427,3 @@ def parse_stamp(line: str) -> Stamp | None:
 
 def parse_stamp_bytes(line: bytes) -> Stamp | None:
     return parse_stamp(line.decode("utf-8", "replace"))
-
-
-def filename_stamp(name: str) -> Stamp | None:
-    """Creation time encoded in a log file name (local time, no zone):
-    AIStore `aistarget.ais-target-3.INFO.0821-191752.4171` (MMDD-HHMMSS, no year → `ais_filename`, §4.1);
-    glog `prog.host.user.log.INFO.20241105-123456.1234` (YYYYMMDD-HHMMSS → `glog_filename`)."""
-    m = _FILENAME.search(os.path.basename(name))
-    if not m:
-        return None
-    st = _build("ais_filename", m)
-    if st is not None and st.year is not None:
-        st = replace(st, fmt="glog_filename")
-    return st
-
-
-# -- stamps for people (the reports) ---------------------------------------------------------------------------
-
-_HUMAN_ISO = re.compile(r"^(?:(?P<y>\d{4}|-)-(?P<mo>\d\d)-(?P<d>\d\d))?T(?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)"
-                  r"(?:\.(?P<f>\d+))?(?P<z>[+-]\d\d:\d\d|\[[^\]]+\])?$")
-_MONTH_ABBR = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-
-
-def human_time(iso: str | None) -> str:
-    """A stamp as a person reads it: `2024-11-05 12:34:41` with the year, `Nov 05 12:34:41` without one (the logs
-    never said it), milliseconds only when the log had them (no false `.000000`), the zone only when known.
-    Anything that is not our ISO form is returned as is."""
-    if not iso:
-        return "-"
-    m = _HUMAN_ISO.match(iso.replace(" ", "T", 1) if iso[:1].isdigit() and " " in iso[:11] else iso)
-    if not m:
-        return iso
-    t = f"{m['h']}:{m['mi']}:{m['s']}"
-    frac = (m["f"] or "").rstrip("0")
-    if frac:
-        t += "." + (frac + "00")[:3]
-    if m["mo"]:
-        mo, d = int(m["mo"]), m["d"]
-        day = f"{m['y']}-{m['mo']}-{d}" if m["y"] not in (None, "-") else f"{_MONTH_ABBR[mo - 1] if 1 <= mo <= 12 else m['mo']} {d}"
-        t = f"{day} {t}"
-    z = m["z"]
-    if z:
-        t += " UTC" if z == "+00:00" else f" {z.strip('[]')}"
-    return t
-
-
-def seconds_of(iso: str | None, *, ignore_year: bool = False) -> float | None:
-    """Seconds since an arbitrary epoch, to subtract two stamps of one report; None when the stamp has no date.
-    `ignore_year`: compare on month, day and time only (one of the two stamps never said its year)."""
-    m = _HUMAN_ISO.match(iso or "")
-    if not m or not m["mo"]:
-        return None
-    import calendar
-    y = int(m["y"]) if m["y"] not in (None, "-") and not ignore_year else 2000
-    try:
-        days = calendar.timegm((y, int(m["mo"]), int(m["d"]), 0, 0, 0))
-    except (ValueError, OverflowError):
-        return None
-    return days + int(m["h"]) * 3600 + int(m["mi"]) * 60 + int(m["s"]) + float("0." + (m["f"] or "0"))
-
-
-def duration(a: str | None, b: str | None) -> str | None:
-    """`32 min`, `2 h 05 min`, `41 s` between two stamps; None when either has no date or b is before a."""
-    no_year = any(x and x.startswith("--") for x in (a, b))
-    sa, sb = seconds_of(a, ignore_year=no_year), seconds_of(b, ignore_year=no_year)
-    if sa is None or sb is None or sb < sa:
-        return None
-    d = int(round(sb - sa))
-    if d < 120:
-        return f"{d} s"
-    if d < 7200:
-        return f"{d // 60} min"
-    return f"{d // 3600} h {d % 3600 // 60:02d} min"
-
-
-def shift_iso(iso: str | None, seconds: float) -> str | None:
-    """The same ISO stamp moved by `seconds` (another clock), keeping what it did not state unstated: no year stays
-    no year, no zone stays no zone (a shifted UTC stamp loses its zone: it is now on the other clock). None when the
-    stamp has no date."""
-    import datetime as dt
-    m = _HUMAN_ISO.match(iso or "")
-    if not m or not m["mo"]:
-        return None
-    no_year = m["y"] in (None, "-")
-    try:
-        t = dt.datetime(2000 if no_year else int(m["y"]), int(m["mo"]), int(m["d"]), int(m["h"]), int(m["mi"]),
-                        int(m["s"]), int(((m["f"] or "0") + "000000")[:6])) + dt.timedelta(seconds=seconds)
-    except (ValueError, OverflowError):
-        return None
-    out = t.strftime("%Y-%m-%dT%H:%M:%S.%f")
-    return "-" + out[4:] if no_year else out

@@ -71,8 +71,7 @@ _ROLE_HEAD = re.compile(rb"\n\[(?!rank\d)[A-Za-z_][A-Za-z_]*\d+\]:")
 def _line_labels(rx: re.Pattern, buf: bytes) -> list:
     """One label per line of `buf` (b'', or a tuple of b'' for a multi-group `rx`, where none): the first line's
     from a small copy, the others from one findall whose matches each start at a newline (no copy of the buffer)."""
-    m = rx.match(b"\n" + buf[:256].split(b"\n", 1)[0])
-    first = m.groups(b"") if rx.groups > 1 else (m.group(1) or b"")
+    first = rx.findall(b"\n" + buf[:256].split(b"\n", 1)[0])[0]  # one match: all after the '\n' is optional
     return [first] + rx.findall(buf)
 
 

@@ -42,6 +42,11 @@ class DiffResult:
     unattributed_files: list[str] = field(default_factory=list)  # files none of whose lines got a rank
     notes: list[str] = field(default_factory=list)
 
+    def to_json(self) -> dict:
+        """`debugger diff --json`: every field as plain JSON, the view the agent's rank_diff tool reads."""
+        from trainlog_debugger.tools.jsonable import fields_jsonable
+        return fields_jsonable(self)
+
 
 @dataclass
 class FileOut:
@@ -114,8 +119,8 @@ def merge_batch(agg: Batch, b: Batch) -> None:
             if e[1] < cur[1]:
                 cur[1], cur[2], cur[3] = e[1], e[2], e[3]
     for r, v in b.last.items():
-        cur = agg.last.get(r)
-        if cur is None or v[:2] > cur[:2]:
+        had = agg.last.get(r)
+        if had is None or v[:2] > had[:2]:
             agg.last[r] = v
     agg.files.extend(b.files)
 

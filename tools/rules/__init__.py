@@ -1,4 +1,5 @@
-"""Diagnosis rules, one family per module; each rule is a pure function RuleInputs → [Candidate].
+"""Diagnosis rules, one family per module; each rule is a pure function RuleInputs → [Candidate], where RuleInputs
+is the read-only view over the Investigation (tools/rules/base.py).
 
 Adding a rule: write the function in its family module, add it to that module's RULES, add a table row to
 tests/rules/test_<family>.py. The registry below is the only list the diagnosis reads.

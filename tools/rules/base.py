@@ -1,4 +1,5 @@
-"""What every diagnosis rule sees (`RuleInputs`) and returns (`Candidate`). Rules are pure: no I/O, data in, data out.
+"""What every diagnosis rule sees (`RuleInputs`, a view over the Investigation) and returns (`Candidate`).
+Rules are pure: no I/O, data in, data out.
 
 Why candidates and not verdicts: several rules usually fire on one bundle (the NCCL timeout, a CUDA error on one
 rank, a retry storm); the diagnosis picks the trigger among them by time and by how decisive each is, and keeps
@@ -10,12 +11,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from operator import itemgetter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from trainlog_debugger.tools.investigation import Investigation
 from trainlog_debugger.tools.lines.attribution import named_in_text
 from trainlog_debugger.tools.lines.timestamps import order_key, order_then_place
 from trainlog_debugger.tools.model import Evidence, Finding, Role
 from trainlog_debugger.tools.scan.result import ScanResult, to_evidence
+
+if TYPE_CHECKING:  # the reports' types, named where the Investigation names them (rules import no analysis)
+    from trainlog_debugger.tools.investigation import (AisReport, DiffResult, FRReport, NcclReport, Record, Stack,
+                                                       StepReport)
 
 
 @dataclass
@@ -113,22 +119,22 @@ class _EvidenceByPattern(Mapping):
 
 
 class RuleInputs:
-    """The deterministic tools' output, indexed for rules: hits by pattern, the NCCL report, optional extras."""
+    """What a rule reads: the Investigation's reports (read-only: a rule proposes, it never writes into what other
+    rules read), its scan indexed (kept hits by pattern, their fields, the pattern summaries, each file's kind), and
+    the upstream message tables.
 
-    def __init__(self, scan: ScanResult, nccl=None, ais=None, steps=None, fr=None, diff=None, stacks=None,
-                 hardware=None, messages=None):
-        self.scan, self.nccl, self.ais, self.steps, self.fr, self.diff = scan, nccl, ais, steps, fr, diff
-        # the upstream message tables and the lexicon (tools.sources.messages.catalog: match_many, pick_best,
-        # read_by_words), handed in by the pipeline so that rules read them without loading anything themselves;
-        # None: no reading by meaning (tools/rules/meaning.py stays quiet)
-        self.messages = messages
-        # where logs stop inside a stack trace whose exception line is cut off (tools.pipeline.traceback_tails):
-        # read from disk by the pipeline only when nothing else failed visibly
-        self.tails: list[Evidence] = []
-        self.stacks = stacks or []  # tools/stacks.Stack: each dumped process's main-thread stack
-        self.hardware = hardware or []  # tools/hw.record.Record: hardware/fabric snapshot values, each with its node
+    Why a view and not the Investigation itself: the indexes are built once per run, from the scan, and the reports
+    are read through, so a follow-up stage's report (step times, the rank diff, cut traceback tails) is seen by the
+    rules when the answer is drawn again, with no copy to keep in step. `messages`: the upstream message tables and
+    the lexicon (tools.sources.messages.catalog: match_many, pick_best, read_by_words), handed in by the pipeline so
+    that rules read them without loading anything themselves; None: no reading by meaning (tools/rules/meaning.py
+    stays quiet)."""
+
+    def __init__(self, inv: Investigation, messages: Any = None):
+        self.inv, self.messages = inv, messages
+        scan = inv.scan
         raw: dict[str, list] = {}
-        self.fields: dict[tuple[str, int], dict] = {}
+        self.fields: dict[tuple[str, int, str], dict] = {}
         for f in scan.files:
             for h in f.hits:
                 raw.setdefault(h.pattern, []).append((h, f.rel, f.kind))
@@ -136,6 +142,42 @@ class RuleInputs:
         self.by_pattern = _EvidenceByPattern(raw)
         self.summaries = {p.id: p for p in scan.patterns}
         self.kinds = {f.rel: f.kind for f in scan.files}
+
+    @property
+    def scan(self) -> ScanResult:
+        return self.inv.scan
+
+    @property
+    def nccl(self) -> NcclReport | None:
+        return self.inv.nccl
+
+    @property
+    def fr(self) -> FRReport | None:
+        return self.inv.fr
+
+    @property
+    def ais(self) -> AisReport | None:
+        return self.inv.ais
+
+    @property
+    def steps(self) -> StepReport | None:
+        return self.inv.steps
+
+    @property
+    def diff(self) -> DiffResult | None:
+        return self.inv.diff
+
+    @property
+    def stacks(self) -> list[Stack]:
+        return self.inv.stacks
+
+    @property
+    def hardware(self) -> list[Record]:
+        return self.inv.hardware
+
+    @property
+    def tails(self) -> list[Evidence]:
+        return self.inv.tails
 
     def hits(self, *pids: str) -> list[Evidence]:
         """The kept hits of these patterns as evidence, earliest first (by_time; ties in the order of `pids`)."""

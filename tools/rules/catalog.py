@@ -16,7 +16,7 @@ from trainlog_debugger.tools.sources import patterns
 def weighted_patterns(f: RuleInputs):
     out = []
     for p in patterns():
-        if p.weight is None:
+        if p.weight is None or p.category is None:  # P() gives every weighted pattern a category
             continue
         evs = f.hits(p.id)
         if evs:

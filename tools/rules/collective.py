@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.ranks import ranks_str
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate
 
@@ -26,6 +27,12 @@ _STORAGE_PIDS = ("loader.batch_loader_error", "ais.resource_pressure", "ais.out_
                  "io.no_space")
 
 
+def _retry_state(f: RuleInputs, rank: int) -> str | None:
+    """Where the scan's retry escalation for `rank` ended ('exhausted', 'escalating', ...); None without retries."""
+    rs = f.scan.ranks.get(rank)
+    return rs.retry["state"] if rs and rs.retry else None
+
+
 def straggler(f: RuleInputs):
     rep = f.nccl
     if rep is None or rep.verdict not in ("straggler", "gloo_straggler"):
@@ -37,8 +44,7 @@ def straggler(f: RuleInputs):
     rs = rep.ranks[r0]
     own = [e for p in _STORAGE_PIDS for e in f.hits(p) if e.rank in culprits]
     retries = [e for e in f.hits("io.retrying") if e.rank in culprits]
-    exhausted = [r for r in culprits if (f.scan.ranks.get(r) and f.scan.ranks[r].retry
-                                         and f.scan.ranks[r].retry["state"] in ("exhausted", "escalating"))]
+    exhausted = [r for r in culprits if _retry_state(f, r) in ("exhausted", "escalating")]
     last = rs.last_line.text if rs.last_line else ""
     ev = ([own[0]] if own else []) + ([retries[-1]] if retries and not own else []) + rs.cited(2)
     who = f"rank{'s' if len(culprits) > 1 else ''} {', '.join(map(str, culprits[:8]))}"
@@ -67,19 +73,19 @@ def straggler(f: RuleInputs):
                                    f"inspect rank {r0}'s data shard / loader worker at the time of its last line",
                                    "a py-spy dump of the stuck rank shows the exact frame next time"]}[cat]
     return [candidate("collective.straggler", cat, why, s, ev, f, status="hung", ranks=culprits,
-                 nodes=[rep.ranks[r].node for r in culprits if rep.ranks[r].node],
+                 nodes=[n for r in culprits if (n := rep.ranks[r].node)],
                  restart="fix first" if cat == "software" else "restart as is",
                  recommendations=recs, facts={"nccl_verdict": rep.verdict})]
 
 
 def stack_outlier(f: RuleInputs):
-    """Stack dumps of a hung job, STAT-style (tools/stacks.py): most processes inside a collective and a few
+    """Stack dumps of a hung job, STAT-style (tools/sources/pyspy): most processes inside a collective and a few
     elsewhere: those few never reached it, and their own frames say what they were doing (reading data, saving a
     checkpoint, evaluating alone). Every process inside the same collective: nobody is missing, suspect the
     fabric (weak: the dumps cannot see the network)."""
     if not f.stacks:
         return []
-    from trainlog_debugger.tools.stacks.report import group, minority, telling_frame
+    from trainlog_debugger.tools.sources.pyspy.report import group, minority, telling_frame
     got = minority(f.stacks)
     if got is not None:
         odd, major, cat, what, strength = got
@@ -111,8 +117,8 @@ def mismatch(f: RuleInputs):
         return []
     # TORCH_DISTRIBUTED_DEBUG=DETAIL: each rank names itself and the rank it disagrees with; the rank that most
     # others name, and that names others, is the odd one out
-    named = Counter(f.fields_of(e, "pytorch.collective_mismatch").get("other_rank") for e in evs)
-    named.pop(None, None)
+    named = Counter(other for e in evs
+                    if (other := f.fields_of(e, "pytorch.collective_mismatch").get("other_rank")) is not None)
     odd = [r for r, n in named.items() if n == max(named.values()) and n >= 2] if named else []
     return [candidate("collective.mismatch", "software", "ranks issued different collectives (a rank-dependent or "
                  "time-dependent code path around a collective)" + (f"; rank {odd[0]} is the odd one out" if len(odd) == 1
@@ -179,7 +185,7 @@ def op_differs(f: RuleInputs):
     if rep is None:
         return []
     by_key: dict[tuple, dict[tuple, list[int]]] = {}
-    evs: dict[int, object] = {}
+    evs: dict[int, Evidence] = {}
     for r, rs in rep.ranks.items():
         for p in rs.pgs.values():
             if p.seq is None or p.op is None or not p.self_detected:

@@ -173,7 +173,7 @@ def _failed_in(f: RuleInputs, area, after: Evidence) -> list[Evidence]:
     evs = f.hits(*area[2]) + _nccl_error_of(f, area[3])
     t0 = time_key(after)
     return [e for e in sorted(evs, key=lambda e: (time_key(e) is None, time_key(e) or ()))
-            if t0 is None or time_key(e) is None or time_key(e) >= t0]
+            if t0 is None or (k := time_key(e)) is None or k >= t0]
 
 
 def _any_failure(f: RuleInputs) -> bool:
@@ -331,10 +331,8 @@ def default_timeout_phase(f: RuleInputs):
     build, a checkpoint save) was where some rank's log stops (TAXONOMY edge case: `config`). A default timeout alone
     is no evidence (every job has one): this needs the phase. A decisive fault elsewhere (OOM, ECC, ENOSPC...) keeps
     it weak context; storage errors make the slow save a storage problem, left to the storage rules."""
-    tos = []
-    for pid in ("pytorch.watchdog_timeout", "gloo.timeout"):
-        tos += [(e, f.fields_of(e, pid).get("timeout_ms")) for e in f.hits(pid)]
-    tos = [(e, ms) for e, ms in tos if ms in DEFAULT_TIMEOUTS]
+    tos = [(e, ms) for pid in ("pytorch.watchdog_timeout", "gloo.timeout") for e in f.hits(pid)
+           if isinstance(ms := f.fields_of(e, pid).get("timeout_ms"), int) and ms in DEFAULT_TIMEOUTS]
     if not tos:
         return []
     to_ev, ms = tos[0]

@@ -17,9 +17,9 @@ def xid(f: RuleInputs):
     for ev in f.hits("kernel.xid")[:1] + [e for e in f.hits("kernel.xid")[1:] if f.fields_of(e, "kernel.xid").get("xid") in HW_XIDS][:1]:
         n = f.fields_of(ev, "kernel.xid").get("xid")
         hw = n in HW_XIDS
-        node = ev.node or (f.nodes_of([ev]) or [None])[0]
+        node = ev.node or next(iter(f.nodes_of([ev])), None)
         where = node or "the node that logged it"
-        out.append(candidate("gpu.xid", "gpu_cuda", f"Xid {n} ({XID_MEANING.get(n, 'driver-reported GPU error')}) on {where}",
+        out.append(candidate("gpu.xid", "gpu_cuda", f"Xid {n} ({XID_MEANING.get(n, 'driver-reported GPU error') if n is not None else 'driver-reported GPU error'}) on {where}",
                         0.9 if hw else 0.5, [ev], f, status="crashed",
                         restart=restart_without(node) if hw else "fix first",
                         recommendations=[f"drain {where} and reset or replace the GPU (Xid {n} is a hardware/link fault)"]

@@ -1,4 +1,4 @@
-"""Hardware and fabric snapshots (tools/hw): a node out of line with its peers, named with the ranks it ran.
+"""Hardware and fabric snapshots (tools/sources/hw): a node out of line with its peers, named with the ranks it ran.
 
 Why a rule of its own: the snapshots are not log lines the catalog can match; they are values per node, and the
 claim is a comparison ("mlx5_0 port 1 is Down on node-7 and Active on the other 127"). What the job did comes from
@@ -9,7 +9,7 @@ the worker logs when there are any: a hang (watchdog timeouts) or a crash; from 
 from __future__ import annotations
 
 from trainlog_debugger.tools.ranks import ranks_str
-from trainlog_debugger.tools.rules.base import RuleInputs, candidate, restart_without
+from trainlog_debugger.tools.rules.base import Candidate, RuleInputs, candidate, restart_without
 
 MAX_CANDIDATES = 8
 STALLS = 0.7  # outliers this strong can stall a collective (a port down, link errors, ECC, a diag Fail); a throttle cannot
@@ -33,11 +33,11 @@ def _status(f: RuleInputs) -> str:
 
 
 def out_of_line(f: RuleInputs):
-    """Each node whose snapshot values differ from its peers' (tools/hw/report.py), strongest first: the node, the
+    """Each node whose snapshot values differ from its peers' (tools/sources/hw/report.py), strongest first: the node, the
     ranks it ran (the scan's rank→node attribution), the snapshot lines that show it."""
     if not f.hardware:
         return []
-    from trainlog_debugger.tools.hw.report import compare
+    from trainlog_debugger.tools.sources.hw.report import compare
     status = _status(f)
     # every rank entered the collective and none completed it: the logs say the fabric or a node stalled it and
     # cannot say which; a snapshot that names one is the other half of that story, on no clock to order it by
@@ -46,7 +46,8 @@ def out_of_line(f: RuleInputs):
     for rank, ev in f.scan.rank_nodes.items():
         if ev.node:
             ranks_by_node.setdefault(ev.node, []).append(rank)
-    out, seen = [], set()
+    out: list[Candidate | None] = []
+    seen: set[tuple[str | None, str]] = set()
     for o in compare(f.hardware):
         if (o.node, o.category) in seen or len(out) >= MAX_CANDIDATES:
             continue

@@ -54,7 +54,7 @@ def killed_from_outside(f: RuleInputs):
                           "killer is the usual one)", 0.5, every[:2], f,
                           recommendations=["check the host's kernel log for the OOM killer or a cgroup limit at that "
                                            "time (dmesg / journalctl -k), and the scheduler's events"])]
-    ranks = sorted({e.rank for e in killed})
+    ranks = sorted({e.rank for e in killed if e.rank is not None})  # all of them: `killed` keeps ranked lines
     own_errors = {e.rank for pid, s in f.summaries.items() if s.role == "root_candidate" and s.tier in (1, 2)
                   and not pid.startswith("torchrun.") for e in f.hits(pid) if e.rank in ranks}
     silent = [r for r in ranks if r not in own_errors]

@@ -17,7 +17,7 @@ Two readers, in order of authority:
 Error-level lines are the kept hits of every root-candidate pattern (the catalog's fallbacks included, and
 generic.error_line, the scan's last resort for a failure word nobody explains), minus cascade lines (an NCCL
 timeout waits for the trigger, it is never one), lines a table calls noise or context, and the lines of hardware
-snapshots (`nvidia-smi -q` has an `ECC Errors` heading on a healthy GPU: tools/hw compares those values instead).
+snapshots (`nvidia-smi -q` has an `ECC Errors` heading on a healthy GPU: tools/sources/hw compares those values instead).
 """
 
 from __future__ import annotations

@@ -67,7 +67,8 @@ def socket(f: RuleInputs):
     summary = "NCCL socket connection failures" + (f": {', '.join(named)} refused or could not be reached" if named
                                                    else "")
     return [candidate("network.socket", "network", summary, 0.65, evs[:3], f, status=_status(f),
-                      **({"nodes": named, "ranks": [], "facts": {"unreachable_peers": named}} if named else {}),
+                      nodes=named if named else None, ranks=[] if named else None,
+                      facts={"unreachable_peers": named} if named else None,
                       recommendations=(["check the node(s) that refused the connection first: is the job's process "
                                         "alive there, is its interface up (ip link, ibstat), is a firewall in the way"]
                                        if named else [])

@@ -68,6 +68,8 @@ def container_oom(f: RuleInputs):
             "and prefetch, pinned-memory buffers, dataset caches held in RAM"]
     c = candidate("oom.container", "oom", what, 0.9, evs[:2] + exits[:1], f, ranks=ranks, nodes=nodes,
                   recommendations=recs)
+    if c is None:  # never: `evs` is not empty, and candidate is None only without evidence
+        return []
     if killed:
         worker = Finding(id="oom.container.worker_killed", role=Role.context, category="oom", ranks=ranks,
                          summary=f"rank(s) {', '.join(map(str, ranks)) or '?'} died of SIGKILL: the kill the platform "

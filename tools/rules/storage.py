@@ -34,12 +34,13 @@ def disk_full(f: RuleInputs):
 
 
 def retries_exhausted(f: RuleInputs):
-    ranks = [r for r, rs in f.scan.ranks.items() if rs.retry and rs.retry["state"] == "exhausted"]
-    if not ranks:
+    exhausted = {r: retry for r, rs in f.scan.ranks.items() if (retry := rs.retry) and retry["state"] == "exhausted"}
+    if not exhausted:
         return []
+    ranks = list(exhausted)
     evs = [e for e in f.hits("io.retrying") if e.rank in ranks]
     evs = sorted(evs, key=lambda e: -(f.fields_of(e, "io.retrying").get("attempt") or 0))[:2]
-    r0 = f.scan.ranks[ranks[0]].retry
+    r0 = exhausted[ranks[0]]
     tries = f" ({r0['max_attempt']}/{r0['max_attempts']})" if r0.get("max_attempts") else ""
     return [candidate("storage.retries_exhausted", "storage_io", f"retries ran out{tries} on rank(s) "
                  f"{', '.join(map(str, ranks[:8]))}", 0.55, evs, f, ranks=ranks,

@@ -17,9 +17,11 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from trainlog_debugger.tools.sources.pattern import Pattern
 
+_hs: Any
 try:  # optional compiled dependency
     import hyperscan as _hs
 except Exception:  # pragma: no cover - depends on the platform

@@ -64,6 +64,11 @@ class GrepResult:
     missing_ranks: list[int]
     notes: list[str]
 
+    def to_json(self) -> dict:
+        """`debugger grep --json`: every field as plain JSON, the view the agent's grep tool reads."""
+        from trainlog_debugger.tools.jsonable import fields_jsonable
+        return fields_jsonable(self)
+
 
 def grep_bundle(bundle, pattern: str, *, ignore_case: bool = False, workers: int | None = None) -> GrepResult:
     try:

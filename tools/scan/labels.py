@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from trainlog_debugger.tools.lines.attribution import Attribution, PathHint, attribute_line, attribute_path
+from trainlog_debugger.tools.lines.attribution import Attribution, attribute_line
+from trainlog_debugger.tools.sources.paths import PathHint, attribute_path
 from trainlog_debugger.tools.ranks import plausible_rank
 from trainlog_debugger.tools.scan.engine import HyperscanEngine, _cached_db, _hs, thread_scratch
 

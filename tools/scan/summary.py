@@ -4,36 +4,68 @@ Why it is shaped like this: a 256-GPU job leaves hundreds of files; the user nee
 first where and when", plus what is NOT there (ranks with no lines, ranks missing a line every other rank has,
 ranks that went silent first). The per-file scans arrive from forked workers (tools.scan.driver); everything
 here is small merged state, linear in hits kept and ranks, never in bytes.
+
+What a source states about ranks beyond its hits reaches the merge as its steps (`SCAN_STEPS`, by phase, each a
+"module:function" the registry resolves), and the patterns that state a world size as data (`WORLD_SIZE`):
+- `local_ranks(files, world) -> notes`, before the merge: hits that carry only a local rank get the global rank
+  the launcher states (torchrun's failure report and --log-dir layout);
+- `file_nodes(file) -> [(line, rank, Evidence)]`, per file as the merge reaches it: lines that state which node
+  ran a rank (torchrun's failure report, srun's task exits); the first statement per rank is kept, by file and
+  line, with the hits whose own prefix names their node;
+- `nodes(files, world) -> [(rank, Evidence)]`, once coverage knows the world size: statements that need it (NCCL's
+  world-sized communicators), kept only for ranks no launcher placed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import cast
+
 from trainlog_debugger.tools.bundle.open import natural_key
 from trainlog_debugger.tools.evidence import Coverage, Evidence
-from trainlog_debugger.tools.lines.timestamps import mixed_zone_note, order_key, order_then_place
-from trainlog_debugger.tools.ranks import MAX_RANKS, parse_ranges
+from trainlog_debugger.tools.lines.timestamps import Stamp, mixed_zone_note, order_key, order_then_place
+from trainlog_debugger.tools.ranks import MAX_RANKS
 from trainlog_debugger.tools.scan.result import FileScan, PatternSummary, RankSummary, ScanResult, to_evidence
-from trainlog_debugger.tools.sources import by_id
-from trainlog_debugger.tools.sources.torchrun.rankmap import resolve as resolve_local_ranks
+from trainlog_debugger.tools.sources import by_id, declared, resolve
+from trainlog_debugger.tools.sources.pattern import WorldSize
 
 LIST_CAP = 32  # ranks listed inline per pattern; the rest are counted and the cut is said
+
+
+def steps(phase: str) -> list[Callable]:
+    """The sources' steps of one phase (module docstring), in registry order."""
+    return [cast(Callable, resolve(ref)) for _src, table in declared("SCAN_STEPS")
+            if (ref := cast("dict[str, str]", table).get(phase))]
+
+
+def world_sizes() -> dict[str, WorldSize]:
+    """Pattern id → how its hit states the world size, over every source."""
+    out: dict[str, WorldSize] = {}
+    for _src, table in declared("WORLD_SIZE"):
+        out.update(cast("dict[str, WorldSize]", table))
+    return out
 
 
 def summarize(root: str, engine: str, files: list[FileScan], notes: list[str], skipped: list[dict],
               cat: dict | None = None) -> ScanResult:
     """Merge the per-file scans (in bundle order) into one ScanResult."""
     cat = cat if cat is not None else by_id()
-    notes.extend(resolve_local_ranks(files, _world_size(files)))
-    m = _Merge(cat)
+    sizes = world_sizes()
+    world = _world_size(files, sizes)
+    for step in steps("local_ranks"):
+        notes.extend(step(files, world))
+    m = _Merge(cat, steps("file_nodes"))
     for f in files:
         m.add(f, notes)
     if m.dropped:
         notes.append(f"{m.dropped} repeated hits kept as counts only (first and last 5 per pattern and rank kept in full)")
     if (zones := mixed_zone_note(f.first_time for f in files)):
         notes.append(zones)
-    coverage = _coverage(files, m.rank_files, skipped, notes)
+    coverage = _coverage(files, m.rank_files, skipped, sizes)
     m.deduce_last_rank(files, coverage, notes)
-    _comm_rank_nodes(files, coverage.expected_ranks, m.rank_nodes)
+    for step in steps("nodes"):
+        for r, ev in step(files, coverage.expected_ranks):
+            m.rank_nodes.setdefault(r, ev)
     ranks = m.rank_summaries(files, coverage.seen_ranks)
     return ScanResult(root=root, engine=engine, seconds=0.0, bytes=sum(f.bytes_read for f in files),
                       lines=sum(f.lines for f in files), files=files,
@@ -45,8 +77,9 @@ class _Merge:
     """Running totals over the files: counts per pattern and rank, first/last hit per pattern and per rank (by
     Stamp.order_key, then file and line), the stated rank→node lines, retry escalation per rank."""
 
-    def __init__(self, cat: dict):
+    def __init__(self, cat: dict, file_nodes: Sequence[Callable] = ()):
         self.cat = cat
+        self.file_nodes = file_nodes
         self.pat_counts: dict[str, dict] = {}
         self.rank_files: dict[int, set[str]] = {}
         self.rank_nodes: dict[int, Evidence] = {}
@@ -69,11 +102,11 @@ class _Merge:
             self.rank_files.setdefault(r, set()).add(f.rel)
         self._counts(f)
         self._hits(f)
-        _pair_failure_blocks(f, self.rank_nodes)
-        for r, v in f.retries.items():
-            if r is None:
+        self._stated_nodes(f)
+        for retried, v in f.retries.items():
+            if retried is None:
                 continue
-            cur = self.retries.setdefault(r, [0, 0, 0, 0])
+            cur = self.retries.setdefault(retried, [0, 0, 0, 0])
             cur[0], cur[1] = max(cur[0], v[0]), max(cur[1], v[1])
             cur[2] += v[2]
             cur[3] += v[3]
@@ -120,6 +153,17 @@ class _Merge:
                 _widen(rank_first, rank_last, r, key, kept)
             if h.node and r not in rank_nodes:
                 rank_nodes[r] = to_evidence(h, rel, f.kind)
+
+    def _stated_nodes(self, f: FileScan) -> None:
+        """The nodes the file's lines state for ranks (the sources' `file_nodes` steps), by line: the first
+        statement per rank is kept."""
+        stated = [s for step in self.file_nodes for s in step(f)]
+        if len(self.file_nodes) > 1:
+            stated.sort(key=lambda s: s[0])  # stable: on one line, the sources in registry order
+        rank_nodes = self.rank_nodes
+        for _line, r, ev in stated:
+            if r not in rank_nodes:
+                rank_nodes[r] = ev
 
     def deduce_last_rank(self, files: list[FileScan], coverage: Coverage, notes: list[str]) -> None:
         """The one unseen rank is the one unmapped local rank (see _deduce_last_rank): its hits move to it."""
@@ -198,47 +242,19 @@ def _ev(kept: tuple | None, kind_of: dict[str, str]) -> Evidence | None:
     return to_evidence(kept[1], kept[2], kind_of.get(kept[2])) if kept else None
 
 
-def _pair_failure_blocks(f: FileScan, rank_nodes: dict[int, Evidence]) -> None:
-    """torchrun's ChildFailedError report states `host : X` then `rank : R (local_rank: L)`: a stated mapping."""
-    last_host = None
-    for h in f.hits:
-        if h.pattern == "torchrun.failure_host":
-            last_host = h
-        elif h.pattern == "torchrun.failure_rank" and last_host and 0 < h.line - last_host.line <= 3:
-            r = h.fields.get("failed_rank")
-            if isinstance(r, int) and r not in rank_nodes:
-                rank_nodes[r] = Evidence(file=f.rel, line=last_host.line, text=last_host.text, rank=r,
-                                         node=last_host.fields.get("host"), kind=f.kind)
-        elif h.pattern == "slurm.task_exit":
-            hosts, tasks = h.fields.get("hosts", ""), h.fields.get("tasks", "")
-            if hosts and "[" not in hosts and "," not in hosts:
-                for r in parse_ranges(tasks):
-                    if r not in rank_nodes:
-                        rank_nodes[r] = Evidence(file=f.rel, line=h.line, text=h.text, rank=r, node=hosts, kind=f.kind)
-
-
-def _comm_rank_nodes(files: list[FileScan], world: int | None, rank_nodes: dict[int, Evidence]) -> None:
-    """NCCL's `host:pid:tid [dev] ... ncclCommInitRank comm 0x.. rank R nranks N` states which host runs rank R of
-    that communicator; in a communicator of the whole world (N = the world size) that is global rank R. Smaller
-    communicators (tensor/pipeline groups) number their ranks differently and are not read."""
-    if not world:
-        return
+def _world_size(files: list[FileScan], sizes: dict[str, WorldSize]) -> int | None:
+    """The world size a log states (the same sources, in the same order of trust, as coverage uses): the largest
+    value of the most trusted kind that any hit states."""
+    best: tuple[int, int] | None = None  # (trust, value)
     for f in files:
         for h in f.hits:
-            if h.pattern != "nccl.comm_init" or not h.node or h.fields.get("nranks") != world:
+            ws = sizes.get(h.pattern)
+            if ws is None:
                 continue
-            r = h.fields.get("comm_rank")
-            if isinstance(r, int) and 0 <= r < world and r not in rank_nodes:
-                rank_nodes[r] = to_evidence(h, f.rel, f.kind).model_copy(update={"rank": r})
-
-
-def _world_size(files: list[FileScan]) -> int | None:
-    """The world size a log states (the same sources, in the same order of trust, as coverage uses)."""
-    stated = [h.fields.get("world_size") for f in files for h in f.hits
-              if h.pattern in ("job.world_size", "job.lightning_member")]
-    nranks = [h.fields.get("nranks") for f in files for h in f.hits if h.pattern == "nccl.comm_init"]
-    vals = [v for v in stated if isinstance(v, int)] or [v for v in nranks if isinstance(v, int)]
-    return max(vals) if vals else None
+            v = h.fields.get(ws.field)
+            if isinstance(v, int) and (best is None or ws.trust < best[0] or ws.trust == best[0] and v > best[1]):
+                best = (ws.trust, v)
+    return best[1] if best else None
 
 
 def _deduce_last_rank(files: list[FileScan], cov: Coverage):
@@ -255,24 +271,24 @@ def _deduce_last_rank(files: list[FileScan], cov: Coverage):
     return f, lr, cov.missing_ranks[0]
 
 
-def _coverage(files: list[FileScan], rank_files: dict[int, set[str]], skipped: list[dict], notes: list[str]) -> Coverage:
-    best = None  # (priority, value, evidence, source)
+def _coverage(files: list[FileScan], rank_files: dict[int, set[str]], skipped: list[dict],
+              sizes: dict[str, WorldSize]) -> Coverage:
+    best = None  # (trust, -value, evidence, source, value)
     for f in files:
         for h in f.hits:
-            v = None
-            if h.pattern in ("job.world_size", "job.lightning_member"):
-                v, pri, src = h.fields.get("world_size"), 0, "world size in the logs"
-            elif h.pattern == "nccl.comm_init":
-                v, pri, src = h.fields.get("nranks"), 1, "NCCL nranks (largest communicator)"
+            ws = sizes.get(h.pattern)
+            if ws is None:
+                continue
+            v = h.fields.get(ws.field)
             if isinstance(v, int) and 0 < v <= MAX_RANKS:  # over the ceiling: noted by the file pass, sizes nothing
-                cand = (pri, -v, to_evidence(h, f.rel, f.kind), src, v)
+                cand = (ws.trust, -v, to_evidence(h, f.rel, f.kind), ws.says, v)
                 if best is None or cand[:2] < best[:2]:
                     best = cand
     seen = sorted(rank_files)
     cov = Coverage(seen_ranks=seen, files=len(files),
                    files_without_rank=sum(1 for f in files if not f.ranks and not any(h.rank is not None for h in f.hits)),
                    skipped=skipped, notes=[])
-    if best is not None and not (best[0] == 1 and seen and max(seen) + 1 > best[4]):
+    if best is not None and not (best[0] > 0 and seen and max(seen) + 1 > best[4]):
         cov.expected_ranks, cov.expected_from, cov.expected_evidence = best[4], best[3], [best[2]]
     elif seen:  # no stated world size, and the largest NCCL communicator is smaller than the ranks seen: a subgroup
         cov.expected_ranks, cov.expected_from = max(seen) + 1, "max rank seen"
@@ -305,21 +321,22 @@ def _last_lines(files: list[FileScan]) -> dict[int, Evidence]:
 
 def _silent_first(ranks: dict[int, RankSummary]) -> list[dict]:
     """Ranks whose last timestamped line is well before the others': who stopped talking first."""
-    times = {}
+    times: dict[int, float] = {}
+    stamps: dict[int, Stamp] = {}
     for r, rs in ranks.items():
         t = rs.last_line.time if rs.last_line else None
         secs = t.job_seconds() if t is not None else None
-        if secs is not None:
-            times[r] = secs
+        if t is not None and secs is not None:
+            times[r], stamps[r] = secs, t
     if len(times) < 2:
         return []
     from statistics import median  # ~3 ms to import (decimal, fractions): only when two ranks have times
     med = median(times.values())
     out = []
-    for r, t in sorted(times.items(), key=lambda kv: kv[1]):
-        gap = med - t
+    for r, secs in sorted(times.items(), key=lambda kv: kv[1]):
+        gap = med - secs
         if gap >= 60:
-            out.append({"rank": r, "last_time": ranks[r].last_line.time.iso(), "seconds_before_median": round(gap, 1),
+            out.append({"rank": r, "last_time": stamps[r].iso(), "seconds_before_median": round(gap, 1),
                         "last_line": ranks[r].last_line})
     return out
 

@@ -1,7 +1,7 @@
 """The pattern catalog: every log source's patterns, in one table the scanner compiles once.
 
 Adding a source touches its module under tools/sources/, one line in SOURCES and one test file
-(tests/test_catalog.py walks the whole table). Order matters only for display; the scanner applies every
+(tests/sources/test_catalog.py walks the whole table). Order matters only for display; the scanner applies every
 pattern to every text line and then drops `fallback` matches on lines that a specific pattern explains.
 """
 
@@ -10,19 +10,24 @@ from __future__ import annotations
 from functools import lru_cache
 
 from trainlog_debugger.tools.sources.pattern import Pattern
-from trainlog_debugger.tools.sources import cloud, cuda, deepspeed, generic, job, k8s, kernel, mpi, nccl, nvsmi, pyspy, slurm, trainers
+from trainlog_debugger.tools.sources import cloud, cuda, deepspeed, generic, job, k8s, kernel, mpi, nvsmi, trainers
 from trainlog_debugger.tools.sources.ais import format as ais
+from trainlog_debugger.tools.sources.flight_recorder import format as flight_recorder_format
+from trainlog_debugger.tools.sources.hw import format as hw
+from trainlog_debugger.tools.sources.nccl import format as nccl_format
+from trainlog_debugger.tools.sources.pyspy import format as pyspy
 from trainlog_debugger.tools.sources.pytorch import format as pytorch
+from trainlog_debugger.tools.sources.slurm import format as slurm_format
 from trainlog_debugger.tools.sources.torchrun import format as torchrun
 from trainlog_debugger.tools.sources import env, upstream
 
 SOURCES = {
     "pytorch": pytorch,
     "torchrun": torchrun,
-    "nccl": nccl,
+    "nccl": nccl_format,  # (aliased: the name `nccl` here is the package, tools.sources.nccl)
     "cuda": cuda,
     "kernel": kernel,
-    "slurm": slurm,
+    "slurm": slurm_format,
     "pyspy": pyspy,
     "nvsmi": nvsmi,
     "mpi": mpi,
@@ -35,6 +40,8 @@ SOURCES = {
     "job": job,
     "env": env,
     "upstream": upstream,  # generated from the message tables (eval/messages.py scanlist)
+    "flight_recorder": flight_recorder_format,  # binary dumps: no lines, no patterns; its own reader and verifier
+    "hw": hw,  # hardware and fabric snapshots: detection and a reader, no patterns (nvsmi's lines are nvsmi's)
 }
 
 
@@ -42,7 +49,7 @@ SOURCES = {
 def patterns() -> tuple[Pattern, ...]:
     out: list[Pattern] = []
     for mod in SOURCES.values():
-        out.extend(mod.PATTERNS)
+        out.extend(getattr(mod, "PATTERNS", ()))
     ids = [p.id for p in out]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:
@@ -64,6 +71,15 @@ def resolve(ref: str) -> object:
     from importlib import import_module
     mod, _, attr = ref.partition(":")
     return getattr(import_module(mod), attr)
+
+
+def reader_rows() -> list[dict]:
+    """The structured readers the sources declare (`READER`), as rows shaped like the pattern catalog's
+    (`debugger catalog`, `--json`): role 'reader', in registry order."""
+    from trainlog_debugger.tools.sources.declare import Reader
+    return [{"id": r.id, "tier": None, "category": r.category, "role": "reader", "summary": r.summary,
+             "trigger": None, "example": r.example, "fallback": False, "formats": list(r.formats),
+             "rules": list(r.rules)} for _, r in declared("READER") if isinstance(r, Reader)]
 
 
 def by_id() -> dict[str, Pattern]:

@@ -16,8 +16,9 @@ may be transient (SIGABRT 6/134, SIGSEGV 11/139).
 How these lines reach the scanner: a `gcloud logging read --format=json` export is sniffed as `cloud_logging`
 (tools/sources/detect.py) and scanned as text, one physical line at a time (tools/scan/filepass.py): the
 patterns below match inside a JSONL entry's `"textPayload": "..."` / `"message": "..."` string or on the
-`"textPayload": ...` line of a pretty-printed array alike (they are not anchored and need no quotes), and the
-scanner takes the node (the entry's `task_name` label) and the time from the enclosing entry. The same text in
+`"textPayload": ...` line of a pretty-printed array alike (they are not anchored and need no quotes), and this
+source's hook on the kind (entry_context, KIND_HOOKS) gives each kept hit of such a file the node (the entry's
+`task_name` label) and the time of the enclosing entry, for any pattern's hit. The same text in
 `gcloud ai custom-jobs describe` output (`error: message: ...`) or a console paste matches too.
 
 Categories (TAXONOMY.md): "ran out of memory" / "Termination reason: OOMKilled" → `oom` (tools/rules/oom.py
@@ -26,7 +27,14 @@ Categories (TAXONOMY.md): "ran out of memory" / "Termination reason: OOMKilled" 
 trainer's traceback says why. A stockout means the job never ran (`infrastructure`, status cancelled).
 """
 
-from trainlog_debugger.tools.sources.pattern import P
+from __future__ import annotations
+
+import json
+import re
+
+from trainlog_debugger.tools.lines.timestamps import parse_stamp
+from trainlog_debugger.tools.sources.declare import Detector, Head, PathRule, json_head
+from trainlog_debugger.tools.sources.pattern import HitContext, Hook, P
 
 _REPLICA = r"The replica (?P<replica>[\w-]+(?: \d{1,6})?) "
 _STATUS = r"non-zero status of (?P<exit_code>\d{1,10})(?:\((?P<signal_name>SIG[A-Z]+)\))?"
@@ -65,3 +73,75 @@ PATTERNS = [
       "the managed training service failed internally (its own retries also failed)", weight=0.5,
       advice="resubmit the job; if it repeats, open a support case with the job id"),
 ]
+
+
+ENTRY_BACK = 1 << 20  # how far back the opening of a pretty-printed entry is looked for
+
+
+def entry_context(ctx: HitContext) -> None:
+    """The node and time of a kept hit in a Cloud Logging export, from the entry that holds its line, where the
+    line itself states none: the entry's `task_name` label (resource.labels, else labels) and its `timestamp`.
+    One entry per line (JSONL), or a pretty-printed array whose entries open with `  {` and close with `  }`:
+
+        {"textPayload": "The replica workerpool0-0 exited with a non-zero status of 1.", "resource": {"type":
+         "ml_job", "labels": {"task_name": "workerpool0-0"}}, "timestamp": "2024-05-01T10:00:03.123Z"}
+    """
+    buf, start, end = ctx.buf, ctx.start, ctx.end
+    line = buf[start:end].strip().rstrip(b",")
+    obj = None
+    if line.startswith(b"{") and line.endswith(b"}"):
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            obj = None
+    if obj is None:
+        s = buf.rfind(b"\n  {", max(0, start - ENTRY_BACK), start + 1)
+        e = buf.find(b"\n  }", end)
+        if s != -1 and e != -1:
+            try:
+                obj = json.loads(buf[s + 1: e + 4])
+            except ValueError:
+                obj = None
+    if not isinstance(obj, dict):
+        return
+    task = _str_at(obj, "resource", "labels", "task_name") or _str_at(obj, "labels", "task_name")
+    if task and not ctx.node:
+        ctx.node = task[:200]
+    ts = obj.get("timestamp")
+    if ctx.time is None and isinstance(ts, str) and len(ts) < 64:
+        ctx.time = parse_stamp(ts)
+
+
+def _str_at(obj: object, *keys: str) -> str | None:
+    """obj[k1][k2]... when every step is a dict and the value a string; None otherwise. A Cloud Logging export
+    edited or produced by another tool may carry numbers, lists or null where the LogEntry schema has strings
+    (resource: null, task_name: 5): what has the expected type is read, the rest is not."""
+    for k in keys:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(k)
+    return obj if isinstance(obj, str) else None
+
+
+KIND_HOOKS = {"cloud_logging": Hook(entry_context)}
+
+
+# ---- detection: an export is a JSON document of LogEntry objects, whatever the file is called
+CLOUD_LOGGING = "cloud_logging"
+KINDS = {CLOUD_LOGGING: "worker"}
+_PAYLOAD = re.compile(r'"(?:textPayload|jsonPayload|protoPayload)"\s*:')
+_META = re.compile(r'"(?:resource|logName|timestamp|insertId|receiveTimestamp)"\s*:')
+
+
+def _export(h: Head) -> str | None:
+    if json_head(h.text) and _PAYLOAD.search(h.text) and len(set(_META.findall(h.text))) >= 2:
+        return CLOUD_LOGGING
+    return None
+
+
+DETECT = (Detector("content", 20, _export),)
+
+# ---- path hints: a Vertex AI custom job names each replica `workerpool<pool>-<index>` in its log paths
+_VERTEX = re.compile(r"(?:^|[^\w])(workerpool\d+-\d+)(?=$|[^\w\-])")
+PATH_HINTS = (PathRule("part", 50, lambda part: ("vertex_task", {"node": m.group(1)}) if (m := _VERTEX.search(part))
+                       else None),)

@@ -8,6 +8,9 @@ An OVERFLOW skip is dynamic loss scaling doing its job (noise, however many); on
 run's numerical failure.
 """
 
+import re
+
+from trainlog_debugger.tools.sources.declare import Detector, Head, has
 from trainlog_debugger.tools.sources.pattern import P
 
 PATTERNS = [
@@ -25,3 +28,19 @@ PATTERNS = [
       "[2024-05-02 10:11:12,345] [INFO] [launch.py:319:sigkill_handler] Killing subprocess 41223",
       "DeepSpeed's launcher killed its workers after one failed"),
 ]
+
+
+# ---- detection: DeepSpeed's logger (`[INFO] [engine.py:1234:__init__]`) and its launcher's lines
+DEEPSPEED = "deepspeed"
+KINDS = {DEEPSPEED: "worker"}
+_LOGGER = re.compile(r"\[(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\] \[[\w.]+\.py:\d+:\w+\]")
+_LAUNCH = re.compile(r"\[(?:INFO|WARNING|ERROR)\] \[(?:launch|runner|launcher_helper)\.py:\d+")
+
+
+def _lines(h: Head) -> str | None:
+    if has(_LAUNCH, h.text, "] [") or (has(_LOGGER, h.text, "] [") and "deepspeed" in h.text.lower()):
+        return DEEPSPEED
+    return None
+
+
+DETECT = (Detector("framing", 30, _lines),)

@@ -5,11 +5,19 @@ Real lines:
     FloatingPointError: Loss became infinite or NaN at iteration=1!
     urllib3.exceptions.ProtocolError: ('Connection aborted.', ConnectionResetError(104, 'Connection reset by peer'))
     Retrying (Retry(total=4, connect=None, read=None, redirect=None, status=None)) after connection broken by ...
-The traceback's final exception line is found by the scanner, which reads forward from the `Traceback` line;
-`python.exception` is a catch-all recorded only when no specific pattern explains the line.
+The traceback's final exception line is found by this source's hook on `python.traceback` (final_exception),
+which the scanner calls on each kept traceback hit: it reads forward from the `Traceback` line. `io.retrying`'s
+hook counts the retry escalation over every hit. `python.exception` is a catch-all recorded only when no specific
+pattern explains the line.
 """
 
-from trainlog_debugger.tools.sources.pattern import P
+from __future__ import annotations
+
+import re
+from collections import deque
+
+from trainlog_debugger.tools.lines.attribution import strip_prefixes
+from trainlog_debugger.tools.sources.pattern import HitContext, Hook, P
 
 PATTERNS = [
     P("python.traceback", 2, "software", "root_candidate",
@@ -173,3 +181,84 @@ PATTERNS = [
              r"|\b(?:FAILED_PRECONDITION|RESOURCE_EXHAUSTED|DEADLINE_EXCEEDED|UNAVAILABLE|DATA_LOSS|INTERNAL|"
              r"INVALID_ARGUMENT|UNIMPLEMENTED|PERMISSION_DENIED): )"),
 ]
+
+
+LOOKAHEAD_LINES = 200  # how far a traceback's final exception line is searched for
+LINE_HEAD = 4096  # bytes of a following line read: its prefixes and its start, bounded for a 2 GB line
+MAX_FRAMES = 12  # innermost frames kept per traceback
+_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|StopIteration|Warning)|StopIteration|"
+                       r"KeyboardInterrupt)\b:? ?(.*)")
+_FRAME = re.compile(r'^\s*File "([^"]+)", line \d+, in (\S+)')
+_TB_SKIP = ("Traceback", "During handling", "The above exception", "File ", "^", "~")
+
+
+def final_exception(ctx: HitContext) -> None:
+    """The exception that ended a traceback, added to the `python.traceback` hit's facts (`exception`, `message`,
+    `exception_line`, `exception_text`, `frames`): the first unindented line after the frames (same rank label),
+    and the innermost frames (`file:function`, innermost last). Where it was raised decides what was at fault as
+    much as its class does (a ValueError inside a Dataset's __getitem__ is the data's; in a forward pass it is the
+    code's). "Unindented" is relative to the header: torchrun's failure report copies a worker's error.json under
+    `  traceback : Traceback (...)`, frames indented four, the exception line two:
+
+        [rank3]: Traceback (most recent call last):
+        [rank3]:   File "/workspace/train.py", line 212, in <module>
+        [rank3]:     loss = model(batch)
+        [rank3]: RuntimeError: CUDA error: an illegal memory access was encountered
+
+    Lines of other ranks interleaved in a shared console are skipped; nothing is added when the block ends (a blank
+    line, another rank's exception) before an exception line, or after LOOKAHEAD_LINES."""
+    buf, end, rank = ctx.buf, ctx.end, ctx.line_rank
+    pos = end + 1
+    head = strip_prefixes(_decode(buf[buf.rfind(b"\n", 0, end) + 1:end]))
+    base = len(head) - len(head.lstrip(" \t"))
+    frames: deque[str] = deque(maxlen=MAX_FRAMES)
+    for k in range(1, LOOKAHEAD_LINES + 1):
+        if pos >= len(buf):
+            return
+        nxt = buf.find(b"\n", pos)
+        nxt = len(buf) if nxt == -1 else nxt
+        text = _decode(buf[pos:min(nxt, pos + LINE_HEAD)])
+        pos = nxt + 1
+        if rank is not None:
+            r = ctx.rank_of(text)
+            if r is not None and r != rank:
+                continue
+        body = strip_prefixes(text)
+        if base:
+            if body[:base].strip():  # less indented than the header: the block ended
+                return
+            body = body[base:]
+        fm = _FRAME.match(body)
+        if fm:
+            frames.append(f"{fm.group(1)[-120:]}:{fm.group(2)[:60]}")
+        if not body.strip() or body[:1] in (" ", "\t") or body.startswith(_TB_SKIP):
+            continue
+        m = _EXC_LINE.match(body)
+        if m:
+            ctx.fields.update({"exception": m.group(1), "message": m.group(2)[:500], "exception_line": ctx.line + k,
+                               "exception_text": text, "frames": list(frames)})
+        return
+
+
+def count_retry(ctx: HitContext) -> None:
+    """A rank's retry escalation, over every `io.retrying` hit (repeats only counted included): the highest attempt
+    and limit seen, how many retries were at attempt 1 and how many at the limit. `retrying 1/5` a thousand times
+    is a service that recovers; `retrying 5/5` is one that gave up (FileScan.retries, merged per rank by the
+    summary)."""
+    a, m = ctx.fields.get("attempt"), ctx.fields.get("max_attempts")
+    if not isinstance(a, int) or not isinstance(m, int):
+        return
+    r = ctx.file.retries.setdefault(ctx.rank, [0, 0, 0, 0])
+    r[0], r[1] = max(r[0], a), max(r[1], m)
+    r[2] += a == 1
+    r[3] += a >= m
+
+
+def _decode(b: bytes) -> str:
+    return b.decode("utf-8", "replace").rstrip("\r")
+
+
+HOOKS = {"python.traceback": Hook(final_exception), "io.retrying": Hook(count_retry, every=True)}
+# gloo's collective-state lines come once per process group per rank, and a rank may be in many groups: the first 64
+# of each (pattern, rank) are kept in full, not 5 (tools.scan.keeper)
+KEEP_FIRST = {"gloo.": 64}

@@ -6,7 +6,7 @@ Real/constructed lines:
     WORLD_SIZE=16
 """
 
-from trainlog_debugger.tools.sources.pattern import P
+from trainlog_debugger.tools.sources.pattern import P, WorldSize
 
 PATTERNS = [
     P("job.world_size", 0, None, "context",
@@ -30,3 +30,7 @@ PATTERNS = [
       " successfully loaded checkpoint from /checkpoints/gpt-8b [ t 0/1, p 0/1 ] at iteration 3000",
       "the job resumed from a checkpoint"),
 ]
+
+# the job's world size as its launcher or trainer states it (what coverage expects before anything else)
+WORLD_SIZE = {"job.world_size": WorldSize("world_size", 0, "world size in the logs"),
+              "job.lightning_member": WorldSize("world_size", 0, "world size in the logs")}

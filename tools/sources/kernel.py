@@ -19,6 +19,9 @@ Xid numbers map to causes (48/94/95 ECC, 79 off the bus, 74 NVLink, 119 GSP time
 the application's own fault or a consequence, so the diagnosis reads the number, not just the word "Xid".
 """
 
+import re
+
+from trainlog_debugger.tools.sources.declare import Detector, Head, share
 from trainlog_debugger.tools.sources.pattern import P
 
 XID_MEANING = {
@@ -68,3 +71,24 @@ PATTERNS = [
       advice="read the kernel stack printed under the hung-task line: nfs/lustre/fuse frames point at the filesystem "
              "(storage), nvidia/uvm frames at the GPU driver; `cat /proc/<pid>/stack` on a live node"),
 ]
+
+
+# ---- detection: a file of kernel lines (dmesg, dmesg -T, syslog, journalctl), or one named as such
+KERNEL = "kernel"
+KINDS = {KERNEL: "system"}
+_LINE = re.compile(
+    r"^(?:\[\s*\d+\.\d+\] "                                              # dmesg
+    r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\] "    # dmesg -T
+    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ kernel: "                # syslog / journalctl
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\S* \S+ kernel: "                   # journalctl -o short-iso
+    r"|NVRM: |nvidia-nvswitch\d+: SXid )")
+_SYSLOG_LINE = re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.()/-]+(?:\[\d+\])?: ")
+_NAME = re.compile(r"^(?:dmesg|kern\.log|syslog|messages|journalctl)", re.I)
+
+
+def _content(h: Head) -> str | None:
+    kernel = share(_LINE, h.lines)
+    return KERNEL if kernel >= 0.5 or (kernel and kernel + share(_SYSLOG_LINE, h.lines) >= 0.6) else None
+
+
+DETECT = (Detector("content", 50, _content), Detector("name", 30, lambda h: KERNEL if _NAME.match(h.name) else None))

@@ -22,8 +22,13 @@ matches must also match `trigger` (tests/sources check it on the examples and ne
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from trainlog_debugger.tools.lines.timestamps import Stamp
 
 TIERS = {
     0: "job facts",
@@ -146,3 +151,58 @@ def P(id, tier, category, role, trigger, anchors, example, summary, fields=None,
         raise ValueError(f"{id}: a weighted pattern is a root candidate with a category and 0 < weight <= 1")
     return Pattern(id, tier, category, role, trigger, tuple(anchors), example, summary, fields, tuple(ints), fallback,
                    weight, advice, status, verify)
+
+
+# -- what a source adds to the scan besides its patterns (declared by name; tools.sources.declared) ----------------
+#
+# HOOKS = {pattern id: Hook(...)}: run on a hit of that pattern (python.traceback reads forward to the exception that
+#   ended the traceback; io.retrying counts the retry escalation). tools.scan.filepass calls them without knowing them.
+# KIND_HOOKS = {file kind: Hook(...)}: run on every kept hit line of a file of that kind, after the scanner read the
+#   line's time and node, to fill what the line itself does not state (a Cloud Logging entry's task and timestamp).
+# WORLD_SIZE = {pattern id: WorldSize(...)}: the patterns whose field states how many ranks the job has.
+# SCAN_STEPS = {phase: "module:function"}: a source's steps over the per-file scans (tools.scan.summary says each
+#   phase's contract): torchrun's local → global ranks and its failure report's hosts, srun's task → node lines,
+#   NCCL's communicator ranks → nodes.
+
+
+class HitContext:
+    """What a hook sees of one hit: the line (`buf[start:end]`, its 1-based number `line`, its decoded `text`), the
+    hit's `rank` (the line's own, else its file's), `line_rank` (the rank the line's own prefixes state, None for an
+    unlabelled line), its facts (`fields`, which a hook may add to), the FileScan being filled (`file`: its
+    `notes`, `retries`), and `time` and `node` (a kind hook may fill them). `rank_of(text)` is the scanner's own
+    remembered attribution of a line (the rank its prefixes state), for hooks that read the lines around the hit.
+
+    A plain class with slots, made only for hits of a hooked pattern (or a hooked kind): no hook costs anything on
+    a line without such a hit."""
+
+    __slots__ = ("buf", "start", "end", "line", "text", "rank", "line_rank", "fields", "file", "rank_of", "time",
+                 "node")
+
+    def __init__(self, buf: bytes, start: int, end: int, line: int, text: str, rank: int | None,
+                 line_rank: int | None, fields: dict, file: Any, rank_of: Callable[[str], int | None],
+                 time: Stamp | None = None, node: str | None = None):
+        self.buf, self.start, self.end, self.line, self.text = buf, start, end, line, text
+        self.rank, self.line_rank, self.fields, self.file, self.rank_of = rank, line_rank, fields, file, rank_of
+        self.time, self.node = time, node
+
+
+@dataclass(frozen=True)
+class Hook:
+    """A source's code run on a hit, declared beside its patterns. `run`: the function (it gets a HitContext and
+    returns nothing), or a "package.module:function" string when it needs more than the format floor may import
+    (resolved when a scan starts). `every`: run on every hit of the pattern, repeats that are only counted included
+    (what counts them all: the retry escalation); otherwise only on the hits kept in full (the first and last few
+    per pattern and rank), which have their time and node. On a repeat the context's time and node are None."""
+
+    run: Callable[[HitContext], None] | str
+    every: bool = False
+
+
+class WorldSize(NamedTuple):
+    """A pattern whose `field` states the world size. `trust` 0: the job's world size as the log states it; 1: a
+    communicator's size, which is the world size only when it is the largest (a tensor or pipeline group is
+    smaller). `says`: how coverage names where its expected rank count came from."""
+
+    field: str
+    trust: int
+    says: str

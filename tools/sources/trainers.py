@@ -9,6 +9,9 @@ Real lines:
 `jax_debug_nans`.) The first rank and step where the value went non-finite is the trigger.
 """
 
+import re
+
+from trainlog_debugger.tools.sources.declare import Detector, has
 from trainlog_debugger.tools.sources.pattern import P
 
 NAN_ADVICE = ("find the first step where the value went non-finite (loss spike, a bad batch, a learning-rate "
@@ -31,3 +34,15 @@ PATTERNS = [
       "FloatingPointError: invalid value (nan) encountered in jit(train_step)",
       "JAX's NaN checker stopped the run (jax_debug_nans)", weight=0.85, advice=NAN_ADVICE),
 ]
+
+
+# ---- detection: NeMo's per-rank log files and its logger's lines; Megatron's iteration lines
+NEMO, MEGATRON = "nemo", "megatron"
+KINDS = {NEMO: "worker", MEGATRON: "worker"}
+_NEMO_NAME = re.compile(r"^(?:nemo_log_globalrank-\d+_localrank-\d+|nemo_error_log|lightning_logs)\.txt$")
+_NEMO = re.compile(r"\[NeMo [IWEDC] \d{4}-\d\d-\d\d \d\d:\d\d:\d\d |"
+                   r"^(?:Training|Validation) epoch \d+, iteration \d+/\d+ \|", re.M)
+_MEGATRON = re.compile(r" iteration\s+\d+/\s*\d+ \| consumed samples:")
+DETECT = (Detector("layout", 20, lambda h: NEMO if _NEMO_NAME.match(h.name) else None),
+          Detector("framing", 10, lambda h: NEMO if has(_NEMO, h.text, "[NeMo ", " epoch ") else None),
+          Detector("framing", 20, lambda h: MEGATRON if has(_MEGATRON, h.text, "consumed samples") else None))

@@ -8,6 +8,7 @@ per-iteration medians and the per-rank search are bounded (MAX_AGG_POINTS, MAX_R
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 
 from trainlog_debugger.tools.steps.evidence import point_refs, resolve_evidence
 from trainlog_debugger.tools.steps.parse import FileOut
@@ -213,13 +214,10 @@ class Analysis:
 
     def _ref_at(self, metric: str, ranks: list, it: int, value: float) -> tuple:
         """The line of the point at iteration `it` whose value is nearest `value` (the job-level median)."""
-        best = None
-        for r in ranks:
-            for s in self.by_metric[metric][r]:
-                for i, x in enumerate(s.iterations):
-                    if x == it and (best is None or abs(s.ms[i] - value) < best[0]):
-                        best = (abs(s.ms[i] - value), s, i)
-        return point_refs(best[1], best[2], best[1].rank)[0]
+        # `it` comes from these ranks' own series, so there is a point at it; the first nearest wins, as min keeps it
+        _, s, i = min(((abs(s.ms[i] - value), s, i) for r in ranks for s in self.by_metric[metric][r]
+                       for i, x in enumerate(s.iterations) if x == it), key=lambda t: t[0])
+        return point_refs(s, i, s.rank)[0]
 
     def _concerned(self, it: int, lo: int, hi: int) -> set[int]:
         """Ranks whose own series (any per-rank metric) shift at iteration `it` (window lo..hi)."""
@@ -258,7 +256,8 @@ class Analysis:
                 continue
             if len(ss) == 1 and all(a <= b for a, b in zip(ss[0].iterations, ss[0].iterations[1:])):
                 s0 = ss[0]
-                xs, where = s0.ms, None
+                xs: Sequence[float] = s0.ms
+                where = None
             else:
                 where = sorted(((s.iterations[i], j, i) for j, s in enumerate(ss) for i in range(len(s.ms))))
                 xs = [ss[j].ms[i] for _, j, i in where]
@@ -299,9 +298,6 @@ class Analysis:
 
 
 def _closest(ss: list[StepSeries], target: float) -> tuple[StepSeries, int]:
-    best = None
-    for s in ss:
-        for i, v in enumerate(s.ms):
-            if best is None or abs(v - target) < best[0]:
-                best = (abs(v - target), s, i)
-    return best[1], best[2]
+    """The first point nearest `target` (min keeps the first of equals; a NaN distance never replaces one)."""
+    _, s, i = min(((abs(v - target), s, i) for s in ss for i, v in enumerate(s.ms)), key=lambda t: t[0])
+    return s, i

@@ -23,7 +23,7 @@ def point_refs(s: StepSeries, i: int, rank: int | None, names: bool = False) -> 
     """References to the line(s) of point i: the line itself, or for per-rank timers each timer's rank line
     (preceded by the timer's name line when `names`)."""
     if s.fmt == "megatron_timers":
-        out = []
+        out: list[tuple] = []
         for n in (["forward-compute", "backward-compute"] if s.metric == "compute_ms" else ["forward-backward"]):
             out += ([("tname", s.file_idx, s.offsets[i], n, None)] if names else [])
             out.append(("timer", s.file_idx, s.offsets[i], n, rank))

@@ -12,13 +12,17 @@ tools.steps.analyze.scan_steps runs files in forked workers. Throughput: see tes
 
 from __future__ import annotations
 
+import io
 from array import array
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
 
 from trainlog_debugger.tools.ranks import MAX_RANKS
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, read_error_reason
 from trainlog_debugger.tools.bundle.chunks import CHUNK, chunks
 from trainlog_debugger.tools.scan.labels import bounded_path_hint as attribute_path, srun_labelled
+from trainlog_debugger.tools.sources import patterns
 from trainlog_debugger.tools.steps.formats import (
     GENERIC_STEP,
     GENERIC_THROUGHPUT,
@@ -282,7 +286,7 @@ class FileSteps:
                 elif per.get("forward-backward"):
                     metric, vals = "forward_backward_ms", per["forward-backward"]
                 else:
-                    metric, vals = None, {}
+                    metric, vals = "", {}  # neither timer that is read: nothing to add (the block is still noted)
                 for r, v in vals.items():
                     self._add(r, metric, "megatron_timers", it, v, t, header)
             else:
@@ -389,7 +393,6 @@ class FileSteps:
 _FACTS_FOUND = [False]          # per process; reset by scan_steps before the workers fork
 
 
-
 def reset_facts() -> None:
     """A new job: look for world and pipeline size again (call before the workers fork)."""
     _FACTS_FOUND[0] = False
@@ -408,3 +411,24 @@ def scan_sources(batch) -> list[FileOut]:
             fo.error = read_error_reason(exc)
         outs.append(fo)
     return outs
+
+
+@lru_cache(maxsize=1)
+def _fatal_ids() -> frozenset[str]:
+    return frozenset(p.id for p in patterns() if p.tier in (1, 2))
+
+
+def read_in_scan(idx: int, src: Any, fs: Any, whole: bytes) -> FileOut | None:
+    """The step reader as a reader that shares the scan's pass (tools.scan.driver.SharedReader): the FileOut of a
+    file the scan just held whole in memory, read from those bytes (no second read), when the file has no fatal
+    line (tiers 1-2: a crash, an error, the cascade after one). Why that test: `ask` needs step times only when the
+    diagnosis finds no fault (was the job slow?); such a bundle has no fatal line in any file, so every file is read
+    once, while a crashed or hung bundle (fatal lines in nearly every rank's file) pays almost nothing for it. Files
+    not read here (fatal lines, several buffers, CR-only line ends) are read by tools.steps.analyze.scan_steps
+    later, only if the diagnosis needs them. Each file looks for the job facts afresh (reset_facts), as on a
+    cluster worker: the analysis takes each from the first file in bundle order. `fs`: the file's FileScan."""
+    fatal = _fatal_ids()
+    if any(pid in fatal for pid, _rank in fs.counts):
+        return None
+    reset_facts()
+    return FileSteps(idx, src).run(io.BytesIO(whole))  # BytesIO shares the bytes: read(n >= size) returns them

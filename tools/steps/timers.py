@@ -83,10 +83,10 @@ def parse_all_block(buf: bytes, base: int, regions, lines: dict[str, int],
     """`times across ranks` block → timer → rank → ms; adds each value to `sums` (timer → rank →
     [sum, n], the per-rank sums the bound is computed from); `lines` gets each timer name's line offset."""
     per: dict[str, dict[int, float]] = {}
-    name = None
+    name: str | None = None
     for a, z in regions:
         cuts = [(m.start(), m.end()) for m in ALL_NAME.finditer(buf, a, z)]
-        sections = []
+        sections: list[tuple[str | None, int, int]] = []
         prev = a
         for c0, c1 in cuts:
             ls = buf.rfind(b"\n", a - 1, c0) + 1
@@ -198,7 +198,7 @@ def timer_bound(outs) -> Bound | None:
     f = next(f for f in reversed(outs) if kind in f.last_block)
     header, lines = f.last_block[kind]
     b.refs = [("line", f.idx, header, None, None)]
-    computes = [n for n in ("forward-compute", "backward-compute", "forward-backward", "optimizer") if n in timers]
+    computes: list[str] = [n for n in ("forward-compute", "backward-compute", "forward-backward", "optimizer") if n in timers]
     cite = [max(computes, key=lambda n: timers[n])] if computes else []
     cite += [max(comm_names, key=lambda n: timers[n])] if comm_names else []
     cite += ["batch-generator"] if b.kind == "data" else []

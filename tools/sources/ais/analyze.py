@@ -11,7 +11,7 @@ Stages, each a plain function (only `analyze_paths` / `read_sources` do I/O):
    last line; restarts (a new process, not a rotation) are flagged; zones resolved (header > same daemon >
    cluster).
 3. stats: samples → per-interval deltas, error jumps, GET traffic stop (tools/sources/ais/stats.py).
-4. clocks: anchors between worker events and daemon events → offset (tools/clocks.py).
+4. clocks: anchors between worker events and daemon events → offset (tools/sources/ais/clocks.py).
 5. window: from LOOKBACK before the first worker failure (or the main error jump) to the job's death; the files
    covering it and the restarts inside it.
 6. chain: pressure → stream breaks → out-of-bounds → aborted → client short → loader error → NCCL cascade
@@ -20,7 +20,6 @@ Stages, each a plain function (only `analyze_paths` / `read_sources` do I/O):
 
 from __future__ import annotations
 
-import re
 import statistics
 import time
 from collections import Counter
@@ -32,15 +31,14 @@ from trainlog_debugger.tools.sources.ais.files import AisFile, read_ais
 from trainlog_debugger.tools.sources.ais.report import DaemonSummary, FileSpan, compare, jump_dict, jump_finding, restarts, summary, timeline
 from trainlog_debugger.tools.sources.ais.stats import Interval, Jump, Sample, error_jumps, intervals, traffic_stop
 from trainlog_debugger.tools.bundle.open import READ_ERRORS, BundleError, open_bundle, read_error_reason
-from trainlog_debugger.tools.clocks import Anchor, ClockEstimate, WorkerEvents, estimate, iso, node_skew, worker_events
+from trainlog_debugger.tools.sources.ais.clocks import Anchor, ClockEstimate, WorkerEvents, estimate, iso, node_skew, worker_events
 from trainlog_debugger.tools.bundle.parallel import map_sources
 from trainlog_debugger.tools.jsonable import fields_jsonable
 from trainlog_debugger.tools.model import Finding, Role
-from trainlog_debugger.tools.sources.detect import AIS_PROXY, AIS_TARGET, WORKER_KINDS
+from trainlog_debugger.tools.sources.ais.format import LOG_SEVERITY, PROXY, TARGET, is_daemon_log_path
+from trainlog_debugger.tools.sources.detect import WORKER_KINDS
 
-_AIS_NAME = re.compile(r"(?:^|[/!])ais(?:target|proxy|node)\.[^/!]+\.(?:INFO|ERROR|WARNING)\.\d{4}-\d{6}\.\d+$")
 BURST_SIGS = ("out_of_bounds", "stream_break", "xid_not_found")
-_SEV = re.compile(r"\.(INFO|ERROR|WARNING)\.\d{4}-\d{6}\.\d+$")
 
 
 @dataclass
@@ -87,7 +85,7 @@ class _Daemon:
 
 # -- I/O ----------------------------------------------------------------------------------------------------------
 def is_ais(src) -> bool:
-    return src.kind in (AIS_TARGET, AIS_PROXY) or bool(_AIS_NAME.search(src.rel))
+    return src.kind in (TARGET, PROXY) or is_daemon_log_path(src.rel)
 
 
 def _read_one(s) -> AisFile | dict:
@@ -164,7 +162,7 @@ def inventory(files: list[AisFile]) -> tuple[list[_Daemon], list[str]]:
         notes.append(f"daemons state different zones: {', '.join(n for (_, n), _ in cluster.most_common())}")
     out = []
     for name, fs in sorted(by.items(), key=lambda kv: (kv[1][0].role != "target", kv[0])):
-        sev = [_SEV.search(f.rel.rsplit("!", 1)[-1]) for f in fs]
+        sev = [LOG_SEVERITY.search(f.rel.rsplit("!", 1)[-1]) for f in fs]
         if any(m and m[1] == "INFO" for m in sev) and any(m and m[1] != "INFO" for m in sev):
             keep = [f for f, m in zip(fs, sev) if not (m and m[1] != "INFO")]
             notes.append(f"{name}: {len(fs) - len(keep)} ERROR/WARNING file(s) ignored (their lines are in INFO too)")

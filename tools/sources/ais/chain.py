@@ -12,7 +12,7 @@
 Each step is a Finding citing its first line inside the focus window (the minutes before the first worker failure,
 or before the error jump when there are no worker logs), per daemon, with counts; the first step found is the
 root candidate, the rest are its cascade. A step with no line is a gap, reported as such, never invented. Worker
-times are moved onto the daemon clock with the measured offset (tools/clocks.py) and say so in `time`.
+times are moved onto the daemon clock with the measured offset (tools/sources/ais/clocks.py) and say so in `time`.
 Pure functions over parsed data: no I/O.
 """
 
@@ -23,8 +23,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from trainlog_debugger.tools.sources.ais.stats import Jump
-from trainlog_debugger.tools.clocks import ClockEstimate, WorkerEvent, WorkerEvents, hm, iso
-from trainlog_debugger.tools.lines.timestamps import human_time
+from trainlog_debugger.tools.sources.ais.clocks import ClockEstimate, WorkerEvent, WorkerEvents, hm, iso
+from trainlog_debugger.tools.lines.isotime import human_time
 from trainlog_debugger.tools.model import Evidence, Finding, Role
 from trainlog_debugger.tools.ranks import ranks_str
 

@@ -34,7 +34,8 @@ from trainlog_debugger.tools.bundle.chunks import CHUNK, chunks
 from trainlog_debugger.tools.lines.timestamps import Stamp
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.sources.ais import format as ais_catalog
-from trainlog_debugger.tools.lines.timestamps import filename_stamp, parse_stamp
+from trainlog_debugger.tools.sources.ais.format import ARCHIVE, LOG_NAME, PROXY, TITLE, log_name_stamp
+from trainlog_debugger.tools.lines.timestamps import parse_stamp
 
 TAIL = 64 << 10  # the end of the file kept to find its last timed line
 KEEP = 3  # first and last KEEP lines of every signature per file are kept as evidence
@@ -42,10 +43,6 @@ MAX_TEMPLATES = 200  # distinct other E/W templates per file
 ROLLOVER_S = 3600  # time of day going back by more than this inside one file = the next day
 EPOCH = datetime(1970, 1, 1)
 
-_NAME = re.compile(r"(?P<sname>ais(?:target|proxy|node))\.(?P<host>[^.]+)\.(?P<sev>INFO|ERROR|WARNING)\."
-                   r"(?P<md>\d{4})-(?P<hms>\d{6})\.(?P<pid>\d+)$")
-_ARCHIVE = re.compile(r"(?:^|/)(?:ais)?(?P<role>target|proxy)-(?P<id>[^/!]+?)\.(?:tar\.gz|tgz|tar)!")
-_TITLE = re.compile(r"^Node (?P<r>[tp])\[(?P<id>[^\]\s]+)\], Version", re.M)
 _PFX = re.compile(rb"I (\d\d):(\d\d):(\d\d)\.(\d{6})")
 _STATS = re.compile(rb" \{[^\n]*")
 _EW = re.compile(rb"\n([EW]) (\d\d):(\d\d):(\d\d)\.(\d{6}) ([^\n]*)")
@@ -174,7 +171,7 @@ class AisFile:
 
     def time(self, rec: Rec) -> Stamp | None:
         """The line's time on its daemon's clock: the date is reconstructed (`date` says from what), so it carries
-        no order_key against worker lines; tools/clocks.py aligns the two clocks."""
+        no order_key against worker lines; tools/sources/ais/clocks.py aligns the two clocks."""
         if rec.local is None:
             return None
         off, name, src = self.zone_of(rec.seg)
@@ -223,14 +220,14 @@ class _Clock:
 def identify(f: AisFile, head: str) -> int | None:
     """Role, daemon id, host, pid and the year the file states; returns the stated year."""
     name = f.rel.replace("\\", "/").rsplit("!", 1)[-1].rsplit("/", 1)[-1]
-    m = _NAME.search(name)
+    m = LOG_NAME.search(name)
     if m:
         f.host, f.pid = m["host"], int(m["pid"])
         f.role = "proxy" if m["sname"] == "aisproxy" else "target"
-    elif f.kind == "ais_proxy":
+    elif f.kind == PROXY:
         f.role = "proxy"
-    t = _TITLE.search(head)
-    a = ([None] + list(_ARCHIVE.finditer(f.rel)))[-1]  # the innermost `aistarget-<ID>.tar.gz!` names the node
+    t = TITLE.search(head)
+    a = ([None] + list(ARCHIVE.finditer(f.rel)))[-1]  # the innermost `aistarget-<ID>.tar.gz!` names the node
     if t:
         f.role = "proxy" if t["r"] == "p" else "target"
     if a:
@@ -284,7 +281,7 @@ def _start_clock(f: AisFile, buf: bytes, year_hint: int | None) -> _Clock:
     year = identify(f, head)
     if f.start is not None:
         return _Clock(f.start.local - f.start.local % 86400, "start")
-    st = filename_stamp(f.rel.rsplit("!", 1)[-1])
+    st = log_name_stamp(f.rel.rsplit("!", 1)[-1])
     if year is None:  # no first line: the first hourly header of the block states the year
         m = _HDR.search(buf)
         if m:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from trainlog_debugger.tools.sources.ais.stats import MEANING, Jump, flat_in, traffic_stop
-from trainlog_debugger.tools.clocks import hm, iso
+from trainlog_debugger.tools.sources.ais.clocks import hm, iso
 from trainlog_debugger.tools.model import Evidence, Finding, Role
 
 RATES = (("err.get.n", "get.n", "GET"), ("err.getbatch.n", "getbatch.n", "batch GET"))

@@ -60,8 +60,7 @@ from __future__ import annotations
 import io
 import json
 import os
-from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from trainlog_debugger.tools.sources.flight_recorder.entries import P2P_META, Canon, RankData, as_str, entry_text, pg_config, summarize
 from trainlog_debugger.tools.sources.flight_recorder.match import analyze_ranks
@@ -129,7 +128,9 @@ def _open_path(path: str | os.PathLike) -> BinaryIO:
     import gzip
     with open(path, "rb") as f:
         gz = f.read(2) == b"\x1f\x8b"
-    return gzip.open(path, "rb") if gz else open(path, "rb")
+    if gz:  # a GzipFile is not nominally a BinaryIO in typeshed, but has the read/close/with that callers use
+        return cast(BinaryIO, gzip.open(path, "rb"))
+    return open(path, "rb")
 
 
 def verify_entry(path: Any, line: int, text: str) -> bool:
@@ -199,11 +200,13 @@ def _analyze_sources(srcs: list) -> FRReport:
             data[r], names[r], by_rank[r] = summarize(r, d, canon), s.rel, s
         del d
 
+    refused: tuple[type[BaseException], ...] = (DumpRefused, *READ_ERRORS)
+
     def fetch(r: int) -> dict | None:
         try:
             with by_rank[r].open() as f:
                 return load_dump(_read_capped(f))
-        except (DumpRefused, *READ_ERRORS):
+        except refused:
             return None
 
     rep = analyze_ranks(data, names, fetch)
@@ -227,9 +230,3 @@ def _rank_from_p2p(d: dict) -> int | None:
         if ranks and 0 <= local < len(ranks):
             return ranks[local]
     return None
-
-
-def read_dump_file(path: str | Path) -> dict:
-    """Convenience for scripts and tests: load_dump() of a file on disk (gzip read transparently)."""
-    with _open_path(path) as f:
-        return load_dump(_read_capped(f))

@@ -199,10 +199,11 @@ class RankData:
 
 
 def summarize(rank: int, dump: dict, canon: Canon) -> RankData:
-    entries = dump.get("entries") if isinstance(dump.get("entries"), list) else []
+    raw = dump.get("entries")
+    entries = raw if isinstance(raw, list) else []
     evs = [_norm(rank, i + 1, e, canon) for i, e in enumerate(entries) if isinstance(e, dict)]
-    rids = [e.record_id for e in evs]
-    wrapped = bool(rids) and (None in rids or min(rids) > 0)
+    rids = [e.record_id for e in evs if e.record_id is not None]
+    wrapped = bool(evs) and (len(rids) < len(evs) or min(rids) > 0)  # an entry without record_id: unknown
     stateless = bool(evs) and all(e.state == "scheduled" for e in evs) and any(e.retired for e in evs)
     status = _pg_status(dump)
     by_pg: dict[str, list[FREntry]] = defaultdict(list)

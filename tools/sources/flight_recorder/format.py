@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from trainlog_debugger.tools.sources.declare import Detector, Reader
+
 _FR_NAME = re.compile(r"(?:nccl|comm_lib)_trace_rank_?\d+(?:\.(?:pkl|pickle|json|bin))?$", re.I)
 _FR_KEYS = (b"pg_config", b"pg_status", b"profiling_name", b"collective_seq_id", b"record_id",
             b"comm_lib_version", b"nccl_version", b"time_created_ns")
@@ -49,3 +51,18 @@ def rank_from_name(rel: str) -> int | None:
     name = re.sub(r"~\d+$", "", name)  # bundle's suffix for a name seen twice in one tar
     m = _TRAILING.search(name)
     return int(m.group(1)) if m else None
+
+
+# a dump has no lines: a citation's "line" is an entry index, re-read by the dump reader (tools.bundle.reread)
+VERIFIERS = {"fr_dump": "trainlog_debugger.tools.sources.flight_recorder.analyze:verify_entry"}
+
+
+# ---- detection: a dump is recognised by its first bytes before anything else is tried (it is binary)
+FR_DUMP = "fr_dump"
+KINDS = {FR_DUMP: "dump"}
+DETECT = (Detector("content", 10, lambda h: FR_DUMP if is_fr_dump(h.name, h.head, h.text) else None),)
+READER = Reader(
+    "reader.flight_recorder", None,
+    "PyTorch NCCL flight-recorder dumps: each rank's last collectives, the rank that did not join",
+    ("TORCH_NCCL_DEBUG_INFO_TEMP_FILE pickles (restricted unpickler)", "the same dumps as JSON (TORCH_NCCL_TRACE_JSON)"),
+    "nccl_trace_rank_0", ("collective.fr_never_joined", "collective.fr_mismatch"))

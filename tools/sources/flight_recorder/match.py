@@ -77,7 +77,7 @@ def analyze_ranks(data: dict[int, RankData], names: dict[int, str] | None, fetch
     descs: dict[tuple, Counter] = defaultdict(Counter)
     by_rank_pg = {r: _by_pg(d.evs) for r, d in data.items()}
     for pg in sorted(names_seen, key=_natural):
-        sets = sorted({tuple(d.cfg[pg][1]) for d in data.values() if pg in d.cfg and d.cfg[pg][1]})
+        sets = sorted({tuple(own) for d in data.values() if (own := d.cfg.get(pg, ("", None))[1])})
         for r, d in data.items():
             mine = by_rank_pg[r].get(pg, [])
             own = d.cfg.get(pg, ("", None))[1]

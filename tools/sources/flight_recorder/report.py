@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sys
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+import dataclasses
+from dataclasses import dataclass
 
 from trainlog_debugger.tools.sources.flight_recorder.entries import STATES, entry_text
 from trainlog_debugger.tools.sources.flight_recorder.unpickle import DumpRefused
@@ -28,7 +29,7 @@ class Mismatch:
     expected: str | None        # the majority value; None on a tie
     found: dict[str, list[int]]
     culprit_ranks: list[int]
-    entries: dict[int, int] = field(default_factory=dict)   # rank → 1-based entry index (citation)
+    entries: dict[int, int] = dataclasses.field(default_factory=dict)   # rank → 1-based entry index (citation)
 
 
 @dataclass
@@ -44,18 +45,18 @@ class FRGroup:
     frames: list[dict]                      # [{"ranks": [...], "frames": [{name, filename, line}, ...]}]
     culprits: list[int]
     seq_kind: str = "collective"            # 'p2p' when the only pending ops are send/recv
-    culprit_reasons: dict[int, list[str]] = field(default_factory=dict)
-    no_dump_ranks: list[int] = field(default_factory=list)
-    not_recorded_ranks: list[int] = field(default_factory=list)
-    last_seen: dict[int, dict] = field(default_factory=dict)   # missing ranks: newest entry they have in this PG
-    stuck_variants: list[dict] = field(default_factory=list)   # ranks that recorded the stuck seq, grouped by
+    culprit_reasons: dict[int, list[str]] = dataclasses.field(default_factory=dict)
+    no_dump_ranks: list[int] = dataclasses.field(default_factory=list)
+    not_recorded_ranks: list[int] = dataclasses.field(default_factory=list)
+    last_seen: dict[int, dict] = dataclasses.field(default_factory=dict)   # missing ranks: newest entry they have in this PG
+    stuck_variants: list[dict] = dataclasses.field(default_factory=list)   # ranks that recorded the stuck seq, grouped by
     #                                                            (state, op, sizes, dtypes): the table's rows
-    p2p_pending: list[dict] = field(default_factory=list)
+    p2p_pending: list[dict] = dataclasses.field(default_factory=list)
     members_from: str = "pg_config"         # or 'entries' (pg_config lists no ranks for this PG)
     stuck_created_ns: int | None = None     # earliest time_created_ns of the stuck entry across ranks
     last_done_seq: int | None = None        # highest seq below the stuck one (all done); the newest when none stuck
-    entries: dict[int, int] = field(default_factory=dict)      # rank → 1-based entry index of its stuck entry
-    notes: list[str] = field(default_factory=list)
+    entries: dict[int, int] = dataclasses.field(default_factory=dict)      # rank → 1-based entry index of its stuck entry
+    notes: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclass
@@ -67,13 +68,17 @@ class FRReport:
     no_dump_ranks: list[int]
     culprits: list[int]
     first_stuck: str | None = None          # pg whose stuck entry is the oldest: where the hang most likely began
-    versions: dict[str, list[int]] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
+    versions: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # set by match.analyze_ranks while the dumps can still be read; an attribute, not a field: kept out of JSON
+        self._findings: list[Finding] = []
 
     def findings(self) -> list[Finding]:
         """One Finding per verdict, each citing dump entries (file = dump path, line = 1-based entry index,
         text = entry_text(entry)). Built while the dumps could still be read (analyze / analyze_bundle)."""
-        return list(getattr(self, "_findings", []))
+        return list(self._findings)
 
     @property
     def coverage(self) -> Coverage:

@@ -265,8 +265,8 @@ def required_literals(regex: str, least: int = 4) -> tuple[str, ...] | None:
         got = required_literals_of(regex, least)
         _LITERALS[regex] = list(got) if got is not None else None
         _LITERALS_DIRTY[0] = True
-    got = _LITERALS[regex]
-    return tuple(got) if got is not None else None
+    known = _LITERALS[regex]
+    return tuple(known) if known is not None else None
 
 
 def required_literals_of(regex: str, least: int = 4) -> tuple[str, ...] | None:
@@ -326,19 +326,17 @@ class _Index:
         from trainlog_debugger.tools.scan.engine import make_engine
         from trainlog_debugger.tools.sources.pattern import P
 
-        self.msgs, self.slow = [], []
+        self.msgs: list[Message] = []
+        self.slow: list[Message] = []
         pats = []
         for m in msgs:
             if m.weak:
                 continue
-            if m.regex is None:
-                trig, anchors = re.escape(m.anchor), (m.anchor,)
-            else:
-                anchors = required_literals(m.regex)
-                if anchors is None:
-                    self.slow.append(m)
-                    continue
-                trig = "|".join(re.escape(a) for a in anchors)
+            anchors = (m.anchor,) if m.regex is None else required_literals(m.regex)
+            if anchors is None:
+                self.slow.append(m)
+                continue
+            trig = "|".join(re.escape(a) for a in anchors)
             self.msgs.append(m)
             pats.append(P(m.id, 3, m.category, "context", trig, anchors, m.example, m.meaning))
         self.engine = make_engine(pats) if pats else None
@@ -355,12 +353,12 @@ class _Index:
             starts[pos] = i
             pos += len(t.encode("utf-8", "surrogateescape")) + 1
         for start, idx in self.engine.candidates(buf):
-            i = starts.get(start)
-            if i is None:
+            at = starts.get(start)
+            if at is None:
                 continue
             m = self.msgs[idx]
-            if m.rx.search(texts[i]) is not None:
-                found[i].append(m)
+            if m.rx.search(texts[at]) is not None:
+                found[at].append(m)
         for hits in found:
             hits.sort(key=lambda m: (-m.specificity, m.id))
         return found

@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from trainlog_debugger.tools.sources import is_cascade
 from trainlog_debugger.tools.lines.timestamps import Stamp, order_then_place
@@ -135,7 +136,9 @@ class NcclReport:
         out = []
         for r in self.culprits:
             rs = self.ranks.get(r)
-            ev = rs.cited() if rs else []
+            if rs is None:
+                continue
+            ev = rs.cited()
             if not ev:
                 continue
             out.append(Finding(id=f"nccl.{rs.role}", summary=f"rank {r}: {rs.reason}", role=Role.root_candidate,
@@ -177,10 +180,10 @@ def collect(res: ScanResult) -> dict[int, RankState]:
     _attach_timeouts(ranks, timeouts)
     for r, (_, ev) in first_crash.items():
         ranks[r].crash = ev
-    for r, rs in res.ranks.items():
+    for r, summary in res.ranks.items():
         st = ranks.setdefault(r, RankState(rank=r))
-        st.last_line = rs.last_line
-        st.node = st.node or (rs.nodes[0] if rs.nodes else None)
+        st.last_line = summary.last_line
+        st.node = st.node or (summary.nodes[0] if summary.nodes else None)
     return ranks
 
 
@@ -455,12 +458,12 @@ def _rows(ranks: dict[int, RankState]) -> list[dict]:
         key = (rs.role, pg.pg if pg else None, pg.seq if pg else None, pg.op if pg else None,
                _delta(pg), bool(pg and pg.self_detected), bool(pg and pg.notified), rs.node is None)
         groups.setdefault(key, []).append(r)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for key, rs_ in groups.items():
-        role, pg, seq, op, delta, selfd, notif, _ = key
+        role, pg_name, seq, op, delta, selfd, notif, _ = key
         first = ranks[rs_[0]]
         p = next(iter(first.pgs.values()), None)
-        rows.append({"ranks": rs_, "role": role, "pg": pg, "seq": seq, "op": op,
+        rows.append({"ranks": rs_, "role": role, "pg": pg_name, "seq": seq, "op": op,
                      "enqueued": p.enqueued if p else None, "completed": p.completed if p else None,
                      "self_detected": selfd, "notified": notif,
                      "evidence": (p.evidence[0] if p and p.evidence else first.crash or first.last_line)})

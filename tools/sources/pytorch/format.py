@@ -99,3 +99,6 @@ PATTERNS = [
       "\t - To our best knowledge, ranks [5, 6] are the lagging ranks that caused this timeout. They never joined any collectives",
       "desync debug names the lagging ranks", fields=r"ranks \[(?P<lagging>[\d, ]+)\] are the lagging"),
 ]
+# collective-state lines come once per process group per rank, and a rank may be in many groups: the first 64 of
+# each (pattern, rank) are kept in full, not 5 (tools.scan.keeper)
+KEEP_FIRST = {"pytorch.": 64}

@@ -6,8 +6,20 @@ Real lines:
       traceback : Signal 9 (SIGKILL) received by PID 208585
 The agent's "Root Cause (first observed failure)" is only the first rank to EXIT, often a rank that was itself
 waiting; these lines are cascade unless nothing earlier explains them.
+
+Its file layout is known here and nowhere else (detection, the path hint, the local→global rank map of
+rankmap.py): with `--log-dir`, each worker's output is `<log dir>/<run id>/attempt_<restart>/<local rank>/stderr.log`
+(and stdout.log, error.json), which names the local rank and the restart, never the global rank. Without it, the
+console carries `[default3]:` (`--tee`) or `[rank3]:` prefixes; a file whose lines mostly start so, or that is named
+`rank_3.log`, is one rank's output (kind `rank_log`).
 """
 
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from trainlog_debugger.tools.sources.declare import Detector, Head, PathRule, has, share
 from trainlog_debugger.tools.sources.pattern import P
 
 PATTERNS = [
@@ -75,3 +87,68 @@ PATTERNS = [
       "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).",
       "rendezvous port already in use", fields=r"bind to (?P<address>\S+?) \(errno"),
 ]
+# steps over the per-file scans (tools.scan.summary): local → global ranks from the failure report and the log-dir
+# layout (rankmap), and the failure report's host of each failed rank (nodes)
+SCAN_STEPS = {"local_ranks": "trainlog_debugger.tools.sources.torchrun.rankmap:resolve",
+              "file_nodes": "trainlog_debugger.tools.sources.torchrun.nodes:failure_nodes"}
+
+
+# ---- the files torchrun writes ---------------------------------------------------------------------------------------
+TORCHRUN, RANK_LOG = "torchrun", "rank_log"
+KINDS = {TORCHRUN: "worker", RANK_LOG: "worker"}
+LOG_FILES = ("stderr.log", "stdout.log", "error.json")
+# THE --log-dir layout: `<run dir>/attempt_<N>/<local rank>/<file>`; the run dir (`<log dir>/<run id>`) is absent
+# when the path starts at `attempt_N/`. Archive members count from their own root (`a.tgz!run/attempt_0/3/x`).
+_LOG_DIR = re.compile(r"(?:^|[/!])(?:(?P<run>(?:[^/!]*/)*?(?P<name>[^/!]+))/)?attempt_(?P<attempt>\d{1,7})/"
+                      r"(?P<local>\d{1,7})/(?P<file>[^/!]+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirFile:
+    run: str | None          # `logs/7310_ab` of `logs/7310_ab/attempt_0/3/stderr.log` (None: path starts at attempt_N)
+    run_name: str | None     # its last part, `7310_ab`: what an error_file path and a bundle path share
+    attempt: int
+    local_rank: int
+    file: str
+
+
+def log_dir_file(path: str) -> LogDirFile | None:
+    """Where in a torchrun --log-dir tree `path` lies, for any file in a local rank's folder."""
+    m = _LOG_DIR.search(path)
+    if not m:
+        return None
+    return LogDirFile(m["run"], m["name"], int(m["attempt"]), int(m["local"]), m["file"])
+
+
+def log_dir_log(path: str) -> LogDirFile | None:
+    """The same, only for the files torchrun itself writes there (LOG_FILES)."""
+    f = log_dir_file(path)
+    return f if f is not None and f.file in LOG_FILES else None
+
+
+_CONTENT = re.compile(r"torch[./]distributed[./](?:elastic|run\b)|ChildFailedError|torch/distributed/run\.py:\d+\]")
+_PREFIXES = r"(?:\s{0,8}\d{1,6}: |[\w.-]{1,64}: |\[[a-z_]{0,32}\d{1,6}\]:){0,3}"  # srun/pdsh/tee tags
+_RANK_LINE = re.compile(_PREFIXES + r"\[rank\d+\]:")
+_TEE_LINE = re.compile(r"(?:\s{0,8}\d{1,6}: |[\w.-]{1,64}: ){0,2}\[[a-z_]{1,32}\d{1,6}\]:")  # [default3]:
+_RANK_NAME = re.compile(r"(?:^|[/_.-])rank[_-]?\d+(?:[_.-][\w-]+)*\.(?:log|txt|out|err)$", re.I)
+
+
+def _console(h: Head) -> str | None:
+    """The agent's own lines, or a console whose lines mostly carry `--tee` prefixes."""
+    if has(_CONTENT, h.text, "torch", "ChildFailedError") or share(_TEE_LINE, h.lines, h.text, "]:") >= 0.5:
+        return TORCHRUN
+    return None
+
+
+def _log_dir_hint(path: str) -> tuple[str, dict[str, object]] | None:
+    f = log_dir_log(path.rsplit("!", 1)[-1])
+    return ("torchrun_logdir", {"attempt": f.attempt, "local_rank": f.local_rank}) if f else None
+
+
+DETECT = (
+    Detector("layout", 10, lambda h: TORCHRUN if log_dir_log(h.path) else None),
+    Detector("framing", 40, lambda h: RANK_LOG if share(_RANK_LINE, h.lines, h.text, "[rank") >= 0.5 else None),
+    Detector("framing", 50, _console),
+    Detector("name", 10, lambda h: RANK_LOG if _RANK_NAME.search(h.name) else None),
+)
+PATH_HINTS = (PathRule("path", 10, _log_dir_hint),)

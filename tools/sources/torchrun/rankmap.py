@@ -17,13 +17,11 @@ so local rank 1 of that agent is global rank 5. Mappings used, each stated or de
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from trainlog_debugger.tools.scan.result import FileScan
+from trainlog_debugger.tools.sources.torchrun.format import log_dir_file
 
-_ATTEMPT = re.compile(r"(?:^|[/!])((?:[^/!]*/)*?([^/!]+))/attempt_(\d+)/(\d+)/[^/]+$")
-_ERR_PATH = re.compile(r"([^/]+)/attempt_(\d+)/(\d+)/error\.json$")
 RECORD_PATTERNS = ("torchrun.failure_host", "torchrun.failure_rank", "torchrun.exitcode", "torchrun.signal_received",
                    "torchrun.error_file")
 
@@ -71,8 +69,8 @@ def records(files: list[FileScan]) -> list[Record]:
 
 def _agent(rel: str) -> tuple[str, int] | None:
     """(run dir, local rank) of a torchrun --log-dir file, e.g. 'logs/7310_ab/attempt_0/3/stderr.log'."""
-    m = _ATTEMPT.search(rel)
-    return (m.group(1), int(m.group(4))) if m else None
+    f = log_dir_file(rel)
+    return (f.run, f.local_rank) if f is not None and f.run is not None else None
 
 
 def resolve(files: list[FileScan], world: int | None) -> list[str]:
@@ -83,11 +81,11 @@ def resolve(files: list[FileScan], world: int | None) -> list[str]:
     maps: dict[str, dict[int, int]] = {}  # scope (run dir, or console file) → local → global
     notes: list[str] = []
     for r in recs:  # 1. error_file paths
-        m = _ERR_PATH.search(r.error_file or "")
-        if m:
+        e = log_dir_file(r.error_file or "")
+        if e is not None and e.file == "error.json" and e.run_name is not None:
             for run in runs:
-                if run.endswith(m.group(1)):
-                    maps.setdefault(run, {})[int(m.group(3))] = r.rank
+                if run.endswith(e.run_name):
+                    maps.setdefault(run, {})[e.local_rank] = r.rank
     single = len(runs) <= 1 and len({r.host for r in recs}) <= 1
     scopes = list(runs) + [f.rel for f in consoles]
     if single:  # 2. one agent: every record applies to its run dir and its console

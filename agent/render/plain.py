@@ -1,0 +1,119 @@
+"""The words every output format says the same way, without rich: a cited line (`file:line`), a cut text, and the
+phrases of a Diagnosis (the verdict line, the culprit, the job, when it ran, which ranks were read, why an answer is
+inconclusive, a storage daemon's time on the workers' clock).
+
+Why a module of its own: the terminal report (rich), the Markdown post-mortem, the HTML page and Slack's Block Kit
+all print these phrases, and the Slack bot must not load rich (a terminal library; tests/test_layers.py rule
+`i_slack_no_rich`). When the phrases lived beside the rich renderer, importing `to_markdown` for Slack pulled rich
+in. So: what is said lives here, how a terminal styles it stays in report.py and text.py.
+
+A verdict line reads, for every format alike:
+    HUNG  data_loading_stall  culprit: rank 5; node gpu-17  confidence: high
+"""
+
+from __future__ import annotations
+
+from trainlog_debugger.tools.lines.isotime import duration, human_time, shift_iso
+from trainlog_debugger.tools.model import Diagnosis, Evidence
+from trainlog_debugger.tools.ranks import ranks_str
+
+MAX_TEXT = 160
+DAEMON_KINDS = ("ais_target", "ais_proxy")
+
+
+def short(text: str, n: int = MAX_TEXT) -> str:
+    """`text` in at most `n` characters, the cut marked `…`; a carriage return shown as ␍ (a raw one would send the
+    terminal's cursor back over the line)."""
+    text = text.replace("\r", "␍")
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def cite(ev: Evidence | None) -> str:
+    return ev.cite() if ev else "-"
+
+
+def culprit(d: Diagnosis) -> str:
+    parts = []
+    if d.culprit_ranks:
+        parts.append(f"rank{'s' if len(d.culprit_ranks) > 1 else ''} {ranks_str(d.culprit_ranks)}")
+    if d.culprit_nodes:
+        parts.append(f"node{'s' if len(d.culprit_nodes) > 1 else ''} {', '.join(d.culprit_nodes[:6])}")
+    return "; ".join(parts) or "no single culprit"
+
+
+def verdict_line(d: Diagnosis) -> str:
+    """The one-line verdict, printed first and again last: status, category, culprit, confidence."""
+    line = f"{d.status.value.upper()}  {d.category}  culprit: {culprit(d)}  confidence: {d.confidence}"
+    if d.agent is not None and d.agent.outcome == "answered" and d.agent.verdict:
+        v = d.agent.verdict
+        if v.get("category") != d.category or sorted(v.get("culprit_ranks") or []) != sorted(d.culprit_ranks):
+            line += (f"  (agent: {v.get('category')}, culprit {ranks_str(v.get('culprit_ranks') or []) or 'none'})")
+    return line
+
+
+def why_inconclusive(d: Diagnosis) -> str | None:
+    """One sentence for an inconclusive answer: what the strongest lead is and what would decide it."""
+    if d.status.value != "inconclusive":
+        return None
+    lead = d.chain[0].summary if d.chain else "no line in the bundle points at a cause"
+    out = f"the strongest lead is not decisive ({short(lead, 100)})"
+    if d.missing:
+        out += f"; what would decide it: {d.missing[0]}"
+    return out
+
+
+def ranks_line(d: Diagnosis) -> str | None:
+    cov = d.coverage
+    if not (cov.expected_ranks or cov.seen_ranks):
+        return None
+    if not cov.seen_ranks:
+        return f"ranks: no line names a rank ({cov.expected_ranks} expected)"
+    return (f"ranks: {len(cov.seen_ranks)} of {cov.expected_ranks or '?'} checked"
+            + (f"; no log for {ranks_str(cov.missing_ranks)}" if cov.missing_ranks else ""))
+
+
+def when(d: Diagnosis) -> str | None:
+    """Start → end on one clock: when either stamp lacks the year, neither shows it."""
+    j = d.job
+    if not (j.start or j.end):
+        return None
+    a, b = j.start, j.end
+    if a and b and (a.startswith("--") or b.startswith("--")):
+        a, b = ("-" + x[4:] if x[:4].isdigit() else x for x in (a, b))
+    if not (a and b) or human_time(a) == human_time(b):
+        return human_time(a or b)
+    span = duration(a, b)
+    return f"{human_time(a)} → {human_time(b)}" + (f" ({span})" if span else "")
+
+
+def job(d: Diagnosis) -> str:
+    j = d.job
+    placed = f"{j.ranks} ranks" if j.ranks else None
+    if placed and j.nodes:
+        placed += f" on {j.nodes} node{'s' if j.nodes > 1 else ''}" + (f" ({j.ranks_per_node} per node)"
+                                                                      if j.ranks_per_node else "")
+    bits = [j.framework, j.launcher, placed, "resumed from a checkpoint" if j.resumed_from_checkpoint else None]
+    return ", ".join(b for b in bits if b) or "unknown"
+
+
+def clock_time(iso: str | None, kind: str | None, d: Diagnosis) -> str:
+    """One clock per report: a storage daemon's time is shown on the workers' clock, shifted by the offset the
+    clock anchoring found, and marked † (see clock_note); every other time as it was logged."""
+    if not iso:
+        return "-"
+    off = d.job.daemon_clock_offset_s
+    if kind in DAEMON_KINDS and off is not None:
+        shifted = shift_iso(iso, -off)
+        if shifted:
+            return human_time(shifted) + " †"
+    return human_time(iso)
+
+
+def clock_note(d: Diagnosis) -> str | None:
+    off = d.job.daemon_clock_offset_s
+    if off is None:
+        return None
+    sign = "−" if off >= 0 else "+"
+    a = abs(int(round(off)))
+    return (f"† AIStore daemon time shown on the workers' clock (daemon {sign} {a // 3600} h {a % 3600 // 60:02d} min, "
+            f"from clock anchoring: {d.job.daemon_clock_basis})")

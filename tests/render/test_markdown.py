@@ -1,0 +1,45 @@
+"""agent/render/markdown.py and plain.py: the Markdown post-mortem, and the phrases every format shares, without
+rich: the Slack bot attaches the same document to its thread (tests/slack/test_blocks_and_cli.py checks that the
+bot renders it without loading rich)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trainlog_debugger.agent.render.markdown import to_markdown
+from trainlog_debugger.agent.render.plain import cite, short, verdict_line
+
+ROOT = Path(__file__).resolve().parents[2]
+CASE = ROOT / "cases" / "gen-slurm-8r-a"
+
+
+@pytest.fixture(scope="module")
+def diag():
+    from trainlog_debugger.tools.bundle.open import open_bundle
+    from trainlog_debugger.tools.pipeline import run
+    with open_bundle(CASE) as b:
+        return run(b).diagnosis
+
+
+def test_the_post_mortem_says_the_verdict_and_cites_every_chain_step(diag):
+    md = to_markdown(diag)
+    assert md.startswith("# Post-mortem: hung — data_loading_stall\n") and md.endswith("\n")
+    assert "- culprit: rank 5; node gpu-node-18" in md
+    ev = diag.chain[0].evidence[0]
+    assert f"    - `{cite(ev)}`: `{ev.text.strip()}`" in md  # the trigger line, nested under its step (4 spaces)
+    assert "## Timeline" in md and "| time | rank | file:line | event |" in md
+    assert verdict_line(diag).startswith("HUNG  data_loading_stall  culprit: rank 5")
+
+
+def test_a_bar_in_an_event_cannot_split_the_timeline_table(diag):
+    t = diag.timeline[0].model_copy(update={"what": "read a|b failed"})
+    md = to_markdown(diag.model_copy(update={"timeline": [t]}))
+    row = next(ln for ln in md.splitlines() if "read a" in ln)
+    assert "read a/b failed" in row and row.count("|") == 5
+
+
+def test_short_marks_the_cut_and_carriage_returns():
+    assert short("x" * 200, 10) == "x" * 9 + "…"
+    assert short("a\rb") == "a␍b"

@@ -1,0 +1,105 @@
+"""What the lines near a hit say: their time and rank, remembered, and the time an untimed hit line may borrow.
+
+A line's time and rank are remembered per process for lines up to MEMO_CHARS long. Why: the same lines are read
+again and again near a crash: each untimed line of a traceback looks back over the lines before it, which the
+lines after it look back over too, the traceback's exception is searched for over them (a hook of the generic
+source, which reads them through the same memo: HitContext.rank_of), and the tail walk reads them once more. Per
+file of a crashed rank that is 3x the parses it needs (~15 µs each). Both are pure functions of the text, so a
+remembered answer is the answer. functools.lru_cache (C, thread-safe) keeps the newest MEMO lines (a few MB at
+most); the repeats are near each other (40 lines of look-back), so a small memo catches them. A longer line is
+parsed each time (not hashed, not kept), and forget_lines empties both when a scan ends: a long-lived process (the
+Slack bot) keeps no log lines of a bundle it is done with.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from trainlog_debugger.tools.lines.timestamps import Stamp, parse_stamp
+from trainlog_debugger.tools.scan.labels import bounded_attribution as attribute_line
+
+MEMO = 2048
+MEMO_CHARS = 1024
+STAMP_BYTES = 4096  # a timestamp is looked for in the first bytes of a neighbouring line only
+LOOKBACK_LINES = 40  # how far back a time is looked for, for a fatal line that has none
+MAX_INHERIT_GAP_S = 120  # an untimed line inherits a time only from a neighbour this close to the next timed line
+
+_stamps = functools.lru_cache(maxsize=MEMO)(parse_stamp)
+_ranks = functools.lru_cache(maxsize=MEMO)(lambda text: attribute_line(text).rank)
+
+
+def decode(b: bytes) -> str:
+    return b.decode("utf-8", "replace").rstrip("\r")
+
+
+def stamp(text: str) -> Stamp | None:
+    """parse_stamp(text), remembered."""
+    return _stamps(text) if len(text) <= MEMO_CHARS else parse_stamp(text)
+
+
+def line_rank(text: str) -> int | None:
+    """attribute_line(text).rank, remembered."""
+    return _ranks(text) if len(text) <= MEMO_CHARS else attribute_line(text).rank
+
+
+def forget_lines() -> None:
+    """Drop what the memo holds (end of a scan)."""
+    _stamps.cache_clear()
+    _ranks.cache_clear()
+
+
+def head_text(buf: bytes, start: int, end: int) -> str:
+    """The first STAMP_BYTES of a line, decoded: enough for its prefixes and time, bounded for a 2 GB line."""
+    return decode(buf[start:min(end, start + STAMP_BYTES)])
+
+
+def previous_stamp(buf: bytes, start: int, line_no: int, rank: int | None) -> tuple[Stamp | None, int | None]:
+    """The nearest earlier timestamped line of the same rank (a traceback's lines carry no time of their own), and
+    its line number."""
+    end = start - 1
+    for k in range(1, LOOKBACK_LINES + 1):
+        if end <= 0:
+            return None, None
+        s = buf.rfind(b"\n", 0, end) + 1
+        st = own_stamp(head_text(buf, s, end), rank)
+        end = s - 1
+        if st is not None:
+            return st, line_no - k
+    return None, None
+
+
+def next_stamp(buf: bytes, end: int, rank: int | None) -> Stamp | None:
+    """The nearest later timestamped line of the same rank, within LOOKBACK_LINES; None at the end of what is read."""
+    pos = end + 1
+    for _ in range(LOOKBACK_LINES):
+        if pos >= len(buf):
+            return None
+        nxt = buf.find(b"\n", pos)
+        nxt = len(buf) if nxt == -1 else nxt
+        st = own_stamp(head_text(buf, pos, nxt), rank)
+        pos = nxt + 1
+        if st is not None:
+            return st
+    return None
+
+
+def own_stamp(text: str, rank: int | None) -> Stamp | None:
+    """The wall-clock time of a line that belongs to `rank` (or names no rank); None for another rank's line or
+    one without such a time."""
+    if rank is not None:
+        r = line_rank(text)
+        if r is not None and r != rank:
+            return None
+    st = stamp(text)
+    return st if st is not None and st.uptime_s is None else None
+
+
+def bracketed(prev: Stamp, nxt: Stamp | None) -> bool:
+    """May an untimed line take the time of the line before it? Only when the next timed line of the same rank is
+    close after it (the untimed line happened between the two): a traceback printed after an hour of silence must
+    not inherit the hour-old time and win the 'earliest trigger' ordering. With no later timed line (the end of the
+    log) the previous time is the best bound there is, and it is marked as inferred."""
+    if nxt is None:
+        return True
+    a, b = prev.job_seconds(), nxt.job_seconds()
+    return a is None or b is None or 0 <= b - a <= MAX_INHERIT_GAP_S

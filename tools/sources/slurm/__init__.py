@@ -1,0 +1,1 @@
+"""SLURM: the lines slurmstepd and srun write into the job's output, and the task → node map srun's errors state."""

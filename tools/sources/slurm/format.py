@@ -1,0 +1,86 @@
+"""SLURM lines written into the job's output (FORMATS.md §5).
+
+Real/constructed lines:
+    slurmstepd: error: *** STEP 4891784.0 ON gpu-node-17 CANCELLED AT 2024-11-05T12:34:56 DUE TO TIME LIMIT ***
+    slurmstepd: error: Detected 1 oom_kill event in StepId=123456.batch. Some of the step tasks have been OOM Killed.
+    srun: error: frontier07210: tasks 8-12,14-15: Aborted (core dumped)
+A scheduler cancel (time limit, preemption, node failure) is not a training failure: it makes the job's end
+an infrastructure event, and the NCCL noise around it is cascade.
+"""
+
+import re
+
+from trainlog_debugger.tools.sources.declare import Detector, PathRule, has
+from trainlog_debugger.tools.sources.pattern import P
+
+_CANCEL = r"\*\*\* (?:JOB|STEP) (?P<step>\S+) ON (?P<node>\S+) CANCELLED AT (?P<at>\S+)"
+
+PATTERNS = [
+    P("slurm.cancelled_time_limit", 1, "infrastructure", "root_candidate",
+      r"CANCELLED AT \S+ DUE TO TIME LIMIT", "DUE TO TIME LIMIT",
+      "slurmstepd: error: *** STEP 4891784.0 ON gpu-node-17 CANCELLED AT 2024-11-05T12:34:56 DUE TO TIME LIMIT ***",
+      "SLURM cancelled the job at its time limit", fields=_CANCEL),
+    P("slurm.cancelled_preemption", 1, "infrastructure", "root_candidate",
+      r"CANCELLED AT \S+ DUE TO PREEMPTION", "DUE TO PREEMPTION",
+      "slurmstepd: error: *** JOB 4891784 ON gpu-node-17 CANCELLED AT 2024-11-05T12:34:56 DUE TO PREEMPTION ***",
+      "SLURM preempted the job", fields=_CANCEL),
+    P("slurm.cancelled_node_failure", 1, "infrastructure", "root_candidate",
+      r"CANCELLED AT \S+ DUE TO NODE FAILURE", "DUE TO NODE FAILURE",
+      "slurmstepd: error: *** JOB 4891784 ON gpu-node-17 CANCELLED AT 2024-11-05T12:34:56 DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***",
+      "SLURM cancelled the job after a node failure", fields=_CANCEL),
+    P("slurm.cancelled", 1, None, "cascade",
+      r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S", "CANCELLED AT",
+      "slurmstepd: error: *** STEP 4891784.0 ON gpu-node-17 CANCELLED AT 2024-11-05T12:34:56 ***",
+      "job or step cancelled (scancel, signal or task failure)", fields=_CANCEL + r"(?: DUE [Tt][Oo] (?P<reason>[^*]+?))? \*\*\*",
+      fallback=True),
+    P("slurm.failed", 1, None, "cascade",
+      r"\*\*\* (?:JOB|STEP) \S+ ON \S+ FAILED \(non-zero exit code", "FAILED (non-zero exit code",
+      "slurmstepd: error: *** STEP 4891784.0 ON gpu-node-17 FAILED (non-zero exit code or other failure mode) ***",
+      "SLURM step failed", fields=r"\*\*\* (?:JOB|STEP) (?P<step>\S+) ON (?P<node>\S+) FAILED"),
+    P("slurm.oom_kill", 1, "oom", "root_candidate",
+      r"Detected \d+ oom[-_]kill event", ("oom_kill event", "oom-kill event"),
+      "slurmstepd: error: Detected 1 oom_kill event in StepId=123456.batch. Some of the step tasks have been OOM Killed.",
+      "cgroup OOM killer killed step tasks (host memory)",
+      fields=r"Detected (?P<events>\d+) oom[-_]kill event.*? in (?:StepId=|JobId=)?(?P<step>\S+?)\.? ", ints=("events",)),
+    P("slurm.task_exit", 1, None, "cascade",
+      r"srun: error: \S+: tasks? [\d,\-]+: ", "srun: error: ",
+      "srun: error: frontier07210: tasks 8-12,14-15: Aborted (core dumped)",
+      "srun reports how tasks ended (node → task ids)",
+      fields=r"srun: error: (?P<hosts>\S+): tasks? (?P<tasks>[\d,\-]+): (?P<how>.*)"),
+    P("slurm.node_failure", 1, "infrastructure", "root_candidate",
+      r"srun: error: Node failure on", "Node failure on",
+      "srun: error: Node failure on gpu-node-17",
+      "srun lost a node", fields=r"Node failure on (?P<node>\S+)"),
+]
+
+# srun's task → node statements, a step over the per-file scans (tools.scan.summary)
+SCAN_STEPS = {"file_nodes": "trainlog_debugger.tools.sources.slurm.nodes:task_nodes"}
+
+
+# ---- detection: sbatch's output file names (`slurm-%j.out`, `error-%j-%n.out`, ...), then srun's own lines
+SLURM = "slurm"
+KINDS = {SLURM: "worker"}
+_NAME = re.compile(
+    r"^(?:slurm-\d+\S*|(?:error|output|err|out|stderr|stdout)[-_]\d+(?:[-_.]\w+)*\.(?:out|err|log)"
+    r"|[\w.-]*?\d{4,}(?:[-_.]\d+)*\.(?:out|err))$", re.I)
+_LINES = re.compile(r"^(?:\s*\d+: )?(?:slurmstepd(?:-[\w.-]+)?|srun): ", re.M)
+DETECT = (Detector("layout", 30, lambda h: SLURM if _NAME.match(h.name) else None),
+          Detector("framing", 60, lambda h: SLURM if has(_LINES, h.text, "srun: ", "slurmstepd") else None))
+
+# ---- path hints: the job id (and the %n node index) that sbatch's --output patterns put in a file name
+_PATH_JOB = re.compile(r"slurm-(?P<job>\d+(?:_\d+)?(?:\.\d+)?)\.(?:out|err)")  # %j, %A_%a, %J
+_PATH_NODE_FILE = re.compile(r"[A-Za-z]\w*-(?P<job>\d{3,20})-(?P<n>\d{1,7})\.(?:out|err)")  # error-<job>-<%n>.out
+_PATH_ANY_JOB = re.compile(r"(?i)(?:^|[_\-.])job(?:id)?[_\-]?(?P<job>\d{3,})(?=[_\-.]|$)")
+
+
+def _job(part: str) -> tuple[str, dict[str, object]] | None:
+    if m := _PATH_JOB.fullmatch(part):
+        return "slurm_job", {"job_id": m.group("job")}
+    if m := _PATH_NODE_FILE.fullmatch(part):
+        return "slurm_node_file", {"job_id": m.group("job"), "node_index": int(m.group("n"))}
+    if m := _PATH_ANY_JOB.search(part):
+        return "slurm_job", {"job_id": m.group("job")}
+    return None
+
+
+PATH_HINTS = (PathRule("part", 20, _job),)
