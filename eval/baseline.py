@@ -13,7 +13,7 @@ exactly as it scores the real one.
 
 from __future__ import annotations
 
-from trainlog_debugger.tools.bundle.open import natural_key
+from trainlog_debugger.tools.bundle.source import natural_key
 from trainlog_debugger.tools.model import Diagnosis, Finding, Role, Status
 from trainlog_debugger.tools.lines.timestamps import order_then_place
 from trainlog_debugger.tools.scan.driver import scan_bundle

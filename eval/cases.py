@@ -151,7 +151,7 @@ def discover(paths: Iterable[str | Path]) -> list[Case]:
     """The cases under each PATH: the folder itself when it holds truth.yaml, else its sub-folders that do, and
     the sub-folders of a sub-folder that holds no truth.yaml itself (`cases/real/<slug>`), in name order. A PATH
     with no case, or the same case named twice, is a CaseError."""
-    from trainlog_debugger.tools.bundle.open import natural_key
+    from trainlog_debugger.tools.bundle.source import natural_key
     out: list[Case] = []
     seen: dict[str, Path] = {}
     for p in map(Path, paths):

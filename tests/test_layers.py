@@ -149,6 +149,50 @@ RULES = {
 }
 
 
+REPORT_FIELDS = ("scan", "nccl", "fr", "ais", "steps", "diff", "stacks", "hardware")
+
+
+def _report(node: ast.AST) -> bool:
+    """`inv.<report>` or `<x>.inv.<report>`: one of the Investigation's reports (the Diagnosis is the model, read
+    directly)."""
+    if not (isinstance(node, ast.Attribute) and node.attr in REPORT_FIELDS):
+        return False
+    v = node.value
+    return (isinstance(v, ast.Name) and v.id == "inv") or (isinstance(v, ast.Attribute) and v.attr == "inv")
+
+
+def report_reaches(source: str, rel: str) -> list[tuple[int, str]]:
+    """(line, what) where agent code reads a report other than through `to_json()` (issue 26): an attribute other
+    than to_json, a subscript, or binding the report to a name (after which its fields could be read unseen). The
+    report may be tested for None and passed on whole."""
+    out = []
+    for node in ast.walk(ast.parse(source, rel)):
+        if isinstance(node, ast.Attribute) and _report(node.value) and node.attr != "to_json":
+            out.append((node.lineno, f"reads .{node.attr} of inv.{node.value.attr}"))
+        elif isinstance(node, ast.Subscript) and _report(node.value):
+            out.append((node.lineno, f"subscripts inv.{node.value.attr}"))
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and node.value is not None \
+                and _report(node.value):
+            out.append((node.lineno, f"binds inv.{node.value.attr} to a name"))
+    return out
+
+
+def test_agent_reads_reports_through_to_json():
+    """The LLM agent sees what a report's `to_json()` says, so a report's internals can change without the agent's
+    tools silently reading stale fields; the renderers (agent/render) draw reports and may read them."""
+    found = [f"{p}:{line}: {what}" for p, src in SOURCES.items() if p.parts[:2] == ("agent", "graph")
+             for line, what in report_reaches(src, str(p))]
+    assert not found, "\n  ".join(found)
+
+
+@pytest.mark.parametrize("source,caught", [
+    ("rows = box.inv.nccl.rows\n", True), ("x = inv.scan.files[0]\n", True), ("rep = inv.nccl\n", True),
+    ("d = inv.nccl.to_json()\n", False), ("if box.inv.diff is None: pass\n", False), ("return_(inv.scan)\n", False),
+    ("v = inv.diagnosis.category\n", False)])
+def test_report_reach_checker(source, caught):
+    assert bool(report_reaches(source, "x.py")) is caught
+
+
 def violations(rule: str, rel: Path, source: str) -> list[tuple[str, str]]:
     """(message, imported module) per violation; the message names file:line and the import."""
     applies, ok = RULES[rule]

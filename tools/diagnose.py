@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from operator import itemgetter
 
-from trainlog_debugger.tools.model import Alternative, Diagnosis, Evidence, Finding, JobDetails, Role, Status, TimelineEvent
+from trainlog_debugger.tools.model import (Alternative, Diagnosis, Evidence, Finding, JobDetails, Role, Status,
+                                           TimelineEvent)
 from trainlog_debugger.tools.ranks import ranks_str
 from trainlog_debugger.tools.rules import RULES, Candidate, RuleInputs
 from trainlog_debugger.tools.lines.timestamps import order_key
@@ -234,7 +235,8 @@ def _confidence(inputs: RuleInputs, t: Candidate, cands: list[Candidate]) -> tup
     return level, caps
 
 
-def _alternatives(inputs: RuleInputs, t: Candidate, cands: list[Candidate], supporting: list[Candidate]) -> list[Alternative]:
+def _alternatives(inputs: RuleInputs, t: Candidate, cands: list[Candidate],
+                  supporting: list[Candidate]) -> list[Alternative]:
     out = []
     tk = t.time_key
     rest = [c for c in cands if c is not t and c not in supporting

@@ -1,6 +1,6 @@
 """`debugger ask` without an LLM: the scan, then the stages in STAGES, in order. Open → scan → flight recorder →
-collectives → storage → stack dumps → hardware → first answer → step times → traceback tails → rank diff →
-verification.
+collectives → storage → stack dumps → hardware → first answer → step times → traceback tails → rank diff
+→ verification.
 
 `run` returns every stage's report (an Investigation), not only the answer, because three callers need more than
 the Diagnosis: the eval's regex baseline reads the same scan (no second pass over the bytes), the agent's evidence
@@ -16,7 +16,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from trainlog_debugger.tools.bundle.open import READ_ERRORS, BundleError
+from trainlog_debugger.tools.bundle.source import READ_ERRORS
+from trainlog_debugger.tools.bundle.open import BundleError
 from trainlog_debugger.tools.bundle.parallel import fewer_collections
 from trainlog_debugger.tools.diagnose import diagnose
 from trainlog_debugger.tools.investigation import Context, Investigation, Stage

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from trainlog_debugger.tools.bundle.open import READ_ERRORS
+from trainlog_debugger.tools.bundle.source import READ_ERRORS
 from trainlog_debugger.tools.bundle.reread import read_window
 from trainlog_debugger.tools.investigation import Context, Stage
 from trainlog_debugger.tools.model import Evidence, Status

@@ -24,12 +24,12 @@ from pydantic import Field
 
 from trainlog_debugger.agent.graph import caps
 from trainlog_debugger.agent.graph.caps import take
-from trainlog_debugger.agent.graph.result import ToolResult, error, line, no_data, ok, quote
+from trainlog_debugger.agent.graph.result import ToolResult, ToolStatus, error, line, no_data, ok, quote
 from trainlog_debugger.agent.graph.toolbox import Toolbox
 from trainlog_debugger.tools.ranks import ranks_str
+from trainlog_debugger.tools.rules.asymmetry import MIN_RANKS  # a rank diff over fewer has no majority to differ from
 
 Box = Annotated[Toolbox, InjectedToolArg]
-DIFF_MIN_RANKS = 3  # a rank diff over fewer ranks has no majority to differ from
 # a group that holds a quantifier and is itself quantified: `(\w+\s?)*`, `(a|aa)+` (catastrophic backtracking)
 _NESTED_QUANT = re.compile(r"\((?:[^()\\]|\\.)*(?:[*+]|\{\d*,?\d*\})(?:[^()\\]|\\.)*\)(?:[*+]|\{\d*,\d*\})")
 
@@ -190,15 +190,15 @@ def timeline(box: Box) -> ToolResult:
     tl = box.inv.diagnosis.timeline
     if not tl:
         return no_data("no timed events")
-    data = [{"time": t.time, "what": t.what, "role": t.role.value, **line(t.evidence.to_json())} for t in tl]
-    return ok(data, [], [line(t.evidence.to_json()) for t in tl])
+    lines = [line(t.evidence.to_json()) for t in tl]
+    return ok([{"time": t.time, "what": t.what, "role": t.role.value, **ln} for t, ln in zip(tl, lines)], [], lines)
 
 
 def rank_diff(box: Box) -> ToolResult:
     """Line templates that only a few ranks printed, or only a few lack."""
     seen = (box.report("scan") or {}).get("coverage", {}).get("seen_ranks", [])
-    if box.inv.diff is None and len(seen) < DIFF_MIN_RANKS:
-        return no_data(f"fewer than {DIFF_MIN_RANKS} ranks have logs: nothing to compare")
+    if box.inv.diff is None and len(seen) < MIN_RANKS:
+        return no_data(f"fewer than {MIN_RANKS} ranks have logs: nothing to compare")
     d = box.report("diff") or {}
     cut: list[str] = []
     rows, shown = [], []
@@ -234,14 +234,15 @@ def explain_line(box: Box, text: str | None = None, file: str | None = None, lin
         if file is None or line is None:
             return error("give both file and line, or text")
         got = read_lines(box, file, line, before=0, after=0)
-        if got.status.value != "ok" or not got.lines:
+        if got.status is not ToolStatus.ok or not got.lines:
             return got
         shown = [ln for ln in got.lines if ln["at"] == f"{file}:{line}"][:1]
         text = shown[0]["text"] if shown else None
     if not text:
         return error("give `text` (a log line) or `file` and `line`")
     text = text[:caps.EXPLAIN_CHARS]
-    found = messages.match(text)[:caps.EXPLAIN_MATCHES]
+    cut: list[str] = []
+    found = take(messages.match(text), caps.EXPLAIN_MATCHES, "matching upstream templates", cut)
     words = messages.read_by_words(strip_prefixes(text))
     if not found and not words:
         return no_data({"line": text, "upstream": [], "lexicon": None},
@@ -251,7 +252,7 @@ def explain_line(box: Box, text: str | None = None, file: str | None = None, lin
                           "role": m.role, "meaning": m.meaning, "action": m.action,
                           **({"name": m.name} if m.name else {})} for m in found],
             "lexicon": ({"category": words[0], "words": words[1], "why": words[2]} if words else None)}
-    return ok(data, [], shown)
+    return ok(data, cut, shown)
 
 
 TOOLS: list[Callable[..., ToolResult]] = [

@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from trainlog_debugger.tools.bundle.open import READ_ERRORS
+from trainlog_debugger.tools.bundle.source import READ_ERRORS
 from trainlog_debugger.tools.bundle.reread import read_lines
 from trainlog_debugger.tools.model import CATEGORIES, AgentClaim, Diagnosis, Evidence
 from trainlog_debugger.tools.ranks import ranks_str

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-import trainlog_debugger.tools.bundle.open as bundle
-from trainlog_debugger.tools.bundle.open import READ_ERRORS, BundleError, open_bundle, read_error_reason
+import trainlog_debugger.tools.bundle.walk as walk
+from trainlog_debugger.tools.bundle.source import READ_ERRORS, read_error_reason
+from trainlog_debugger.tools.bundle.open import BundleError, open_bundle
 
 LOG = b"[rank0]:[E1105 12:34:56.789012345 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout\n"
 
@@ -189,7 +190,7 @@ def test_truncated_gzip(tmp_path, monkeypatch):
     (d / "empty.log.gz").write_bytes(gzip.compress(b"")[:5])
     with pytest.raises(BundleError, match=r"^no readable log files in .*\(1 skipped: 1 truncated gzip\)$"):
         open_bundle(d / "empty.log.gz")
-    monkeypatch.setattr(bundle, "GZIP_VERIFY_BYTES", 0)               # too big to test-read at open:
+    monkeypatch.setattr(walk, "GZIP_VERIFY_BYTES", 0)               # too big to test-read at open:
     with open_bundle(d) as b:                                         # the reader meets it mid-stream
         (s,) = [s for s in b.sources if s.gzip]
         with pytest.raises(READ_ERRORS) as ei, s.open() as f:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from trainlog_debugger.tools.bundle.open import Bundle, Source, natural_key, open_bundle
+from trainlog_debugger.tools.bundle.open import Bundle, open_bundle
+from trainlog_debugger.tools.bundle.source import Source, natural_key
 
 RANK = "[rank{r}]:[E1105 12:34:56.789012345 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation timeout\n"
 AIS = ("Started up at 2025/08/21 19:17:52, host {host}, go1.24.5 for linux/amd64\n"
@@ -246,7 +247,7 @@ def test_tar_header_precheck_turns_down_only_what_tarfile_turns_down(tmp_path):
     """open's quick look at a header's checksum field must never turn down a header tarfile accepts: real headers
     of every format, and fields that int(s, 8) reads in odd spellings (signs, spaces, underscores, 0o, base-256)."""
     import io
-    from trainlog_debugger.tools.bundle.open import _looks_tar
+    from trainlog_debugger.tools.bundle.archives import _looks_tar
 
     def by_tarfile(block: bytes) -> bool:
         try:

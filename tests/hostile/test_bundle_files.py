@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from harness import assert_clean, run_cli, snapshot, write_tar
 
-from trainlog_debugger.tools.bundle.open import READ_ERRORS, clean_stale_tmpdirs, open_bundle, read_error_reason
+from trainlog_debugger.tools.bundle.source import READ_ERRORS, read_error_reason
+from trainlog_debugger.tools.bundle.open import clean_stale_tmpdirs, open_bundle
 
 WATCHDOG = ("[rank{r}]:[E1105 12:34:56.789012345 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective "
             "operation timeout: WorkNCCL(SeqNum=42, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "

@@ -200,3 +200,35 @@ def test_head_lines_split_at_every_line_end_like_a_regex():
         t = "".join(parts)
         assert _lines(t) == by_regex(t)
     prop()
+
+
+# ---- every source's own detection, found through the registry (nothing registered here by hand) -----------------
+
+from trainlog_debugger.tools.sources import SOURCES  # noqa: E402
+from trainlog_debugger.tools.sources.declare import TIERS, Detector  # noqa: E402
+from trainlog_debugger.tools.sources.detect import HW_KINDS, detectors, head_of  # noqa: E402
+
+DECLARED = [(src, i, d) for src, mod in SOURCES.items() for i, d in enumerate(getattr(mod, "DETECT", ()))]
+
+
+def test_the_sources_declare_detection():
+    # the loop has nothing of its own: every test it runs is a source's, every kind a source's KINDS
+    assert len(DECLARED) == len(detectors()) >= 20
+    assert {"pyspy", "ais", "torchrun", "hw", "flight_recorder", "slurm", "kernel"} <= {s for s, _, _ in DECLARED}
+
+
+@pytest.mark.parametrize("src,i,det", DECLARED, ids=[f"{s}-{i}" for s, i, _ in DECLARED])
+def test_every_detector_recognises_its_example_through_the_registry(src, i, det):
+    assert isinstance(det, Detector) and det.tier in TIERS
+    kind = det.test(head_of(*det.example))
+    assert kind in SOURCES[src].KINDS, f"{src} DETECT[{i}] does not recognise its own example ({kind!r})"
+    # and the whole tier loop, every other source's tests included, comes to the same answer: no stronger test of
+    # another source takes the file first
+    assert sniff(*det.example) == kind
+
+
+def test_kinds_are_the_sources_kinds():
+    declared = {k: role for mod in SOURCES.values() for k, role in getattr(mod, "KINDS", {}).items()}
+    assert ALL_KINDS == set(declared) | {"generic"}
+    assert HW_KINDS == {"nvidia_smi", "gpu_topo", "ib_status", "ib_counters", "nccl_tests", "dcgm_diag"}
+    assert WORKER_KINDS == {"slurm", "torchrun", "rank_log", "nemo", "megatron", "deepspeed", "cloud_logging", "generic"}

@@ -19,7 +19,7 @@ from enum import Enum
 from typing import Any, cast
 
 from trainlog_debugger.tools.bundle.chunks import CHUNK, chunks
-from trainlog_debugger.tools.bundle.open import READ_ERRORS
+from trainlog_debugger.tools.bundle.source import READ_ERRORS
 from trainlog_debugger.tools.model import Evidence
 
 MAX_WINDOW_LINES = 400  # a read window never holds more, whatever was asked

@@ -207,7 +207,7 @@ class Stamp:
         if self.uptime_s is not None or not self.has_date:
             return None
         y = self.year if self.year is not None else year
-        if y is None:
+        if y is None or self.month is None or self.day is None:
             return None
         zone: tzinfo | None = None
         if self.utc_offset_min is not None:
@@ -238,7 +238,7 @@ def _iso_parts(iso: str) -> dict:
     if not m:
         return {}
     frac = (m["f"] or "0").ljust(9, "0")
-    out = {"hour": int(m["h"]), "minute": int(m["mi"]), "second": int(m["s"]), "micro": int(frac[:6]),
+    out: dict[str, int | None] = {"hour": int(m["h"]), "minute": int(m["mi"]), "second": int(m["s"]), "micro": int(frac[:6]),
            "nanos": int(frac)}
     if m["mo"]:
         out.update(month=int(m["mo"]), day=int(m["d"]), year=None if m["y"] == "-" else int(m["y"]))
@@ -303,7 +303,7 @@ _ZONE = r"(?P<z>[Zz]|[+-]\d\d:?\d\d(?!\d)| ?(?:UTC|GMT)\b)?"
 # first char where possible), and each format is tried only when a fast gate finds its skeleton somewhere
 # in the line: a c10 line then costs ~15 µs instead of ~100.
 _GATES = {"date": re.compile(r"[-/]\d\d[-/]\d\d[-_ Tt]\d\d:"), "usec": re.compile(r":\d\d\.\d{6}"),
-          "mon": re.compile("(?:" + "|".join(_MONTHS) + ") "), None: None}
+          "mon": re.compile("(?:" + "|".join(_MONTHS) + ") ")}
 # (fmt, gate, regex); group `ts` spans Stamp.text. Order = specificity: at one position the first wins.
 _SPECS: list[tuple[str, str | None, str]] = [
     # §4.3: the RFC822 part (Go "02 Jan 06 15:04 MST") gives date + zone for the AIStore hour.
@@ -410,7 +410,7 @@ def parse_stamp(line: str) -> Stamp | None:
     gates: dict[str | None, bool] = {None: True}
     for fmt, gate, rx in _RES:
         if gate not in gates:
-            gates[gate] = _GATES[gate].search(line, lead) is not None
+            gates[gate] = gate is None or _GATES[gate].search(line, lead) is not None
         if not gates[gate]:
             continue
         for m in rx.finditer(line, 0 if rx is _DMESG else lead):

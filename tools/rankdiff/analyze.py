@@ -38,7 +38,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from trainlog_debugger.tools.lines.attribution import note_local_rank
-from trainlog_debugger.tools.bundle.open import READ_ERRORS, read_error_reason
+from trainlog_debugger.tools.bundle.source import READ_ERRORS, read_error_reason
 from trainlog_debugger.tools.bundle.chunks import CHUNK, chunks
 from trainlog_debugger.tools.scan.labels import (bounded_attribution as attribute_line, bounded_path_hint as attribute_path,
                                                  srun_labelled)

@@ -36,7 +36,8 @@ class Candidate:
     status: str = "crashed"
     recommendations: list[str] = field(default_factory=list)
     restart: str = "fix first"
-    story: list[Finding] = field(default_factory=list)  # a cross-source chain that replaces `finding` as the chain's start
+    # a cross-source chain that replaces `finding` as the chain's start
+    story: list[Finding] = field(default_factory=list)
 
     @property
     def rule(self) -> str:
@@ -218,7 +219,8 @@ class RuleInputs:
         `traceback :` field holds `ev`: torchrun copies the worker's error.json there, under the entry's own
         `rank : R (local_rank: L)` and `host :` lines, so a launcher console alone still says which rank raised it.
         None when `ev` is not inside such an entry."""
-        entries = [h for h in self.by_pattern.get("torchrun.failure_rank", ()) if h.file == ev.file and h.line < ev.line]
+        entries = [h for h in self.by_pattern.get("torchrun.failure_rank", ())
+                   if h.file == ev.file and h.line < ev.line]
         if not entries:
             return None
         head = max(entries, key=lambda h: h.line)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, partial
 from typing import Any, cast
 
-from trainlog_debugger.tools.bundle.open import READ_ERRORS, natural_key, read_error_reason
+from trainlog_debugger.tools.bundle.source import READ_ERRORS, natural_key, read_error_reason
 from trainlog_debugger.tools.bundle.parallel import Remote, fewer_collections, map_sources
 from trainlog_debugger.tools.scan.engine import HyperscanEngine, ReEngine, make_engine
 from trainlog_debugger.tools.scan.labels import label_db

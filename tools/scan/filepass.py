@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from trainlog_debugger.tools.bundle.chunks import CHUNK, chunks, newlines
-from trainlog_debugger.tools.bundle.open import READ_ERRORS, read_error_reason
+from trainlog_debugger.tools.bundle.source import READ_ERRORS, read_error_reason
 from trainlog_debugger.tools.lines.attribution import Attribution, note_local_rank
 from trainlog_debugger.tools.lines.timestamps import Stamp
 from trainlog_debugger.tools.ranks import MAX_DIGITS, MAX_RANKS, plausible_rank

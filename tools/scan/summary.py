@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import cast
 
-from trainlog_debugger.tools.bundle.open import natural_key
+from trainlog_debugger.tools.bundle.source import natural_key
 from trainlog_debugger.tools.evidence import Coverage, Evidence
 from trainlog_debugger.tools.lines.timestamps import Stamp, mixed_zone_note, order_key, order_then_place
 from trainlog_debugger.tools.ranks import MAX_RANKS

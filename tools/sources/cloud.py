@@ -139,9 +139,10 @@ def _export(h: Head) -> str | None:
     return None
 
 
-DETECT = (Detector("content", 20, _export),)
+DETECT = (Detector("content", 20, _export, ("export.json", b'[{"textPayload": "NCCL WARN", "resource": {"type": '
+                                               b'"ml_job"}, "timestamp": "2024-11-05T12:00:01Z", "logName": "x"}]')),)
 
 # ---- path hints: a Vertex AI custom job names each replica `workerpool<pool>-<index>` in its log paths
 _VERTEX = re.compile(r"(?:^|[^\w])(workerpool\d+-\d+)(?=$|[^\w\-])")
 PATH_HINTS = (PathRule("part", 50, lambda part: ("vertex_task", {"node": m.group(1)}) if (m := _VERTEX.search(part))
-                       else None),)
+                       else None, "logs/workerpool0-1/stderr.txt"),)

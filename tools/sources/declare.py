@@ -46,22 +46,27 @@ class Head:
 @dataclass(frozen=True, slots=True)
 class Detector:
     """One test of a source's: the kind it names (or None: not this source's). `place` orders the tests of one
-    tier across sources (lower first); the sources leave gaps of 10 so a new test fits between two."""
+    tier across sources (lower first); the sources leave gaps of 10 so a new test fits between two. `example`
+    (display path, first bytes) is a file the test recognises and the whole tier loop calls the test's kind
+    (tests/sources/test_detect.py walks every source's examples)."""
 
     tier: str
     place: int
     test: Callable[[Head], str | None]
+    example: tuple[str, bytes]
 
 
 @dataclass(frozen=True, slots=True)
 class PathRule:
     """A path hint: what a file's path states about who wrote it. `scope` "part": `test` sees each part of the
     path (archive members split at `!`); "path": the whole path once, after every part. `test` returns the hint's
-    style and its fields (rank, local_rank, node, node_index, attempt, job_id) or None."""
+    style and its fields (rank, local_rank, node, node_index, attempt, job_id) or None. `example`: a path whose
+    hint carries the rule's style (tests/sources/test_paths.py walks them)."""
 
     scope: str
     place: int
     test: Callable[[str], tuple[str, dict[str, object]] | None]
+    example: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,4 +43,4 @@ def _lines(h: Head) -> str | None:
     return None
 
 
-DETECT = (Detector("framing", 30, _lines),)
+DETECT = (Detector("framing", 30, _lines, ("train.log", b"[INFO] [launch.py:146:main] WORLD INFO DICT: {'localhost': [0, 1]}\n")),)

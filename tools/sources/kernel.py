@@ -91,4 +91,6 @@ def _content(h: Head) -> str | None:
     return KERNEL if kernel >= 0.5 or (kernel and kernel + share(_SYSLOG_LINE, h.lines) >= 0.6) else None
 
 
-DETECT = (Detector("content", 50, _content), Detector("name", 30, lambda h: KERNEL if _NAME.match(h.name) else None))
+DETECT = (Detector("content", 50, _content,
+                   ("node3.txt", b"[ 5107.644336] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n")),
+          Detector("name", 30, lambda h: KERNEL if _NAME.match(h.name) else None, ("dmesg.txt", b"(empty)\n")))

@@ -62,7 +62,7 @@ def _node(part: str) -> tuple[str, dict[str, object]] | None:
     return None
 
 
-GENERIC = (PathRule("part", 30, _rank), PathRule("part", 40, _node))
+GENERIC = (PathRule("part", 30, _rank, "logs/rank_3.log"), PathRule("part", 40, _node, "logs/node_H100-1.log"))
 
 
 @lru_cache(maxsize=1)

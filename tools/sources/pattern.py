@@ -160,9 +160,14 @@ def P(id, tier, category, role, trigger, anchors, example, summary, fields=None,
 # KIND_HOOKS = {file kind: Hook(...)}: run on every kept hit line of a file of that kind, after the scanner read the
 #   line's time and node, to fill what the line itself does not state (a Cloud Logging entry's task and timestamp).
 # WORLD_SIZE = {pattern id: WorldSize(...)}: the patterns whose field states how many ranks the job has.
+# KEEP_FIRST = {pattern id prefix: n}: how many first hits per (pattern, rank) are kept in full where 5 are too few
+#   (collective-state lines, one per process group: tools.scan.keeper).
 # SCAN_STEPS = {phase: "module:function"}: a source's steps over the per-file scans (tools.scan.summary says each
 #   phase's contract): torchrun's local → global ranks and its failure report's hosts, srun's task → node lines,
 #   NCCL's communicator ranks → nodes.
+# VERIFIERS = {file kind: "module:function"}: how a citation into a file of that kind is re-read when the kind has
+#   no lines (a flight-recorder dump: entry index and canonical JSON; tools.bundle.reread). The scan skips such
+#   kinds as text (tools.scan.driver.text_skip_kinds).
 
 
 class HitContext:

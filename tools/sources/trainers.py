@@ -43,6 +43,9 @@ _NEMO_NAME = re.compile(r"^(?:nemo_log_globalrank-\d+_localrank-\d+|nemo_error_l
 _NEMO = re.compile(r"\[NeMo [IWEDC] \d{4}-\d\d-\d\d \d\d:\d\d:\d\d |"
                    r"^(?:Training|Validation) epoch \d+, iteration \d+/\d+ \|", re.M)
 _MEGATRON = re.compile(r" iteration\s+\d+/\s*\d+ \| consumed samples:")
-DETECT = (Detector("layout", 20, lambda h: NEMO if _NEMO_NAME.match(h.name) else None),
-          Detector("framing", 10, lambda h: NEMO if has(_NEMO, h.text, "[NeMo ", " epoch ") else None),
-          Detector("framing", 20, lambda h: MEGATRON if has(_MEGATRON, h.text, "consumed samples") else None))
+DETECT = (Detector("layout", 20, lambda h: NEMO if _NEMO_NAME.match(h.name) else None,
+                   ("nemo_log_globalrank-3_localrank-3.txt", b"hello\n")),
+          Detector("framing", 10, lambda h: NEMO if has(_NEMO, h.text, "[NeMo ", " epoch ") else None,
+                   ("train.log", b"[NeMo I 2024-08-21 19:17:52 exp_manager:396] Experiments are logged at /results\n")),
+          Detector("framing", 20, lambda h: MEGATRON if has(_MEGATRON, h.text, "consumed samples") else None,
+                   ("train.log", b" iteration      100/  500000 | consumed samples:        12800 | lm loss: 2.1\n")))

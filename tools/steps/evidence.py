@@ -11,7 +11,7 @@ offset to count lines and copy the verbatim text. A ref is a tuple:
 
 from __future__ import annotations
 
-from trainlog_debugger.tools.bundle.open import READ_ERRORS, read_error_reason
+from trainlog_debugger.tools.bundle.source import READ_ERRORS, read_error_reason
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.steps.parse import CHUNK
 from trainlog_debugger.tools.steps.report import MAX_FINDINGS, StepReport, StepSeries

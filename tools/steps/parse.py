@@ -19,7 +19,7 @@ from functools import lru_cache
 from typing import Any
 
 from trainlog_debugger.tools.ranks import MAX_RANKS
-from trainlog_debugger.tools.bundle.open import READ_ERRORS, read_error_reason
+from trainlog_debugger.tools.bundle.source import READ_ERRORS, read_error_reason
 from trainlog_debugger.tools.bundle.chunks import CHUNK, chunks
 from trainlog_debugger.tools.scan.labels import bounded_path_hint as attribute_path, srun_labelled
 from trainlog_debugger.tools.sources import patterns

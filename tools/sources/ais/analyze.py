@@ -30,7 +30,8 @@ from trainlog_debugger.tools.sources.ais.chain import LEAD_S, LOOKBACK_S, Chain,
 from trainlog_debugger.tools.sources.ais.files import AisFile, read_ais
 from trainlog_debugger.tools.sources.ais.report import DaemonSummary, FileSpan, compare, jump_dict, jump_finding, restarts, summary, timeline
 from trainlog_debugger.tools.sources.ais.stats import Interval, Jump, Sample, error_jumps, intervals, traffic_stop
-from trainlog_debugger.tools.bundle.open import READ_ERRORS, BundleError, open_bundle, read_error_reason
+from trainlog_debugger.tools.bundle.source import READ_ERRORS, read_error_reason
+from trainlog_debugger.tools.bundle.open import BundleError, open_bundle
 from trainlog_debugger.tools.sources.ais.clocks import Anchor, ClockEstimate, WorkerEvents, estimate, iso, node_skew, worker_events
 from trainlog_debugger.tools.bundle.parallel import map_sources
 from trainlog_debugger.tools.jsonable import fields_jsonable
@@ -104,8 +105,8 @@ def read_sources(sources, workers: int | None = None) -> tuple[list[AisFile], li
     """One pass per file, over the one worker pool (tools.bundle.parallel decides whether to fork); results in
     bundle order whatever order the workers finish in."""
     got = [x for batch in map_sources(_read_batch, list(enumerate(sources)), workers=workers) for x in batch]
-    got = [g for _, g in sorted(got, key=lambda x: x[0])]
-    return [g for g in got if isinstance(g, AisFile)], [g for g in got if isinstance(g, dict)]
+    ordered = [g for _, g in sorted(got, key=lambda x: x[0])]
+    return [g for g in ordered if isinstance(g, AisFile)], [g for g in ordered if isinstance(g, dict)]
 
 
 def analyze_paths(paths, workers=None) -> AisReport:
@@ -185,7 +186,8 @@ def inventory(files: list[AisFile]) -> tuple[list[_Daemon], list[str]]:
                                                              and f.pid != fs[i - 1].pid))
             epoch += restart
             d.spans.append(_span(f, nxt, restart))
-            d.samples += [Sample(f.ts(rec), c, f.evidence(rec), epoch) for rec, c in f.stats if rec.local is not None]
+            d.samples += [Sample(ts, c, f.evidence(rec), epoch) for rec, c in f.stats
+                          if rec.local is not None and (ts := f.ts(rec)) is not None]
         d.ivs = intervals(name, d.role, d.samples)
         d.jumps = error_jumps(d.ivs)
         d.occ = _occurrences(d)
@@ -219,9 +221,9 @@ def _occurrences(d: _Daemon) -> list[Occ]:
                 o.times.extend(f.utc(t, seg) for t, seg in zip(st.times, st.segs))
             seen = set()
             for rec in [*st.first, *st.minutes.values(), *st.last]:
-                if rec.line not in seen and rec.local is not None:
+                if rec.line not in seen and rec.local is not None and (ts := f.ts(rec)) is not None:
                     seen.add(rec.line)
-                    o.recs.append((f.ts(rec), f.evidence(rec)))
+                    o.recs.append((ts, f.evidence(rec)))
             o.detail.update(st.detail)
     for o in merged.values():
         o.times.sort()
@@ -274,13 +276,13 @@ def correlate(files: list[AisFile], scan=None, nccl=None) -> AisReport:
     daemons, notes = inventory(files)
     zones = Counter(z[1] for f in files for z in f.zones[:1] if z[1] is not None)
     dzone = zones.most_common(1)[0][0] if zones else None
-    years = [int(iso(f.ts(f.start))[:4]) for f in files if f.start and f.start.basis != "filename"]
+    years = [int(y[:4]) for f in files if f.start and f.start.basis != "filename" and (y := iso(f.ts(f.start)))]
     wf = worker_events(scan, statistics.mode(years) if years else None) if scan is not None else None
     clock = estimate(_anchors(daemons, wf), dzone, wf.zone_min) if wf else None
     if wf:
         notes += wf.notes
     first_err = None
-    if wf and wf.loader_errors and clock.offset_s is not None:
+    if wf and wf.loader_errors and clock is not None and clock.offset_s is not None:
         first_err = clock.to_daemon(wf.loader_errors[0].ts)
     main = _main_jump(daemons, first_err, notes)
     t_fail = first_err if first_err is not None else (main.interval.t1 if main else None)
@@ -290,7 +292,8 @@ def correlate(files: list[AisFile], scan=None, nccl=None) -> AisReport:
     if t_fail is not None:
         focus = (t_fail - LOOKBACK_S, t_fail + LEAD_S)
         stops = [s.ts for d in daemons if d.role == "target" and (s := traffic_stop(d.ivs))]
-        death = clock.to_daemon(wf.death.ts) if wf and wf.death and clock.offset_s is not None else None
+        death = (clock.to_daemon(wf.death.ts) if wf and wf.death and clock is not None and clock.offset_s is not None
+                 else None)
         end = max([focus[1]] + ([death] if death is not None else stops[-1:] if stops else []))
         window = {"start": iso(focus[0], dzone), "end": iso(end, dzone), "start_ts": focus[0], "end_ts": end,
                   "basis": ("first worker loader error − 20 min → job death (daemon clock)" if first_err is not None
@@ -312,7 +315,7 @@ def correlate(files: list[AisFile], scan=None, nccl=None) -> AisReport:
             findings.append(Finding(id="ais.stats_malformed", role=Role.context, count=n, nodes=[d.name],
                                     summary=f"{d.name}: {n} malformed stats line(s) skipped ({bad[0][2]})",
                                     evidence=[f.evidence(rec) for f, rec, _ in bad[:3]]))
-    if scan is not None:
+    if scan is not None and wf is not None:  # wf is read from the scan
         culprits = {e.rank for e in wf.loader_errors if e.rank is not None} | set(nccl.culprits if nccl else [])
         noise = retry_noise(scan, culprits)
         if noise:

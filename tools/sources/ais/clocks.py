@@ -105,7 +105,7 @@ def stamp_ts(t: Stamp | None, year: int | None) -> tuple[float | None, int | Non
     if t is None or t.order_key() is None:
         return None, None
     y = t.year or year
-    if y is None:
+    if y is None or t.month is None or t.day is None:
         return None, None
     try:
         dt = datetime(y, t.month, t.day, t.hour, t.minute, t.second, t.micro or 0)
@@ -276,7 +276,7 @@ def estimate(anchors: list[Anchor], daemon_zone_min: int | None = None,
                              "assumed to match; their times are shown apart")
     best: list[Anchor] = []
     for pivot in sorted(anchors, key=lambda a: (a.priority, a.uncertainty)):
-        support = {}
+        support: dict[str, Anchor] = {}
         for a in anchors:
             if abs(a.offset - pivot.offset) <= AGREE_S + a.uncertainty + pivot.uncertainty:
                 key = a.group or a.name
@@ -293,7 +293,7 @@ def estimate(anchors: list[Anchor], daemon_zone_min: int | None = None,
     off, zone, resid = round_offset(raw, unc)
     n = len(best)
     conf = ("high" if n >= 2 else "medium") if zone else ("medium" if n >= 2 else "low")
-    if rejected and [a for a, _ in rejected if not a.group or all(b.group != a.group for b in best)]:
+    if any(not a.group or all(b.group != a.group for b in best) for a, _ in rejected):
         conf = {"high": "medium", "medium": "low"}.get(conf, conf)
     names = " + ".join(a.name for a in best)
     wz = zone_name(round(-off / 60)) if zone and daemon_zone_min is not None else None
@@ -302,7 +302,7 @@ def estimate(anchors: list[Anchor], daemon_zone_min: int | None = None,
                    f"anchors: {names}")
     elif zone:
         summary = (f"daemon clock = worker clock {hm(off)} "
-                   + (f"(workers in {wz}, daemons in {zone_name(daemon_zone_min)} as their headers state); "
+                   + (f"(workers in {wz}, daemons in {zone_name(daemon_zone_min or 0)} as their headers state); "
                       if wz else "(daemon zone not stated: a zone difference between the two clocks); ")
                    + f"a whole/half-hour zone difference, residual skew {round(resid)} s; "
                    f"anchors: {names}")

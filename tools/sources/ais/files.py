@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from trainlog_debugger.tools.sources.ais.stats import parse_stats
-from trainlog_debugger.tools.bundle.open import READ_ERRORS, read_error_reason
+from trainlog_debugger.tools.bundle.source import READ_ERRORS, read_error_reason
 from trainlog_debugger.tools.bundle.chunks import CHUNK, chunks
 from trainlog_debugger.tools.lines.timestamps import Stamp
 from trainlog_debugger.tools.model import Evidence
@@ -137,7 +137,7 @@ class AisFile:
     last: Rec | None = None  # the last line with a time
     zones: list[tuple] = field(default_factory=list)  # (from local time, offset min, zone name, header Rec)
     stats: list[tuple[Rec, dict]] = field(default_factory=list)
-    malformed: list[tuple[Rec, str]] = field(default_factory=list)
+    malformed: list[tuple[Rec, str | None]] = field(default_factory=list)
     malformed_count: int = 0
     sigs: dict[str, SigStats] = field(default_factory=dict)
     other: dict[tuple[str, str], list] = field(default_factory=dict)  # (sev, template) → [count, first Rec]
@@ -187,7 +187,9 @@ class AisFile:
                         node=self.daemon, kind=self.kind)
 
 
-def _midnight(y: int, m: int, d: int) -> float | None:
+def _midnight(y: int | None, m: int | None, d: int | None) -> float | None:
+    if y is None or m is None or d is None:
+        return None
     try:
         return (datetime(y, m, d) - EPOCH).total_seconds()
     except ValueError:
@@ -202,7 +204,8 @@ class _Clock:
     """The current date of a file while reading it in order."""
 
     def __init__(self, day: float | None, basis: str):
-        self.day, self.basis, self.prev = day, basis, None
+        self.day, self.basis = day, basis
+        self.prev: float | None = None
 
     def at(self, tod: float) -> tuple[float | None, str]:
         if self.day is None:
@@ -279,7 +282,7 @@ def read_ais(rel: str, kind: str, size: int, stream, year_hint: int | None = Non
 def _start_clock(f: AisFile, buf: bytes, year_hint: int | None) -> _Clock:
     head = buf[:64 << 10].decode("utf-8", "replace")
     year = identify(f, head)
-    if f.start is not None:
+    if f.start is not None and f.start.local is not None:
         return _Clock(f.start.local - f.start.local % 86400, "start")
     st = log_name_stamp(f.rel.rsplit("!", 1)[-1])
     if year is None:  # no first line: the first hourly header of the block states the year
@@ -321,7 +324,7 @@ def _block(f: AisFile, clock: _Clock, buf: bytes, end: int, base_line: int, base
     recs.sort(key=lambda r: (r[0], r[1]))
     prev_pos, line = 0, base_line + 1
     last_ls = -1
-    for ls, kind, m in recs:
+    for ls, kind, mt in recs:
         if ls == last_ls and kind != 1:
             continue  # a header line that is also an E/W line: handled once
         last_ls = ls
@@ -333,6 +336,7 @@ def _block(f: AisFile, clock: _Clock, buf: bytes, end: int, base_line: int, base
             _header(f, clock, text, line, base_off + ls)
         elif kind == 1:
             pm = _PFX.match(buf, ls)
+            assert pm is not None  # a stats line was kept only where its prefix matched
             local, basis = clock.at(_tod(pm))
             rec = Rec(line, base_off + ls, text, local, basis, len(f.zones) - 1)
             counters, why = parse_stats(text[18:])
@@ -343,7 +347,8 @@ def _block(f: AisFile, clock: _Clock, buf: bytes, end: int, base_line: int, base
             else:
                 f.stats.append((rec, counters))
         else:
-            local, basis = clock.at(_tod(m, 2))
+            assert mt is not None  # E/W lines are kept with their match
+            local, basis = clock.at(_tod(mt, 2))
             msg = text[18:]
             sig = signature(msg)
             rec = Rec(line, base_off + ls, text, local, basis, len(f.zones) - 1)

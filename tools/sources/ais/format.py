@@ -139,8 +139,10 @@ def _archive(path: str) -> tuple[str, dict[str, object]] | None:
     return ("aistore", {"node": node}) if node is not None else None
 
 
-DETECT = (Detector("content", 40, _content), Detector("name", 20, _name))
-PATH_HINTS = (PathRule("part", 10, _log_part), PathRule("path", 20, _archive))  # after torchrun's log dir (10)
+DETECT = (Detector("content", 40, _content, ("node3.txt", b"Node t[KqRt8081], Version 3.24.rc3.5d2b1e7a, build 2024\n")),
+          Detector("name", 20, _name, ("logs/aisproxy-0.log", b"(empty)\n")))
+PATH_HINTS = (PathRule("part", 10, _log_part, "aistarget.ais-target-3.INFO.0821-191752.4171"),
+              PathRule("path", 20, _archive, "aistarget-KqRt8081.tar.gz!aistarget.ais-target-3.INFO"))  # after torchrun (10)
 
 READER = Reader(
     "reader.ais", "storage_io",

@@ -8,6 +8,7 @@ report types are plain dataclasses of strings, numbers and Evidence so that `--j
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from trainlog_debugger.tools.sources.ais.stats import MEANING, Jump, flat_in, traffic_stop
 from trainlog_debugger.tools.sources.ais.clocks import hm, iso
@@ -97,7 +98,7 @@ def compare(daemons, main: Jump, zone: int | None) -> dict:
     flat_t = [r["daemon"] for r in rows if r["role"] == "target" and not r["jumped"]]
     flat_p = [r["daemon"] for r in rows if r["role"] == "proxy" and not r["jumped"]]
     verdict = ("target-side" if tj and not pj else "proxy-side" if pj and not tj else "cluster-wide" if tj else "none")
-    out = {"start": iso(t0, zone), "end": iso(t1, zone), "rows": rows, "verdict": verdict}
+    out: dict[str, Any] = {"start": iso(t0, zone), "end": iso(t1, zone), "rows": rows, "verdict": verdict}
     ev = [main.interval.start, main.interval.end]
     for d in daemons:
         if d.role == "proxy" and d.name in flat_p:
@@ -184,7 +185,7 @@ def summary(d, window: dict | None, zone: int | None = None) -> DaemonSummary:
                                "errors": {k: v for k, v in iv.deltas.items() if k.startswith("err.")},
                                "gets": {k: iv.deltas[k] for k in ("get.n", "getbatch.n") if k in iv.deltas},
                                "signatures": {o.sig: n for o in d.occ if (n := o.count_in(iv.t0, iv.t1))}})
-    other = {"E": 0, "W": 0, "top": []}
+    other: dict[str, Any] = {"E": 0, "W": 0, "top": []}
     for f in d.files:
         for (sev, tpl), (n, rec) in f.other.items():
             other[sev] = other.get(sev, 0) + n

@@ -41,7 +41,7 @@ def read_manifests(bundle, notes: list[str]) -> dict[str, Manifest]:
     """{folder of a collect.json: Manifest} over the bundle's sources."""
     import json
 
-    from trainlog_debugger.tools.bundle.open import READ_ERRORS
+    from trainlog_debugger.tools.bundle.source import READ_ERRORS
     out: dict[str, Manifest] = {}
     for src in bundle.sources:
         if src.rel.replace("\\", "/").replace("!", "/").rsplit("/", 1)[-1] != MANIFEST:
@@ -52,7 +52,7 @@ def read_manifests(bundle, notes: list[str]) -> dict[str, Manifest]:
             if len(raw) > MAX_MANIFEST_BYTES:
                 raise ValueError(f"larger than {MAX_MANIFEST_BYTES:,} bytes")
             m = parse_manifest(json.loads(raw.decode("utf-8", "replace")))
-        except (*READ_ERRORS, ValueError, RecursionError) as e:
+        except READ_ERRORS + (ValueError, RecursionError) as e:
             notes.append(f"{src.rel}: manifest ignored ({type(e).__name__}: {str(e)[:80]})")
             continue
         if m is not None:

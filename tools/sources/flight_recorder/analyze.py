@@ -172,7 +172,7 @@ def analyze_bundle(bundle) -> FRReport | None:
 
 
 def _analyze_sources(srcs: list) -> FRReport:
-    from trainlog_debugger.tools.bundle.open import READ_ERRORS, read_error_reason
+    from trainlog_debugger.tools.bundle.source import READ_ERRORS, read_error_reason
     canon = Canon()
     data: dict[int, RankData] = {}
     names: dict[int, str] = {}

@@ -60,7 +60,8 @@ VERIFIERS = {"fr_dump": "trainlog_debugger.tools.sources.flight_recorder.analyze
 # ---- detection: a dump is recognised by its first bytes before anything else is tried (it is binary)
 FR_DUMP = "fr_dump"
 KINDS = {FR_DUMP: "dump"}
-DETECT = (Detector("content", 10, lambda h: FR_DUMP if is_fr_dump(h.name, h.head, h.text) else None),)
+DETECT = (Detector("content", 10, lambda h: FR_DUMP if is_fr_dump(h.name, h.head, h.text) else None,
+                    ("dumps/nccl_trace_rank_3", b"\x80\x04\x95\x10\x00\x00")),)
 READER = Reader(
     "reader.flight_recorder", None,
     "PyTorch NCCL flight-recorder dumps: each rank's last collectives, the rank that did not join",

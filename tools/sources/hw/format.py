@@ -62,10 +62,12 @@ def _name(h: Head) -> str | None:
     return next((kind for rx, kind in _NAMES if rx.search(h.name)), None)
 
 
-DETECT = (Detector("content", 60, _first_line),  # a snapshot that starts as its tool starts (slurm-N.out too)
+DETECT = (Detector("content", 60, _first_line,  # a snapshot that starts as its tool starts (slurm-N.out too)
+                   ("slurm-42.out", b"CA 'mlx5_0'\n\tCA type: MT4123\n\tPort 1:\n\t\tState: Active\n")),
           Detector("framing", 70, lambda h: NVIDIA_SMI if has(_NVSMI, h.text, "NVIDIA-SMI", "NVSMI LOG",
-                                                                     "Driver Version") else None),
-          Detector("name", 40, _name))
+                                                                     "Driver Version") else None,
+                   ("prolog.log", b"| NVIDIA-SMI 535.104.05   Driver Version: 535.104.05   CUDA Version: 12.2 |\n")),
+          Detector("name", 40, _name, ("node3-ibstat.txt", b"(empty)\n")))
 
 READER = Reader(
     "reader.hardware", None,

@@ -70,7 +70,7 @@ def parse(file: str, text: str) -> list[Record]:
             continue
         m = _GPU.match(raw)
         if m:
-            rec = _finish(rec, ecc, out)
+            _finish(rec, ecc, out)
             rec, stack, ecc = Record(TOOL, file, f"GPU {m.group(1)}"), [], {}
             rec.values["bus_id"] = Value(m.group(1), evidence(file, i, raw))
             continue
@@ -79,7 +79,8 @@ def parse(file: str, text: str) -> list[Record]:
         kv = _KV.match(raw)
         indent = len(raw) - len(raw.lstrip(" "))
         if indent == 0:  # a new top-level block that is not a GPU: this GPU's block ended
-            rec = _finish(rec, ecc, out)
+            _finish(rec, ecc, out)
+            rec = None
             continue
         while stack and stack[-1][0] >= indent:
             stack.pop()
@@ -138,4 +139,3 @@ def _finish(rec: Record | None, ecc: dict[str, list], out: list[Record]) -> None
             ev = next((e for n, e in got if n), got[0][1])
             rec.values[f"ecc.{scope}.uncorrectable"] = Value(total, ev)
         out.append(rec)
-    return None

@@ -43,7 +43,7 @@ def parse(file: str, text: str) -> list[Record]:
             rec = by_port.setdefault(subject, Record(TOOL, file, subject))
             continue
         m = _FIELD.match(raw.strip()) if rec is not None else None
-        if m and m.group(1) in ERRORS and m.group(1) not in rec.values:
+        if m and rec is not None and m.group(1) in ERRORS and m.group(1) not in rec.values:
             n = to_int(m.group(2))
             if n is not None:
                 rec.values[m.group(1)] = Value(n, evidence(file, i, raw))

@@ -22,7 +22,7 @@ def known_nodes(scan) -> set[str]:
 def read_hardware(bundle, scan, kinds: frozenset[str]) -> tuple[list[Record], list[str]]:
     """Every snapshot of the bundle (sources whose kind is in `kinds`), parsed, each record with its node. Notes say
     what could not be read, what was cut and which snapshots name no node."""
-    from trainlog_debugger.tools.bundle.open import read_capped
+    from trainlog_debugger.tools.bundle.source import read_capped
     notes: list[str] = []
     manifests = {folder: m.host for folder, m in read_manifests(bundle, notes).items() if m.host}
     records: list[Record] = []

@@ -12,6 +12,7 @@ Peers are the nodes (the `node` of each record; an unattributed file is its own 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from statistics import median
 
@@ -126,16 +127,21 @@ def _gpus(recs: list[Record]) -> list[Outlier]:
             gpus = ", ".join(x.subject for x, _ in mine[:4])
             peers = "" if absolute else f"; {len(nodes) - len(bad)} of {len(nodes)} nodes have none"
             out.append(Outlier(r.node, check, "gpu_cuda", strength, f"{words} on {gpus} of {where(r)}{peers}",
-                               [x.ev(k) for x, (k, _) in mine[:3]], r.file,
+                               _cited(x.ev(k) for x, (k, _) in mine[:3]), r.file,
                                {"gpus": [x.subject for x, _ in mine], "tool": "nvidia-smi -q"}, absolute))
     return out
+
+
+def _cited(evs: Iterable[Evidence | None]) -> list[Evidence]:
+    """The lines an outlier cites, in order: a value read without a line (none today) cites nothing."""
+    return [e for e in evs if e is not None]
 
 
 # ---- IB ports (ibstat, ibv_devinfo) ----------------------------------------------------------------------------
 def _ports(recs: list[Record]) -> list[Outlier]:
     """A port Down/Polling (or not LinkUp) where the same port is up on most peers; an active port slower than the
     median of its peers' active ports of the same link layer."""
-    out = []
+    out: list[Outlier] = []
     nodes = _nodes(recs)
     if len(nodes) < 2:
         return out
@@ -150,7 +156,7 @@ def _ports(recs: list[Record]) -> list[Outlier]:
                 key = "state" if r.get("state") != "Active" else "physical_state"
                 out.append(Outlier(r.node, "ib_port_down", "network", 0.85,
                                    f"IB port {subject} is {r.get('state')}/{r.get('physical_state', '?')} on "
-                                   f"{where(r)} while it is Active on its peers", [r.ev(key)], r.file,
+                                   f"{where(r)} while it is Active on its peers", _cited([r.ev(key)]), r.file,
                                    {"port": subject, "state": r.get("state"), "physical_state": r.get("physical_state")}))
     for layer in {r.get("link_layer") for r in recs}:
         active = [r for r in recs if up(r) and r.get("rate") and r.get("link_layer") == layer]
@@ -162,7 +168,7 @@ def _ports(recs: list[Record]) -> list[Outlier]:
                     continue
                 out.append(Outlier(r.node, "ib_port_rate", "network", 0.7,
                                    f"IB port {r.subject} on {where(r)} runs at {r.get('rate'):g} Gb/s, its peers at "
-                                   f"{median(peers):g}", [r.ev("rate")], r.file, {"port": r.subject,
+                                   f"{median(peers):g}", _cited([r.ev("rate")]), r.file, {"port": r.subject,
                                                                                   "rate": r.get("rate")}))
     return out
 
@@ -171,7 +177,7 @@ def _ports(recs: list[Record]) -> list[Outlier]:
 def _counters(recs: list[Record]) -> list[Outlier]:
     """Per node, the largest value of each error counter over its ports; a node whose counter is non-zero where
     its peers read zero, or COUNTER_FACTOR times their median, is out of line."""
-    out = []
+    out: list[Outlier] = []
     per_node: dict[str, dict[str, Record]] = defaultdict(dict)
     for r in recs:
         for c in ERRORS:
@@ -192,7 +198,7 @@ def _counters(recs: list[Record]) -> list[Outlier]:
             what = ", ".join(f"{c}={r.get(c)} ({r.subject})" for c, r in bad[:4])
             out.append(Outlier(r0.node, "ib_link_errors", "network", 0.7 if high else 0.5,
                                f"IB link error counters on {where(r0)}: {what}; its peers read zero or far less",
-                               [r.ev(c) for c, r in bad[:3]], r0.file, {"counters": {c: r.get(c) for c, r in bad},
+                               _cited(r.ev(c) for c, r in bad[:3]), r0.file, {"counters": {c: r.get(c) for c, r in bad},
                                                                         "peer": node}))
     # errors on most nodes are the fabric's state, not one node's
     return out if _minority({o.facts["peer"] for o in out}, set(per_node)) else []
@@ -215,7 +221,7 @@ def _busbw(recs: list[Record]) -> list[Outlier]:
         others = median(x.get("avg_busbw") for x in runs if x is not r)
         blamed = [r.node] if r.node and len(r.hosts) <= 1 else sorted(shared & set(r.hosts)) or sorted(set(r.hosts))
         for node in blamed or [None]:
-            evs = [r.ev("avg_busbw")] + ([r.ev("hosts_line")] if r.ev("hosts_line") else [])
+            evs = _cited([r.ev("avg_busbw"), r.ev("hosts_line")])
             out.append(Outlier(node, "low_busbw", "network", 0.7,
                                f"nccl-tests on {node or where(r)}: average bus bandwidth {r.get('avg_busbw'):g} GB/s, "
                                f"the other {len(runs) - 1} run(s) {others:g} (below {BUSBW_FACTOR:g}x)", evs, r.file,
@@ -231,7 +237,7 @@ def _diag(recs: list[Record]) -> list[Outlier]:
         if r.get("result") == "Fail":
             gpus = r.get("failed_gpus") or []
             on = f" (GPU {', '.join(map(str, gpus))})" if gpus else ""
-            evs = [r.ev("result")] + [e for e in (r.ev("failed_gpus"), r.ev("detail")) if e and e != r.ev("result")]
+            evs = _cited([r.ev("result")] + [e for e in (r.ev("failed_gpus"), r.ev("detail")) if e and e != r.ev("result")])
             out.append(Outlier(r.node, "dcgm_diag_fail", "gpu_cuda", 0.8,
                                f"dcgmi diag: {r.subject} failed{on} on {where(r)}", evs, r.file,
                                {"test": r.subject, "gpus": gpus}, True))
@@ -257,5 +263,5 @@ def _topo(recs: list[Record]) -> list[Outlier]:
             what = ", ".join(f"{p.subject} {p.get('link')}" for p in short[:4])
             out.append(Outlier(r.node, "nvlink_missing", "gpu_cuda", 0.6,
                                f"NVLink topology on {where(r)}: {what} where the other pairs have NV{usual:g}",
-                               [p.ev("link") for p in short[:3]], r.file, {"pairs": [p.subject for p in short]}, True))
+                               _cited(p.ev("link") for p in short[:3]), r.file, {"pairs": [p.subject for p in short]}, True))
     return out

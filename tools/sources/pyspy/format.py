@@ -62,8 +62,9 @@ def _content(h: Head) -> str | None:
     return PYSPY if "Thread " in h.text and _THREAD.search(h.text) else None  # `Thread N (active+gil): ...`
 
 
-DETECT = (Detector("content", 30, _content),  # after Cloud Logging's JSON export, which also starts with `[`/`{`
-          Detector("name", 60, lambda h: PYSPY if _NAME.search(h.name) else None))
+DETECT = (Detector("content", 30, _content,  # after Cloud Logging's JSON export, which also starts with `[`/`{`
+                   ("slurm-42.out", b'Thread 4127 (idle): "MainThread"\n    _try_get_data (torch/utils/data/dataloader.py:1011)\n')),
+          Detector("name", 60, lambda h: PYSPY if _NAME.search(h.name) else None, ("node3_pyspy.log", b"(empty)\n")))
 
 READER = Reader(
     "reader.stacks", None,

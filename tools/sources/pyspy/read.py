@@ -3,24 +3,26 @@
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Set as AbstractSet
 
 from trainlog_debugger.tools.sources.collect.manifests import manifest_for, read_manifests
 from trainlog_debugger.tools.sources.pyspy.report import Stack, attach_ranks, parse
+from trainlog_debugger.tools.sources.pyspy.format import PYSPY
 
 MAX_DUMP_BYTES = 64 << 20  # one dump file; a py-spy dump of 1,000 threads is a few MB
 
 
-def read_stacks(bundle, also: set[str] = frozenset()) -> tuple[list[Stack], list[str]]:
+def read_stacks(bundle, also: AbstractSet[str] = frozenset()) -> tuple[list[Stack], list[str]]:
     """Every stack-dump source of the bundle, parsed: files detected as py-spy dumps, and `also` (files whose lines
     the scan saw as stack frames: faulthandler output inside a log). A file past MAX_DUMP_BYTES is read up to it and
     said so. Dumps under a `debugger collect` node directory take that node's host, and the rank its manifest
     read from the process's environment when the file name does not say it."""
-    from trainlog_debugger.tools.bundle.open import read_capped
+    from trainlog_debugger.tools.bundle.source import read_capped
     out: list[Stack] = []
     notes: list[str] = []
     manifests = read_manifests(bundle, notes)
     for src in bundle.sources:
-        if src.kind != "pyspy" and src.rel not in also:
+        if src.kind != PYSPY and src.rel not in also:
             continue
         text = read_capped(src, MAX_DUMP_BYTES, "dump", notes)
         if text is None:

@@ -37,6 +37,7 @@ from trainlog_debugger.tools.sources.collect.attribute import node_of
 from trainlog_debugger.tools.lines.attribution import attribute_line, strip_prefixes
 from trainlog_debugger.tools.sources.paths import attribute_path
 from trainlog_debugger.tools.model import Evidence
+from trainlog_debugger.tools.sources.pyspy.format import PYSPY
 
 _PYSPY_PROC = re.compile(r"^Process (\d+): ")
 _PYSPY_THREAD = re.compile(r"^Thread (0x[0-9a-fA-F]+|\d+) \(([^)]*)\)(?:: \"([^\"]*)\")?")
@@ -123,7 +124,7 @@ def _parse_text(rel: str, text: str) -> list[Stack]:
             path, ln, func = f.group(1), f.group(2), f.group(3)
         else:
             continue
-        ev = Evidence(file=rel, line=n, text=raw.rstrip("\r"), rank=rank, node=a.node or hint.node, kind="pyspy")
+        ev = Evidence(file=rel, line=n, text=raw.rstrip("\r"), rank=rank, node=a.node or hint.node, kind=PYSPY)
         cur.frames.append((func, f"{path}:{ln}", ev))
     return [s for s in out if s.frames]
 
@@ -169,7 +170,7 @@ def parse_pyspy_json(rel: str, text: str) -> list[Stack]:
             n = name_lines[first + k] if first + k < len(name_lines) and len(name_lines) > 1 else 1
             raw = lines[n - 1] if 0 < n <= len(lines) else ""
             st.frames.append((func, where, Evidence(file=rel, line=n, text=raw.rstrip("\r"), rank=hint.rank,
-                                                    node=hint.node, kind="pyspy")))
+                                                    node=hint.node, kind=PYSPY)))
         if st.frames:
             out.append(st)
     return out
@@ -214,7 +215,7 @@ def parse_probing(rel: str, text: str) -> list[Stack]:
         depth = int(row["depth"]) if row.get("depth", "").isdigit() else len(rows)
         rows.append((min(depth, 1 << 20), row["func"], row.get("file", "?"), row.get("lineno", "?"),
                      Evidence(file=rel, line=n, text=raw.rstrip("\r"), rank=hint.rank, node=hint.node,
-                              kind="pyspy")))
+                              kind=PYSPY)))
     close()
     return out
 

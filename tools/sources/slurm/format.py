@@ -64,8 +64,9 @@ _NAME = re.compile(
     r"^(?:slurm-\d+\S*|(?:error|output|err|out|stderr|stdout)[-_]\d+(?:[-_.]\w+)*\.(?:out|err|log)"
     r"|[\w.-]*?\d{4,}(?:[-_.]\d+)*\.(?:out|err))$", re.I)
 _LINES = re.compile(r"^(?:\s*\d+: )?(?:slurmstepd(?:-[\w.-]+)?|srun): ", re.M)
-DETECT = (Detector("layout", 30, lambda h: SLURM if _NAME.match(h.name) else None),
-          Detector("framing", 60, lambda h: SLURM if has(_LINES, h.text, "srun: ", "slurmstepd") else None))
+DETECT = (Detector("layout", 30, lambda h: SLURM if _NAME.match(h.name) else None, ("slurm-4242.out", b"hello\n")),
+          Detector("framing", 60, lambda h: SLURM if has(_LINES, h.text, "srun: ", "slurmstepd") else None,
+                   ("job.log", b"srun: error: gpu-node-17: task 3: Exited with exit code 1\n")))
 
 # ---- path hints: the job id (and the %n node index) that sbatch's --output patterns put in a file name
 _PATH_JOB = re.compile(r"slurm-(?P<job>\d+(?:_\d+)?(?:\.\d+)?)\.(?:out|err)")  # %j, %A_%a, %J
@@ -83,4 +84,4 @@ def _job(part: str) -> tuple[str, dict[str, object]] | None:
     return None
 
 
-PATH_HINTS = (PathRule("part", 20, _job),)
+PATH_HINTS = (PathRule("part", 20, _job, "logs/slurm-4242.out"),)

@@ -146,9 +146,11 @@ def _log_dir_hint(path: str) -> tuple[str, dict[str, object]] | None:
 
 
 DETECT = (
-    Detector("layout", 10, lambda h: TORCHRUN if log_dir_log(h.path) else None),
-    Detector("framing", 40, lambda h: RANK_LOG if share(_RANK_LINE, h.lines, h.text, "[rank") >= 0.5 else None),
-    Detector("framing", 50, _console),
-    Detector("name", 10, lambda h: RANK_LOG if _RANK_NAME.search(h.name) else None),
+    Detector("layout", 10, lambda h: TORCHRUN if log_dir_log(h.path) else None,
+             ("logs/7310_ab/attempt_0/3/stderr.log", b"hello\n")),
+    Detector("framing", 40, lambda h: RANK_LOG if share(_RANK_LINE, h.lines, h.text, "[rank") >= 0.5 else None,
+             ("combined.log", b"[rank0]: Traceback (most recent call last):\n[rank1]: RuntimeError: boom\n")),
+    Detector("framing", 50, _console, ("console.log", b"[default0]:step 10 loss 2.1\n[default1]:step 10 loss 2.2\n")),
+    Detector("name", 10, lambda h: RANK_LOG if _RANK_NAME.search(h.name) else None, ("out/rank_3.log", b"(empty)\n")),
 )
-PATH_HINTS = (PathRule("path", 10, _log_dir_hint),)
+PATH_HINTS = (PathRule("path", 10, _log_dir_hint, "logs/7310_ab/attempt_1/3/stderr.log"),)

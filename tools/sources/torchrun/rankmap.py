@@ -103,7 +103,7 @@ def resolve(files: list[FileScan], world: int | None) -> list[str]:
                          f"global rank")
     if not maps and not recs:
         return notes
-    by_file_rec = {}  # a record's own lines (exitcode, signal, error_file) belong to its rank, whatever the layout
+    by_file_rec: dict[tuple[str, int], int] = {}  # a record's own lines (exitcode, signal, error_file) belong to its rank, whatever the layout
     for r in recs:
         for ln in r.lines:
             by_file_rec[(r.file, ln)] = r.rank
@@ -112,24 +112,24 @@ def resolve(files: list[FileScan], world: int | None) -> list[str]:
         scope = a[0] if a else f.rel
         m = maps.get(scope, {})
         for h in f.hits:
-            r = by_file_rec.get((f.rel, h.line))
-            own = r is None
-            if r is None and h.rank is None:
-                lr = a[1] if a else h.local_rank
-                r = m.get(lr) if lr is not None else None
-            if r is not None and h.rank is None:
-                _move(f, h, r, own_line=own)
+            rank: int | None = by_file_rec.get((f.rel, h.line))
+            own = rank is None
+            if rank is None and h.rank is None:
+                local = a[1] if a else h.local_rank
+                rank = m.get(local) if local is not None else None
+            if rank is not None and h.rank is None:
+                _move(f, h, rank, own_line=own)
         if a and a[1] in m:
-            r = m[a[1]]
-            f.ranks.add(r)
+            own_rank = m[a[1]]
+            f.ranks.add(own_rank)
             if None in f.last_lines:
-                f.last_lines[r] = f.last_lines.pop(None)
-        for lr, r in m.items():
+                f.last_lines[own_rank] = f.last_lines.pop(None)
+        for lr, mapped in m.items():
             if not a and lr in f.last_local:
-                f.last_lines[r] = f.last_local.pop(lr)
-                f.ranks.add(r)
+                f.last_lines[mapped] = f.last_local.pop(lr)
+                f.ranks.add(mapped)
             if not a:
-                f.local_to_rank.setdefault(lr, r)
+                f.local_to_rank.setdefault(lr, mapped)
     return notes
 
 

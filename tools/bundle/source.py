@@ -1,0 +1,222 @@
+"""One indexed file of a bundle and how it is read: `Source.open()` streams it read-only, never through a link, never
+past the size seen when it was indexed, decompressing a .gz under its ratio budget and dropping copytruncate's NUL
+runs; every reader catches READ_ERRORS and says why with `read_error_reason`. A file that could not be indexed at
+all is a `Skipped` with its one-line reason.
+
+Why apart from open.py: the readers (scan, the structured readers, the re-reader) need only this half; open.py walks
+folders and archives to build the index.
+"""
+from __future__ import annotations
+
+import errno
+import io
+import gzip
+import os
+import re
+import stat
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from trainlog_debugger.tools.bundle.budget import Budget, human as _human
+
+
+#: What a reader of `Source.open()` must catch: a .gz can be truncated or corrupt past the part
+#: checked at open time (files > GZIP_VERIFY_BYTES), and files can vanish. gzip.BadGzipFile is an
+#: OSError. On any of these, skip the rest of the source with `read_error_reason(exc)`.
+READ_ERRORS: tuple[type[BaseException], ...] = (EOFError, zlib.error, OSError)
+
+
+class ReadRefused(OSError):
+    """Source.open()/reads that must not go on: the file was swapped (link, other inode), or a budget was hit while
+    decompressing. An OSError, so every reader already catches it (READ_ERRORS); `reason` is its one line."""
+
+    def __init__(self, reason: str):
+        super().__init__(errno.ELOOP, reason)
+        self.reason = reason
+
+
+def read_capped(src, cap: int, what: str, notes: list[str]) -> str | None:
+    """A whole-file record (a stack dump, a hardware snapshot) as text, read up to `cap` bytes: the readers of such
+    records share this so that a file cut at the cap, or not readable at all, is said in `notes`, never silent.
+    None when it could not be read."""
+    try:
+        with src.open() as fh:
+            raw = fh.read(cap + 1)
+    except READ_ERRORS as e:
+        notes.append(f"{src.rel}: not read ({read_error_reason(e)})")
+        return None
+    if len(raw) > cap:
+        notes.append(f"{src.rel}: only the first {cap:,} bytes of the {what} were read")
+    return raw[:cap].decode("utf-8", "replace")
+
+
+def read_error_reason(exc: BaseException) -> str:
+    """One-line Skipped reason for an exception in READ_ERRORS (or any other)."""
+    if isinstance(exc, ReadRefused):
+        return exc.reason
+    if isinstance(exc, EOFError):
+        return "truncated gzip"
+    if isinstance(exc, (gzip.BadGzipFile, zlib.error)):
+        return f"corrupt gzip ({exc})"
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    if isinstance(exc, OSError):
+        return f"read error ({exc.strerror or exc})"
+    return f"unreadable ({type(exc).__name__}: {exc})"
+
+
+@dataclass
+class Source:
+    rel: str            # display path; archive members as 'logs.tar.gz!dir/rank_3.log'
+    path: Path          # the real file: the user's original (read in place) or a copy in the temp dir
+    kind: str           # tools.sources.detect.sniff()
+    size: int           # bytes on disk of `path` (compressed size when gzip) when indexed: reads stop there
+    gzip: bool = False  # `path` is gzip-compressed: open() decompresses
+    ident: tuple[int, int] | None = None   # (st_dev, st_ino) seen when indexed: open() refuses any other file
+    nul: bool = False   # NUL runs seen (copytruncate): open() drops NUL bytes from the stream
+    max_out: int = 0    # gzip: decompressed bytes allowed (compression ratio budget); 0 = no cap
+    partial: str = ""   # why this source is known to be incomplete ('' = whole); also in Bundle.notes
+
+    def open(self) -> BinaryIO:
+        """Binary stream of the (decompressed) content, opened read-only, never through a link, at most `size`
+        bytes of the file. Reads may raise READ_ERRORS (EOFError on a truncated .gz, ReadRefused); see
+        read_error_reason()."""
+        raw: io.RawIOBase = _Bounded(_open_nofollow(self.path, self.ident), self.size)
+        if self.gzip:
+            raw = _Capped(gzip.GzipFile(fileobj=io.BufferedReader(raw), mode="rb"), self.max_out, self.rel)
+        if self.nul:
+            raw = _NoNul(raw)
+        return io.BufferedReader(raw, 1 << 16)
+
+
+def _open_nofollow(path: Path, ident: tuple[int, int] | None) -> int:
+    """A read-only descriptor of `path`, refused unless it is a regular file (and the one indexed, when `ident`)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ReadRefused("replaced by a symlink after the bundle was indexed: not followed") from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or (ident is not None and (st.st_dev, st.st_ino) != ident):
+        os.close(fd)
+        raise ReadRefused("replaced by another file after the bundle was indexed: not read")
+    return fd
+
+
+class _Bounded(io.RawIOBase):
+    """A descriptor read up to `limit` bytes: a file still being appended to ends where it ended when indexed."""
+
+    def __init__(self, fd: int, limit: int):
+        self.fd, self.limit, self.pos = fd, limit, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        n = min(len(b), max(0, self.limit - self.pos))
+        if not n:
+            return 0
+        got = os.readv(self.fd, [memoryview(b)[:n]])
+        self.pos += got
+        return got
+
+    def readall(self) -> bytes:
+        """`read()` of everything left in one system call loop (RawIOBase's default reads 8 KiB at a time)."""
+        parts = []
+        while self.pos < self.limit and (data := os.read(self.fd, min(self.limit - self.pos, 1 << 30))):
+            parts.append(data)
+            self.pos += len(data)
+        return b"".join(parts)
+
+    def seek(self, off: int, whence: int = 0) -> int:
+        base = {0: 0, 1: self.pos, 2: self.limit}[whence]
+        self.pos = os.lseek(self.fd, max(0, base + off), 0)
+        return self.pos
+
+    def tell(self) -> int:
+        return self.pos
+
+    def close(self) -> None:
+        if not self.closed:
+            os.close(self.fd)
+        super().close()
+
+
+class _Capped(io.RawIOBase):
+    """A decompressed stream that raises ReadRefused past `cap` bytes (0 = no cap): the ratio budget of a .gz read
+    in place, enforced while streaming."""
+
+    def __init__(self, inner, cap: int, rel: str):
+        self.inner, self.cap, self.rel, self.pos = inner, cap, rel, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        data = self.inner.read(len(b))
+        self.pos += len(data)
+        if self.cap and self.pos > self.cap:
+            b_ = Budget.from_env()
+            raise ReadRefused(f"compression ratio budget: more than {_human(self.cap)} decompressed "
+                              f"(over {b_.max_ratio}:1), {b_.hint('max_ratio')}")
+        b[:len(data)] = data
+        return len(data)
+
+    def seek(self, off: int, whence: int = 0) -> int:
+        self.pos = self.inner.seek(off, whence)
+        return self.pos
+
+    def tell(self) -> int:
+        return self.pos
+
+    def close(self) -> None:
+        self.inner.close()
+        super().close()
+
+
+class _NoNul(io.RawIOBase):
+    """The stream without its NUL bytes: copytruncate leaves NUL runs where the rotated-away bytes were; the text
+    around them is evidence. Not seekable (offsets would not match the file's)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        while True:
+            data = self.inner.read(len(b))
+            if not data:
+                return 0
+            data = data.replace(b"\x00", b"")
+            if data:
+                b[:len(data)] = data
+                return len(data)
+
+    def close(self) -> None:
+        self.inner.close()
+        super().close()
+
+
+@dataclass
+class Skipped:
+    rel: str
+    reason: str         # one line, e.g. 'binary file (no text)'
+
+
+_DIGIT_RUNS = re.compile(r"(\d+)")
+
+
+def natural_key(s: str) -> tuple:
+    """'rank_2' < 'rank_10': digit runs compare as numbers, the rest case-insensitively."""
+    return ([int(t) if i % 2 else t.lower() for i, t in enumerate(_DIGIT_RUNS.split(s))], s)
