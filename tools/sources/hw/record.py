@@ -47,9 +47,6 @@ class Record:
         v = self.values.get(key)
         return v.evidence if v is not None else None
 
-    def first_evidence(self) -> Evidence | None:
-        return next((v.evidence for v in self.values.values()), None)
-
 
 def lines_of(text: str) -> list[str]:
     """Physical lines (colour codes dropped: `nvidia-smi topo -m` underlines its header on a terminal), capped."""
