@@ -3,8 +3,9 @@
 #   1. build the wheel (pip wheel, from a copy of the packaged files: no stale build/ dir, nothing written here);
 #   2. a FRESH venv that already holds another distribution owning a top-level `tools` package, our wheel installed
 #      beside it with the LOWEST typer of the pinned range (pyproject.toml says why that one);
-#   3. from a directory outside the repository: `debugger --help`, `debugger ask --help`, `--version`, and
-#      `debugger ask cases/gen-slurm-8r-a --json` must give that case's truth.yaml category, culprits and status;
+#   3. from a directory outside the repository: `debugger --help`, `debugger ask --help`, `--version`,
+#      `debugger slack --manifest` (package data), and `debugger ask cases/gen-slurm-8r-a --json` must give that
+#      case's truth.yaml category, culprits and status;
 #   4. the other `tools` is still importable and is its own, and our wheel put nothing at the top of site-packages
 #      but `trainlog_debugger` (no tools/ agent/ eval/ prompts/ there).
 # Needs python3 >= 3.11 and the package registry (the wheel's dependencies); about a minute on 2 cores.
@@ -70,6 +71,13 @@ say "agent package data loads (tokenizer, prompts, graph)"
 grep -q -- "--json" ask-help.txt || die "debugger ask --help does not show --json: $(cat ask-help.txt)"
 "$V/debugger" --version | grep -q "^debugger [0-9]" || die "debugger --version: $("$V/debugger" --version 2>&1)"
 "$V/debugger" ask "$CASE" --json > ask.json || die "debugger ask $CASE --json exited $?"
+# the Slack app manifest is package data: `debugger slack --manifest` prints it from the wheel, with no token
+env -u SLACK_BOT_TOKEN -u SLACK_APP_TOKEN "$V/debugger" slack --manifest > manifest.yaml \
+  || die "debugger slack --manifest exited $?"
+"$V/python" -c "import sys, yaml; m = yaml.safe_load(open('manifest.yaml')); \
+sys.exit(0 if 'chat:write' in m['oauth_config']['scopes']['bot'] and m['features']['slash_commands'] else 1)" \
+  || die "debugger slack --manifest printed no usable manifest: $(head -c 300 manifest.yaml)"
+say "slack --manifest prints the app manifest"
 # the upstream message tables and the lexicon are package data: shipped, and read from the wheel
 "$V/python" -c "from trainlog_debugger.tools.sources.messages import catalog as c; import sys; \
 n = len(c.messages()); sys.exit(0 if n > 1500 and c.lexicon() and not c.LOAD_ERRORS else 1)" \

@@ -61,6 +61,9 @@ def _case_table(rep: dict) -> Table:
     if side:
         t.add_column("baseline got", no_wrap=True, overflow="ellipsis", max_width=18, min_width=8)
         t.add_column("b.culprit", justify="right", min_width=7)
+    agent = rep["mode"] == "llm"
+    if agent:
+        t.add_column("model: agent outcome", no_wrap=True, overflow="ellipsis", max_width=28)
     for r in rep["cases"]:
         s, got = r["scores"], r.get("got")
         exp = r["expected"]["category"]
@@ -80,7 +83,32 @@ def _case_table(rep: dict) -> Table:
             bs = b.get("scores") or {}
             bcat = (b.get("got") or {}).get("category", "error")
             cells += [Text(bcat, style=OK if bs.get("category") else BAD), _score_cell(bs.get("culprit"))]
+        if agent:
+            oc = r.get("agent_outcome") or "-"
+            cells.append(Text(f"{r.get('model') or '-'}: {oc}", style=OK if oc == "answered" else BAD))
         t.add_row(*cells)
+    return t
+
+
+def _effect_table(rep: dict) -> Table:
+    """Per model: the verdict before verification (what it submitted) and after (what the agent's section holds),
+    against the truth, beside the deterministic verdict on the same cases."""
+    t = Table(title="what the verifier changed, per model (category accuracy / culprit mean / false all-clear)",
+              title_justify="left")
+    for col in ("model", "cases", "outcomes", "deterministic", "before verification", "after verification",
+                "kept aside"):
+        t.add_column(col, justify="left" if col in ("model", "outcomes") else "right")
+    for model, m in rep["llm_effect"].items():
+        def cell(side: str) -> Text:
+            v = m[side]
+            return Text(f"{_pct(v['category_accuracy'])} / {_num(v['culprit_mean'])} / {v['false_all_clear']}")
+        oc = ", ".join(f"{k} {n}" for k, n in sorted(m["outcomes"].items()))
+        t.add_row(Text(model, style="bold"), Text(str(m["cases"])),
+                  Text(oc, style=OK if set(m["outcomes"]) <= {"answered"} else BAD),
+                  cell("deterministic"), cell("before"), cell("after"), Text(str(m.get("unconfirmed", 0))))
+    t.caption = ("before: the model's last submit_answer, scored as submitted (no answer scores 0); after: the "
+                 "verified verdict; kept aside: cases where the model's verdict is shown only as its unconfirmed "
+                 "view; a case whose agent did not answer fails the run")
     return t
 
 
@@ -181,7 +209,9 @@ def render_eval(rep: dict, console: Console) -> None:
     if rep.get("per_origin"):
         console.print(_origin_table(rep))
     console.print(_totals_table(rep))
-    bad = [r for r in rep["cases"] if r["scores"]["grounding"] < 1]
+    if rep.get("llm_effect"):
+        console.print(_effect_table(rep))
+    bad = [r for r in rep["cases"] if r["scores"]["grounding"] < 1 and not r.get("error")]
     if bad:
         console.print(Text(f"{len(bad)} case(s) cite lines that are not in the bundle verbatim:", style=BAD))
         for r in bad[:10]:

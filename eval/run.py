@@ -1,4 +1,5 @@
-"""`debugger eval PATH... [--json] [--mode offline|baseline|llm] [--baseline FILE] [--write-baseline FILE] [--tags T]`
+"""`debugger eval PATH... [--json] [--mode offline|baseline|llm] [--baseline FILE] [--write-baseline FILE] [--tags T]
+[--limit N] [--scripted careful,liar,lazy,forever] [--record]`
 
 For each case (eval.cases): copy its bundle to a neutral temp path, diagnose it from the logs alone, score it
 (eval.score), then print per case, per tag and totals. In offline mode the regex baseline (eval.baseline) runs on
@@ -9,7 +10,8 @@ Exit codes: 0 fine, 1 a regression against --baseline or a case whose diagnosis 
 (no case, bad truth.yaml, unreadable baseline report, a mode that is not available). A case whose bundle is unusable
 (BundleError: nothing to read) is scored as failed and does not change the exit code; any other exception in a case
 (a bug, a module that fails to import) is listed on stderr and makes the exit code 1, so that a run in which the
-diagnosis never ran cannot pass.
+diagnosis never ran cannot pass. In llm mode a case whose agent did not answer (api_error, no_answer, budget, error)
+fails the same way: its deterministic verdict, left in place, would otherwise score as the agent's (eval/llm.py).
 
 Cases run in up to 2 forked processes (the project VM has 2 cores); each diagnosis itself runs single-process.
 """
@@ -32,7 +34,7 @@ from trainlog_debugger.eval.score import beats, failed_scores, got_view, per_ori
 MODES = ("offline", "baseline", "llm")
 # llm mode: the agent's diagnose function (handed in by agent/cli/eval.py: eval does not import the agent), where
 # its cassettes are read (and written with record). Set by main() before the cases run; forked workers inherit it.
-LLM = {"diagnose": None, "cassettes": None, "record": False}
+LLM = {"diagnose": None, "cassettes": None, "record": False, "scripted": None}
 CASSETTES = Path(__file__).resolve().parent / "cassettes"
 MAX_JOBS = 2
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,10 +53,12 @@ UNUSABLE_BUNDLE = "BundleError: "  # how _one_line starts for tools.bundle.open.
 
 def crashes(rep: dict) -> list[str]:
     """'case-id: error' (', baseline' after the id for the regex baseline's row) for every row of the report whose
-    diagnosis raised anything but a BundleError: exit code 1 when not empty."""
+    diagnosis raised anything but a BundleError, or whose agent did not answer (', model NAME' after the id in
+    llm mode): exit code 1 when not empty."""
     out = []
     for c in rep.get("cases", []):
-        for who, row in (("", c), (", baseline", c.get("baseline"))):
+        model = f", model {c['model']}" if c.get("model") else ""
+        for who, row in ((model, c), (", baseline", c.get("baseline"))):
             e = (row or {}).get("error")
             if e and not e.startswith(UNUSABLE_BUNDLE):
                 out.append(f"{c.get('id')}{who}: {e}")
@@ -83,7 +87,7 @@ def _investigate(bundle, scans: list):
     return inv.diagnosis
 
 
-def _diagnose(mode: str, bundle, scans: list, case: Case | None = None):
+def _diagnose(mode: str, bundle, scans: list, case: Case | None = None, out: dict | None = None):
     if mode == "offline":
         return _investigate(bundle, scans)
     if mode == "baseline":
@@ -94,16 +98,39 @@ def _diagnose(mode: str, bundle, scans: list, case: Case | None = None):
     if mode == "llm":
         if LLM["diagnose"] is None:
             raise EvalError("llm mode runs through `debugger eval --mode llm` (it needs the agent)")
-        diag, scan = LLM["diagnose"](bundle, case.id, Path(LLM["cassettes"] or CASSETTES), bool(LLM["record"]))
-        scans.append(scan)
-        return diag
+        return _agent(bundle, case, scans, out if out is not None else {})
     raise EvalError(f"unknown mode {mode!r}")
+
+
+def _agent(bundle, case: Case, scans: list, out: dict):
+    """The agent on one case (eval/llm.py): scripted on loopback, or its cassette replayed (or recorded). Leaves in
+    `out` the deterministic Diagnosis ("facts") and the model's last submitted answer ("before")."""
+    from trainlog_debugger.eval import llm, scripted
+    where = Path(LLM["cassettes"] or CASSETTES)
+    if LLM["scripted"]:
+        with llm.serve(scripted.MODELS[LLM["scripted"]]) as s:
+            got = LLM["diagnose"](bundle, case.id, where, False, base_url=s.url)
+        out["before"] = llm.submitted(s.replies)
+    else:
+        got = LLM["diagnose"](bundle, case.id, where, bool(LLM["record"]))
+        name = case.id.strip("/").replace("/", "__")  # agent/llm/cassettes.py's case_name (eval imports no agent)
+        tape = next((p for p in (where / f"{name}.yaml", where / f"{name}.handwritten.yaml") if p.exists()), None)
+        leaked = llm.secrets_in(tape, os.environ.get("ANTHROPIC_API_KEY")) if tape and LLM["record"] else []
+        if leaked:
+            tape.unlink()
+            raise EvalError(f"the recording of {case.id} held {', '.join(leaked)}: it was deleted")
+        out["before"] = llm.submitted(llm.cassette_replies(tape)) if tape is not None else None
+    diag, scan, *rest = got
+    out["facts"] = rest[0] if rest else None
+    scans.append(scan)
+    return diag
 
 
 def _scored(case: Case, mode: str, bundle, scans: list) -> dict:
     t0 = time.perf_counter()
+    extra: dict = {}
     try:
-        diag = _diagnose(mode, bundle, scans, case)
+        diag = _diagnose(mode, bundle, scans, case, extra)
     except EvalError:
         raise
     except Exception as e:  # one case's failure is that case's score, never the whole run's
@@ -113,10 +140,30 @@ def _scored(case: Case, mode: str, bundle, scans: list) -> dict:
     rt = time.perf_counter() - t0
     if mode == "baseline" and scans:
         rt += scans[0].seconds  # the scan it shared with the real diagnosis
-    out = {"got": got_view(diag), "scores": score(case.truth, diag, bundle), "runtime_s": round(rt, 3), "error": None}
-    if mode == "llm" and diag.agent is not None:
-        out.update(agent_outcome=diag.agent.outcome, tokens=diag.agent.tokens_in + diag.agent.tokens_out,
-                   cost_usd=diag.agent.cost_usd)
+    if mode == "llm":
+        return _agent_row(case, diag, bundle, rt, extra)
+    return {"got": got_view(diag), "scores": score(case.truth, diag, bundle), "runtime_s": round(rt, 3), "error": None}
+
+
+def _agent_row(case: Case, diag, bundle, rt: float, extra: dict) -> dict:
+    """An llm-mode row: scored on the agent's verified verdict, with its outcome, the model that ran, and the
+    verdicts before and after verification beside the deterministic one. A case whose agent did not answer fails
+    (error set, every dimension failed): the deterministic verdict left in its place proves nothing of the agent."""
+    from trainlog_debugger.eval import llm
+    a = diag.agent
+    facts = extra.get("facts") or diag
+    if a is not None and a.outcome == llm.ANSWERED:
+        diag = llm.with_verdict(diag, a.verdict)
+    err = llm.no_answer(a)
+    out = {"got": got_view(diag), "scores": failed_scores(case.truth, err) if err else score(case.truth, diag, bundle),
+           "runtime_s": round(rt, 3), "error": err, "model": LLM["scripted"] or "cassette",
+           "agent_outcome": a.outcome if a is not None else None,
+           "agent_notice": a.notice if a is not None else None,
+           "verdicts": llm.verdicts(case.truth, facts, diag, extra.get("before"), bundle)}
+    if a is not None:
+        out.update(tokens=a.tokens_in + a.tokens_out, cost_usd=a.cost_usd, rounds=a.rounds,
+                   tool_calls=len(a.tool_calls), changes=list(a.changes),
+                   unconfirmed=getattr(a, "unconfirmed", None))  # the model's view the verifier kept aside
     return out
 
 
@@ -187,16 +234,30 @@ def build_report(paths: Sequence[str | Path], rows: list[dict], mode: str, tags:
 
 
 def evaluate(paths: Sequence[str | Path], mode: str = "offline", *, tags: Sequence[str] | None = None,
-             jobs: int | None = None) -> dict:
-    """Discover, run and score: the whole report (raises EvalError / CaseError on bad input)."""
+             jobs: int | None = None, scripted: Sequence[str] = (), limit: int | None = None) -> dict:
+    """Discover, run and score: the whole report (raises EvalError / CaseError on bad input). llm mode runs each
+    scripted model in turn over the cases (rows carry `model`), and the report's `llm_effect` says per model
+    what the verifier changed (eval/llm.py)."""
     if mode not in MODES:
         raise EvalError(f"unknown mode {mode!r} (one of {', '.join(MODES)})")
+    if scripted and mode != "llm":
+        raise EvalError("--scripted runs the agent: it needs --mode llm")
     cases = filter_tags(discover(paths), tags)
     if not cases:
         raise EvalError(f"no case has the tag(s) {', '.join(tags or ())}")
+    if limit:
+        from trainlog_debugger.eval.llm import spread
+        cases = spread(cases, limit)
     t0 = time.perf_counter()
-    rows = run_cases(cases, mode, jobs=jobs)
+    rows = []
+    for name in scripted or [None]:
+        LLM["scripted"] = name  # forked workers inherit it
+        rows += run_cases(cases, mode, jobs=jobs)
+    LLM["scripted"] = None
     rep = build_report(paths, rows, mode, tags or ())
+    if mode == "llm":
+        from trainlog_debugger.eval.llm import effect
+        rep["llm_effect"] = effect(rows)
     rep["wall_s"] = round(time.perf_counter() - t0, 3)
     return rep
 
@@ -218,17 +279,29 @@ def write_report(rep: dict, path: str | Path) -> None:
 def main(paths: Sequence[str | Path], *, json_: bool = False, mode: str = "offline",
          baseline: str | Path | None = None, tags: Sequence[str] | None = None,
          write_baseline: str | Path | None = None, jobs: int | None = None, console=None,
-         cassettes: str | Path | None = None, record: bool = False, llm=None) -> int:
+         cassettes: str | Path | None = None, record: bool = False, llm=None, scripted: str | None = None,
+         limit: int | None = None) -> int:
     """The `debugger eval` command: returns the exit code: 2 bad input (one line on stderr), 1 a regression
     against `baseline` or a case whose diagnosis raised (listed on stderr, see `crashes`), else 0."""
     LLM.update(cassettes=cassettes, record=record, diagnose=llm)
     try:
+        names: list[str] = []
+        if scripted:
+            from trainlog_debugger.eval.scripted import get
+            try:
+                names = get(scripted)
+            except ValueError as e:
+                raise EvalError(str(e)) from None
+            if record:
+                raise EvalError("--record records the real API; --scripted runs the scripted models: not both")
+        if limit is not None and limit < 1:
+            raise EvalError("--limit must be at least 1")
         if mode == "llm" and record and not os.environ.get("ANTHROPIC_API_KEY"):
             raise EvalError("--record needs ANTHROPIC_API_KEY")
         stored = load_report(baseline) if baseline else None
         if stored is not None and stored.get("mode", mode) != mode:
             raise EvalError(f"{baseline} was written in mode {stored.get('mode')}, this run is mode {mode}")
-        rep = evaluate(paths, mode, tags=tags, jobs=jobs)
+        rep = evaluate(paths, mode, tags=tags, jobs=jobs, scripted=names, limit=limit)
     except (EvalError, CaseError) as e:
         sys.stderr.write(f"error: {' '.join(str(e).split())}\n")
         return 2
@@ -253,7 +326,8 @@ def main(paths: Sequence[str | Path], *, json_: bool = False, mode: str = "offli
     crashed = crashes(rep)
     if crashed:
         more = f"\n  ... and {len(crashed) - 10} more" if len(crashed) > 10 else ""
-        sys.stderr.write(f"error: {len(crashed)} case run(s) raised, not scorable (exit code 1):\n  "
+        what = "raised, or the agent did not answer" if mode == "llm" else "raised, not scorable"
+        sys.stderr.write(f"error: {len(crashed)} case run(s) {what} (exit code 1):\n  "
                          + "\n  ".join(crashed[:10]) + more + "\n")
     return 1 if regs or crashed else 0
 
@@ -268,9 +342,10 @@ def _cli(argv: list[str]) -> int:  # `python -m trainlog_debugger.eval.run`: the
     ap.add_argument("--write-baseline")
     ap.add_argument("--tags", action="append")
     ap.add_argument("--jobs", type=int)
+    ap.add_argument("--limit", type=int)
     a = ap.parse_args(argv)
     return main(a.paths, json_=a.json_, mode=a.mode, baseline=a.baseline, tags=a.tags,
-                write_baseline=a.write_baseline, jobs=a.jobs)
+                write_baseline=a.write_baseline, jobs=a.jobs, limit=a.limit)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -128,6 +128,12 @@ class AgentSection(BaseModel):
     verdict: dict[str, Any] = Field(default_factory=dict)  # status, category, culprit_ranks, culprit_nodes, confidence
     claims: list[AgentClaim] = Field(default_factory=list)
     changes: list[str] = Field(default_factory=list)
+    # sentences of the summary/narrative/disagreement the verifier took out, each {where, sentence, names}: they name
+    # what no verified line and no deterministic fact shows (None: nothing dropped)
+    dropped_sentences: list[dict[str, Any]] | None = None
+    # the agent's verdict that code did not confirm ({status, category, culprit_ranks, culprit_nodes, summary,
+    # narrative, refused: [why]}): shown beside the deterministic one, never in its place (None: nothing refused)
+    unconfirmed: dict[str, Any] | None = None
     problems: list[str] = Field(default_factory=list)  # what the verifier rejected along the way
     rounds: int = 0
     tool_calls: list[str] = Field(default_factory=list)

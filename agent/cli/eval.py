@@ -26,7 +26,11 @@ def eval_cmd(paths: list[Path] = typer.Argument(..., help="Case folders (a folde
              cassettes: Path = typer.Option(None, "--cassettes", help="llm mode: the folder of per-case cassettes "
                                             "(default: eval/cassettes)."),
              record: bool = typer.Option(False, "--record", help="llm mode: record the cassettes against the real "
-                                         "API (needs ANTHROPIC_API_KEY); without it they are only replayed.")):
+                                         "API (needs ANTHROPIC_API_KEY); without it they are only replayed."),
+             scripted: str = typer.Option(None, "--scripted", help="llm mode: run scripted models instead of "
+                                          "cassettes, no key needed (careful, liar, lazy, forever; comma-separated)."),
+             limit: int = typer.Option(None, "--limit", help="At most N cases, spread over generated, lab and real "
+                                       "dev cases, smallest first.")):
     """Score the diagnosis on labelled cases: category, culprit, first failure time, grounding, controls, runtime.
 
     Exit codes: 0 fine; 1 a case got worse than --baseline, or a case's diagnosis raised (a bug, a module that
@@ -40,6 +44,6 @@ def eval_cmd(paths: list[Path] = typer.Argument(..., help="Case folders (a folde
         with spinner(f"scoring the cases ({mode})"):
             code = eval_main(paths, json_=json_, mode=mode, baseline=baseline, tags=tags or None,
                              write_baseline=write_baseline, jobs=jobs, console=out, cassettes=cassettes,
-                             record=record, llm=llm)
+                             record=record, llm=llm, scripted=scripted, limit=limit)
     if code:
         raise typer.Exit(code)

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 
 import typer
 
 from trainlog_debugger.agent.cli.options import fail, guarded
 
-HELP = """Answer failed training jobs in Slack incident threads (see agent/slack/manifest.yaml to install the app).
+HELP = """Answer failed training jobs in Slack incident threads (`debugger slack --manifest` prints the app manifest
+to install it from: api.slack.com/apps → Create New App → From a manifest).
 
 Triggers: @mention the bot with a path under an --allow-root, upload a log bundle with a mention, or /debug PATH.
 Replies go in the thread: the deterministic headline first (status, category, culprit, confidence, trigger
@@ -53,7 +55,12 @@ def slack(mode: str = typer.Option("socket", "--mode", metavar="socket|http",
           offline: bool = typer.Option(False, "--offline", help="Never run the agent, even with ANTHROPIC_API_KEY."),
           model: str = typer.Option(None, "--model", help="Claude model id for the agent."),
           budget: int = typer.Option(200_000, "--budget", min=1_000, max=5_000_000,
-                                     help="Agent token budget per question.")):
+                                     help="Agent token budget per question."),
+          manifest: bool = typer.Option(False, "--manifest", help="Print the Slack app manifest (YAML) and exit; "
+                                                                  "needs no token.")):
+    if manifest:
+        print_manifest()
+        return
     if mode not in ("socket", "http"):
         fail(f"--mode must be socket or http, not {mode!r}")
     need = ["SLACK_BOT_TOKEN", "SLACK_APP_TOKEN" if mode == "socket" else "SLACK_SIGNING_SECRET"]
@@ -90,6 +97,17 @@ def slack(mode: str = typer.Option("socket", "--mode", metavar="socket|http",
                 socket_handler(app, cfg.app_token).start()
         finally:
             bot.convs.close_all()
+
+
+def print_manifest() -> None:
+    """The app manifest shipped in the package (agent/slack/manifest.yaml, package data: a wheel install has it),
+    on stdout as it is, for pasting into api.slack.com/apps."""
+    from importlib.resources import files
+    try:
+        text = (files("trainlog_debugger.agent.slack") / "manifest.yaml").read_text(encoding="utf-8")
+    except (OSError, ModuleNotFoundError) as e:
+        fail(f"the Slack app manifest is missing from this install ({type(e).__name__}): reinstall the package")
+    sys.stdout.write(text)
 
 
 slack.__doc__ = HELP

@@ -13,29 +13,34 @@ from trainlog_debugger.agent.llm import cassettes as C
 from trainlog_debugger.agent.llm.model import MAX_OUTPUT_TOKENS, model_name
 
 
-def llm_diagnose(bundle, case_id: str, directory: Path, record: bool):
-    """(the Diagnosis with the agent's verified verdict applied, the scan). A missing cassette raises, with how to
-    record one."""
+def llm_diagnose(bundle, case_id: str, directory: Path, record: bool, base_url: str | None = None):
+    """(the Diagnosis with the agent's verified verdict applied, the scan, the deterministic Diagnosis). A missing
+    cassette raises, with how to record one. `base_url`: a scripted model served on loopback (eval/llm.py), talked
+    to directly: no cassette."""
     from langchain_anthropic import ChatAnthropic
     from langgraph.checkpoint.memory import MemorySaver
 
     from trainlog_debugger.tools.pipeline import run
     name = C.case_name(case_id)
     path = C.find(directory, name)
-    if path is None and not record:
+    if path is None and not record and base_url is None:
         raise FileNotFoundError(f"no cassette for {case_id} in {directory}: record one with ANTHROPIC_API_KEY set "
                                 f"and `debugger eval --mode llm --record CASE`")
     inv = run(bundle, workers=1)
     model = ChatAnthropic(model=model_name(), max_tokens=MAX_OUTPUT_TOKENS, max_retries=0, timeout=120,
-                          api_key=os.environ.get("ANTHROPIC_API_KEY") or "replay-only")
+                          api_key="scripted" if base_url else os.environ.get("ANTHROPIC_API_KEY") or "replay-only",
+                          **({"base_url": base_url} if base_url else {}))
     session = Session(bundle, inv, [case_id], AgentOptions(), model=model, checkpointer=MemorySaver())
     target = path or directory / f"{name}.yaml"
     target.parent.mkdir(parents=True, exist_ok=True)
-    with C.replayer("all" if record else "none").use_cassette(str(target), allow_playback_repeats=False):
+    if base_url:
         sec = session.chat(None)
+    else:
+        with C.replayer("all" if record else "none").use_cassette(str(target), allow_playback_repeats=False):
+            sec = session.chat(None)
     diag = with_agent(inv.diagnosis, sec)
     v = sec.verdict
     if sec.outcome == "answered" and v.get("category"):
         diag = diag.model_copy(update={"category": v["category"], "culprit_ranks": v.get("culprit_ranks", []),
                                        "culprit_nodes": v.get("culprit_nodes", [])})
-    return diag, inv.scan
+    return diag, inv.scan, inv.diagnosis

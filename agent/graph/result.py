@@ -5,8 +5,13 @@ Why a status and not an empty success: "nothing matched" is an answer the model 
 an exception that ends the investigation (STYLE habit 4, HolmesGPT's StructuredToolResultStatus). What the model
 receives is `payload()` as JSON:
 
-    {"tool": "grep", "status": "no_data", "params": {"pattern": "Xid 79", "ignore_case": false},
-     "data": {"matches": 0, "ranks_seen": 8}, "cut": []}
+    {"tool": "grep", "status": "no_data", "params": {"pattern": "Xid 79", "ignore_case": false}, "cut": [],
+     "data": {"matches": 0, "ranks_seen": 8}}
+
+Why `cut` before `data`, and the answer-carrying fields first inside `data`: what overflows the token cap is cut
+from the end (agent/graph/toolbox.py shortens the longest lists first, then the text), so the fields that answer
+the question (the ranks with no match, the culprits, the counts) are written before the lists of lines that
+support them, and a rank set is written as ranges (`ranges`: `0-1023 except 17`, never a list of 1,023 numbers).
 
 `lines` are the bundle lines the data quotes, each as `line()` writes it ({"at": "rank_3.log:812", "text": ...}):
 the verifier accepts a citation only of a line the model was shown, so the toolbox records each of them as shown
@@ -40,8 +45,8 @@ class ToolResult:
     tool: str = ""                                         # set by the toolbox, which knows the name it was called by
 
     def payload(self) -> dict:
-        return {"tool": self.tool, "status": self.status.value, "params": self.params, "data": self.data,
-                "cut": self.cut}
+        return {"tool": self.tool, "status": self.status.value, "params": self.params, "cut": self.cut,
+                "data": self.data}
 
 
 def ok(data: Any, cut: list[str] | None = None, lines: list[dict] | None = None) -> ToolResult:
@@ -54,6 +59,40 @@ def no_data(data: Any, cut: list[str] | None = None, lines: list[dict] | None = 
 
 def error(why: str) -> ToolResult:
     return ToolResult(ToolStatus.error, why)
+
+
+def ranges(ranks, parts: int = 64) -> str:
+    """A rank set as a person writes it, in the shorter form: `0-3,7` or `0-1023 except 17,512-515`.
+    Why the second form: at 1,024 ranks "every rank but 17" is the answer, and as a list it is 1,023 numbers that
+    the token cap cuts before the one that matters. Exact up to `parts` ranges; past that the rest is counted
+    (`… +N ranks in M more ranges`), never silently dropped. "" for no rank."""
+    rs = sorted({r for r in ranks if isinstance(r, int) and not isinstance(r, bool)})
+    if not rs:
+        return ""
+    plain = _runs(rs)
+    holes = sorted(set(range(rs[0], rs[-1] + 1)) - set(rs)) if rs[-1] - rs[0] < 10_000_000 else []
+    gaps = _runs(holes)
+    if holes and len(gaps) < len(plain) and 4 * len(holes) <= len(rs):  # a few holes in a wide span
+        return f"{rs[0]}-{rs[-1]} except {_join(gaps, parts)}"
+    return _join(plain, parts)
+
+
+def _runs(rs: list[int]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for r in rs:
+        if out and r == out[-1][1] + 1:
+            out[-1] = (out[-1][0], r)
+        else:
+            out.append((r, r))
+    return out
+
+
+def _join(runs: list[tuple[int, int]], parts: int) -> str:
+    text = ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs[:parts])
+    if len(runs) > parts:
+        rest = sum(b - a + 1 for a, b in runs[parts:])
+        text += f",… +{rest} ranks in {len(runs) - parts} more ranges"
+    return text
 
 
 def line(ev: dict) -> dict:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainlog_debugger.agent.llm import bounds as B
 from trainlog_debugger.agent.llm import model as M
 from trainlog_debugger.tools.model import AgentClaim, AgentSection, Diagnosis
 
@@ -103,6 +104,7 @@ class Session:
         """One question → the AgentSection of its answer. Never raises for the user: an API failure is `api_error`,
         anything else `error`, each with a one-line notice; tokens already spent are still counted."""
         before = self.redactor.secrets_found
+        B.begin(self.model)  # this question's deadline and token meter (agent/llm/bounds.py)
         try:
             raw = ask(self.graph, question, self.thread, on_event=on_event)
         except Exception as e:
@@ -110,7 +112,7 @@ class Session:
                 raise
             line = M.describe_api_error(e)
             sec = offline_section(line or f"the agent failed ({type(e).__name__}: {' '.join(str(e).split())[:200]})",
-                                  "api_error" if line else "error", self.model_id, question)
+                                  M.error_outcome(e), self.model_id, question)
             spent = self._spent()
             sec.tokens_in, sec.tokens_out = spent
             self.tokens_in += spent[0]
@@ -128,7 +130,10 @@ class Session:
         return self._unmasked(sec)
 
     def _spent(self) -> tuple[int, int]:
-        """Tokens of the question in progress, from the thread's last saved state (0, 0 without history)."""
+        """Tokens of the question in progress: the model's meter (every call that answered, history or not), else
+        the thread's last saved state (0, 0 without history)."""
+        if (metered := B.spent(self.model)) is not None:
+            return metered
         try:
             v = self.graph.get_state({"configurable": {"thread_id": self.thread}}).values
             return int(v.get("tokens_in", 0) or 0), int(v.get("tokens_out", 0) or 0)

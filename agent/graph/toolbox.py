@@ -11,8 +11,10 @@ Nothing here runs a shell, writes a file or reaches the network: every tool is a
 opened and of the reports already made, and reads a report only through its to_json() (`report`), the same
 public JSON `debugger <command> --json` prints, so the agent never depends on a report's internals.
 
-What the model sees of a result is its payload as JSON, secrets redacted (tools/redact.py), capped to
-`max_tokens` counted with tiktoken, with "showing X of Y" when cut. The lines whose `file:line` survive in what was
+What the model sees of a result is its payload as JSON, secrets redacted (tools/redact.py), fitted to
+`max_tokens` counted with tiktoken (`fit`: the heaviest lists lose their tails first, each cut said in `cut`, so the
+answer-carrying fields written first survive; the text is cut only as the last resort). Every call ends within
+caps.TOOL_SECONDS, and a call that runs the model's regex runs in a child killed at caps.REGEX_SECONDS (`regex`). The lines whose `file:line` survive in what was
 sent are recorded as shown: the verifier accepts a citation only of a line the model was actually shown.
 """
 
@@ -22,15 +24,17 @@ import json
 import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Any, Callable, Sequence
+from typing import Annotated, Any, Callable, Sequence
 
-from langchain_core.tools import StructuredTool
+from langchain_core.tools import InjectedToolArg, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ValidationError
 
 from trainlog_debugger.agent.graph import caps
+from trainlog_debugger.agent.graph.bounded import Timeout, in_child, in_thread
 from trainlog_debugger.agent.graph.result import ToolResult, error
-from trainlog_debugger.agent.llm.tokens import cap
+from trainlog_debugger.agent.llm.tokens import cap, count
+from trainlog_debugger.tools.sources import resolve
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 SHOWN_HEAD = 40  # characters of a line's text (as JSON) that must survive the cap for the line to count as shown
@@ -102,14 +106,17 @@ class Toolbox:
     # -- the reports, through their public JSON ----------------------------------------------------------------------
     def report(self, name: str) -> dict | None:
         """The to_json() of the Investigation's report `name` (a field of tools.pipeline.Investigation: scan, nccl,
-        fr, ais, steps, diff, ...), made once per toolbox; None when the bundle has none. steps and diff are read
+        fr, ais, steps, diff, stacks, hardware), made once per toolbox; None when the bundle has none. steps and diff are read
         from the bundle on first use when the pipeline did not need them (another pass over the bytes, paid only
         if the model asks). The one place the agent touches a report object, and only to take its JSON."""
         if name not in self._json:
             rep = getattr(self.inv, name)
             if rep is None and name in _ON_DEMAND:
                 rep = _ON_DEMAND[name](self.bundle)
-            self._json[name] = None if rep is None else rep.to_json()
+            if name in _LISTS:  # a list of records, whose JSON its own package writes
+                self._json[name] = resolve(_LISTS[name])(rep) if rep else None
+            else:
+                self._json[name] = None if rep is None else rep.to_json()
         return self._json[name]
 
     def hosts(self) -> list[str]:
@@ -120,21 +127,28 @@ class Toolbox:
         return sorted(found)
 
     # -- a call ------------------------------------------------------------------------------------------------------
-    def call(self, name: str, args: dict) -> ToolResult:
-        """Run a tool by name; bad arguments and failures come back as a status=error result, never an exception.
-        String arguments are unmasked first: the model names files and hosts as it saw them."""
-        args = {k: (self.unmask(v) if isinstance(v, str) else v) for k, v in args.items()}
+    def call(self, name: Any, args: Any) -> ToolResult:
+        """Run a tool by name; bad arguments, failures and overruns come back as a status=error result naming what
+        to fix, never as an exception: a malformed `tool_use` (a list or a string where the arguments' object
+        belongs, a name that is no tool, a field of the wrong type) costs the model one round, not the run.
+        String arguments are unmasked first: the model names files and hosts as it saw them. Every call ends
+        within caps.TOOL_SECONDS (agent/graph/bounded.py)."""
+        name = name if isinstance(name, str) else repr(name)
         t = self.tools.get(name)
-        if t is None:
-            res, used = error(f"no tool named {name!r}; tools: {', '.join(self.tools)}"), args
+        if not isinstance(args, dict):
+            res, used = error(f"bad arguments: the input must be a JSON object of named arguments, not "
+                              f"{type(args).__name__} {str(args)[:80]!r}"), {}
+        elif t is None:
+            res, used = error(f"no tool named {name[:80]!r}; tools: {', '.join(self.tools)}"), args
         else:
+            args = {k: (self.unmask(v) if isinstance(v, str) else v) for k, v in args.items()}
             res, used = self._run(t, args)
         return replace(res, tool=name, params=used)
 
     def _run(self, d: Declared, args: dict) -> tuple[ToolResult, dict]:
         """(the result, the arguments as used: validated, defaults filled in, None left out)."""
         fields = d.args.model_fields
-        unknown = sorted(set(args) - set(fields))
+        unknown = sorted(str(k) for k in set(args) - set(fields))
         if unknown:
             return error(f"bad arguments: {', '.join(unknown)} not among {', '.join(fields) or 'none'}"), args
         try:
@@ -144,9 +158,24 @@ class Toolbox:
                                                        for x in e.errors()[:5])), args
         used = {k: v for k, v in parsed.items() if v is not None}
         try:
-            return d.fn(self, **parsed), used
+            return in_thread(lambda: d.fn(self, **parsed), caps.TOOL_SECONDS), used
+        except Timeout as e:
+            return error(f"{d.name}: {e}; ask a narrower question (a rank, a time range, a simpler pattern)"), used
         except Exception as e:  # a tool must never end the investigation
             return error(f"{type(e).__name__}: {e}"), used
+
+    def regex(self, fn: Callable[..., ToolResult], *args: Any) -> ToolResult:
+        """fn(*args) (a tool's body that runs the model's regex) in a child process killed after
+        caps.REGEX_SECONDS: the stdlib `re` has no timeout and holds the GIL while it backtracks
+        (agent/graph/bounded.py). An overrun is an error result that says why and what to try instead."""
+        try:
+            return in_child(fn, *args, seconds=caps.REGEX_SECONDS)
+        except Timeout as e:
+            return error(f"the pattern did not finish: {e}. A regex with nested or overlapping repetition "
+                         "(`(a+)+`, `(\\w+\\s?)*`, `(a|aa)*`) backtracks without end on long lines: use a literal "
+                         "phrase, or `.*?` between literals")
+        except RuntimeError as e:
+            return error(str(e))
 
     # -- what the model sees -----------------------------------------------------------------------------------------
     def scrub(self, value: Any) -> Any:
@@ -163,10 +192,10 @@ class Toolbox:
 
     def render(self, res: ToolResult) -> tuple[str, dict[str, str]]:
         """(the text sent to the model, "file:line" → text of each line it shows). Scrubbed value by value, then
-        capped by tokens; a line counts as shown only if its `file:line` AND the start of its text are still there
-        after the cap."""
+        fitted to `max_tokens` (`fit`: the longest lists shortened, each cut said); the text cut is the last
+        resort. A line counts as shown only if its `file:line` AND the start of its text are still there."""
         try:
-            text = json.dumps(self.scrub(res.payload()), ensure_ascii=False, default=str)
+            text = fit(self.scrub(res.payload()), self.max_tokens, "offset" in res.params)
         except Exception as e:  # a result that does not encode is an error result, never an exception
             text = json.dumps({"tool": res.tool, "status": "error", "data": f"{type(e).__name__}: {e}"})
         kept, n, total = cap(text, self.max_tokens)
@@ -180,6 +209,57 @@ class Toolbox:
         return kept, shown
 
 
+Box = Annotated[Toolbox, InjectedToolArg]  # a tool's first parameter: the toolbox, injected, never shown to the model
+
+
+def fit(payload: dict, max_tokens: int, pages: bool = False) -> str:
+    """The payload as JSON within `max_tokens` where shortening its lists can make it so: the list that weighs
+    most in `data` loses items from its end (as many as the overflow needs, by its average item), again until the
+    whole fits, and each shortened list is said in `cut` (which comes before `data`), with how to see the rest.
+    Why lists and not the text's end: a result's answer-carrying fields are its scalars and rank ranges, written
+    first; its bulk is lists of rows and lines. Cutting the text dropped whatever came last, which at 1,024 ranks
+    was grep's ranks with no match."""
+    text = json.dumps(payload, ensure_ascii=False, default=str)
+    total = count(text)
+    if total <= max_tokens:
+        return text
+    cut: dict[str, tuple[int, int]] = {}
+    for _ in range(64):
+        found = _heaviest(payload.get("data"), "data")
+        if found is None:
+            break
+        where, items = found
+        weight = len(json.dumps(items, ensure_ascii=False, default=str)) * total / max(1, len(text))
+        drop = max(1, min(len(items) - 1, int((total - max_tokens) * 1.1 / (weight / len(items))) + 1))
+        cut[where] = (len(items) - drop, cut.get(where, (0, len(items)))[1])
+        del items[len(items) - drop:]
+        payload["cut"] = [c for c in payload.get("cut", []) if not c.startswith("[token cap]")] + [
+            f"[token cap] showing {k} of {n} items of {w}" + ("; page with offset/limit" if pages else
+                                                              "; ask a narrower question") for w, (k, n) in cut.items()]
+        text = json.dumps(payload, ensure_ascii=False, default=str)
+        total = count(text)
+        if total <= max_tokens:
+            break
+    return text
+
+
+def _heaviest(value: Any, where: str) -> tuple[str, list] | None:
+    """(path, list) of the list of 2+ items whose JSON is longest anywhere inside `value`."""
+    best: tuple[int, str, list] | None = None
+    stack = [(where, value)]
+    while stack:
+        w, v = stack.pop()
+        if isinstance(v, dict):
+            stack += [(f"{w}.{k}", x) for k, x in v.items()]
+        elif isinstance(v, list):
+            if len(v) > 1:
+                size = len(json.dumps(v, ensure_ascii=False, default=str))
+                if best is None or size > best[0]:
+                    best = (size, w, v)
+            stack += [(f"{w}[]", x) for x in v if isinstance(x, (dict, list))]
+    return None if best is None else (best[1], best[2])
+
+
 def _steps(bundle):
     from trainlog_debugger.tools.steps.analyze import scan_steps
     return scan_steps(bundle)
@@ -191,3 +271,6 @@ def _diff(bundle):
 
 
 _ON_DEMAND: dict[str, Callable[[Any], Any]] = {"steps": _steps, "diff": _diff}
+# the Investigation's fields that are lists of records, not one report object: the function that writes their JSON
+_LISTS = {"stacks": "trainlog_debugger.tools.sources.pyspy.report:to_json",
+          "hardware": "trainlog_debugger.tools.sources.hw.report:to_json"}

@@ -1,8 +1,12 @@
-"""The agent's tools, one plain function each, registered in TOOLS: the only place a tool is declared.
+"""The agent's tools, one plain function each, registered in TOOLS: the only place a tool is declared. The tools
+over the protocol's questions live here; those over raw lines (`lines`, `histogram`) in tools_lines.py and those
+over the other reports `ask` makes (stack dumps, hardware, flight recorder, Kubernetes records, scan hits, rank map,
+files) in tools_reports.py.
 
 Why these and no others: the protocol needs every rank at once (overview, where each rank stops, grep grouped by
 rank with the ranks that did NOT match), the collective state of every rank, step times, the storage side, the
-timeline and the rank diff, the raw lines around any `file:line`, and the upstream's own reading of a line.
+timeline and the rank diff, the raw lines around any `file:line`, and the upstream's own reading of a line; and
+every report the CLI prints or `ask` computes is a tool, so the model never has to guess what a report would say.
 
 How a tool is written (agent/graph/toolbox.py makes the rest of it):
 - its docstring is written for the model: the first paragraphs become the tool's description, `Args:` the
@@ -11,7 +15,12 @@ How a tool is written (agent/graph/toolbox.py makes the rest of it):
 - it reads a report only through `box.report(name)`, that report's to_json() (the Diagnosis, a pydantic model, is
   read directly), and cuts what it shows with the named caps of agent/graph/caps.py, each cut said in `cut`;
 - it returns `ok(data, cut, lines)`, `no_data(what was searched)` or `error(why)` (agent/graph/result.py); `lines`
-  are the bundle lines `data` quotes, made with `line()`: only those can become shown lines for the verifier.
+  are the bundle lines `data` quotes, made with `line()`: only those can become shown lines for the verifier;
+- `data` starts with the fields that answer (counts, culprits, the ranks with no match), rank sets written with
+  `ranges()` (`0-1023 except 17`), and ends with the lists of rows and lines, a page at a time (`offset`, `limit`,
+  `caps.page` says how to see the next): what the token cap cuts is then a list's tail, said in `cut`;
+- a tool that runs the model's regex runs its body through `box.regex(...)`, in a child process killed after
+  caps.REGEX_SECONDS; every call ends within caps.TOOL_SECONDS (agent/graph/bounded.py says why both).
 """
 
 from __future__ import annotations
@@ -19,17 +28,17 @@ from __future__ import annotations
 import re
 from typing import Annotated, Callable
 
-from langchain_core.tools import InjectedToolArg
 from pydantic import Field
 
 from trainlog_debugger.agent.graph import caps
-from trainlog_debugger.agent.graph.caps import take
-from trainlog_debugger.agent.graph.result import ToolResult, ToolStatus, error, line, no_data, ok, quote
-from trainlog_debugger.agent.graph.toolbox import Toolbox
-from trainlog_debugger.tools.ranks import ranks_str
+from trainlog_debugger.agent.graph.caps import page, take
+from trainlog_debugger.agent.graph.result import ToolResult, ToolStatus, error, line, no_data, ok, quote, ranges
+from trainlog_debugger.agent.graph.toolbox import Box
+from trainlog_debugger.agent.graph.tools_lines import histogram, lines
+from trainlog_debugger.agent.graph.tools_reports import (files, flight_recorder, hardware, rank_map, records, scan_hits,
+                                                         stacks)
 from trainlog_debugger.tools.rules.asymmetry import MIN_RANKS  # a rank diff over fewer has no majority to differ from
 
-Box = Annotated[Toolbox, InjectedToolArg]
 # a group that holds a quantifier and is itself quantified: `(\w+\s?)*`, `(a|aa)+` (catastrophic backtracking)
 _NESTED_QUANT = re.compile(r"\((?:[^()\\]|\\.)*(?:[*+]|\{\d*,?\d*\})(?:[^()\\]|\\.)*\)(?:[*+]|\{\d*,\d*\})")
 
@@ -45,7 +54,7 @@ def overview(box: Box) -> ToolResult:
     cut: list[str] = []
     data = {
         "ranks_seen": len(cov.get("seen_ranks", ())), "ranks_expected": cov.get("expected_ranks"),
-        "expected_from": cov.get("expected_from"), "missing_ranks": ranks_str(cov.get("missing_ranks", [])) or None,
+        "expected_from": cov.get("expected_from"), "missing_ranks": ranges(cov.get("missing_ranks", [])) or None,
         "nodes": take(nodes, caps.OVERVIEW_NODES, "nodes", cut), "nodes_total": len(nodes),
         "files": len(scan.get("files", ())), "files_by_kind": kinds,
         "files_without_rank": cov.get("files_without_rank", 0),
@@ -56,31 +65,36 @@ def overview(box: Box) -> ToolResult:
     return ok(data, cut)
 
 
-def where_ranks_stop(box: Box, limit: Annotated[int, Field(ge=1, le=caps.STOP_RANKS_MAX)] = caps.STOP_RANKS
-                     ) -> ToolResult:
-    """Every rank's last log line, earliest first.
+def where_ranks_stop(box: Box, limit: Annotated[int, Field(ge=1, le=caps.STOP_RANKS_MAX)] = caps.STOP_RANKS,
+                     offset: Annotated[int, Field(ge=0)] = 0) -> ToolResult:
+    """Every rank's last log line, earliest first, a page at a time.
 
     Args:
         limit: how many ranks to list, earliest first
+        offset: how many of the earliest ranks to skip: to page on
     """
     last = [rs["last_line"] for rs in (box.report("scan") or {}).get("ranks", {}).values() if rs.get("last_line")]
     if not last:
         return no_data("no line in the bundle names a rank")
     last.sort(key=lambda e: ("time" not in e, e["time"]["iso"] if "time" in e else "", e.get("rank") or 0))
     cut: list[str] = []
-    shown = [line(e) for e in take(last, limit, "ranks (earliest first)", cut)]
+    shown = [line(e) for e in page(last, offset, limit, "ranks (earliest first)", cut)]
     return ok(shown, cut, shown)
 
 
 def grep(box: Box, pattern: Annotated[str, Field(min_length=1, max_length=caps.GREP_PATTERN_CHARS)],
-         ignore_case: bool = False) -> ToolResult:
-    """A Python regex over every line of every rank; matches grouped by rank, and the ranks with no match.
+         ignore_case: bool = False, offset: Annotated[int, Field(ge=0)] = 0,
+         limit: Annotated[int, Field(ge=1, le=caps.GREP_RANKS_MAX)] = caps.GREP_RANKS) -> ToolResult:
+    """A Python regex over every line of every rank: first which ranks matched and which did NOT (as ranges), then
+    the matching lines grouped by rank, a page of ranks at a time. A pattern that runs longer than a few seconds
+    is stopped and returned as an error.
 
     Args:
         pattern: the regex (Python syntax)
         ignore_case: match regardless of case
+        offset: the first rank (in rank order) whose lines are listed: to page through the ranks with matches
+        limit: how many ranks with matches to list with their lines
     """
-    from trainlog_debugger.tools.scan.grep import grep_bundle
     try:
         re.compile(pattern)
     except re.error as e:
@@ -88,13 +102,20 @@ def grep(box: Box, pattern: Annotated[str, Field(min_length=1, max_length=caps.G
     if _NESTED_QUANT.search(pattern):
         return error("nested quantifiers such as (\\w+\\s?)* can take hours on a large bundle: use a simpler "
                      "pattern (e.g. a literal phrase, or .*? between literals)")
-    g = grep_bundle(box.bundle, pattern, ignore_case=ignore_case).to_json()
+    return box.regex(_grep, box.bundle, pattern, ignore_case, offset, limit)
+
+
+def _grep(bundle, pattern: str, ignore_case: bool, offset: int, limit: int) -> ToolResult:
+    """grep's body, run in a child process that is killed at caps.REGEX_SECONDS (Toolbox.regex)."""
+    from trainlog_debugger.tools.scan.grep import grep_bundle
+    g = grep_bundle(bundle, pattern, ignore_case=ignore_case).to_json()
     if not g["total"]:
-        return no_data({"matches": 0, "ranks_seen": g["seen_ranks"]})
+        return no_data({"matches": 0, "ranks_seen": g["seen_ranks"],
+                        **({"missing_ranks": ranges(g["missing_ranks"])} if g["missing_ranks"] else {})})
     cut: list[str] = []
     shown: list[dict] = []
     by_rank = []
-    for rm in take(g["ranks"], caps.GREP_RANKS, "ranks with matches", cut):
+    for rm in page(g["ranks"], offset, limit, "ranks with matches", cut):
         lines = [line(e) for e in (rm["lines"] or [x for x in (rm.get("first"), rm.get("last")) if x])]
         lines = lines[:caps.LINES_PER_RANK]  # per rank, `count` says how many there are
         shown += lines
@@ -103,10 +124,11 @@ def grep(box: Box, pattern: Annotated[str, Field(min_length=1, max_length=caps.G
     shown += unranked
     if g["unranked_count"] > len(unranked):
         cut.append(f"showing {len(unranked)} of {g['unranked_count']} lines without a rank")
-    data = {"matches": g["total"], "files_with_matches": g["files_with_matches"], "by_rank": by_rank,
-            "ranks_without_match": ranks_str(g["ranks_without_match"]) or None,
-            "unranked": unranked, "unranked_count": g["unranked_count"],
-            "missing_ranks": ranks_str(g["missing_ranks"]) or None}
+    data = {"matches": g["total"], "ranks_with_match": ranges(r["rank"] for r in g["ranks"]) or None,
+            "ranks_without_match": ranges(g["ranks_without_match"]) or None,
+            "missing_ranks": ranges(g["missing_ranks"]) or None, "ranks_seen": g["seen_ranks"],
+            "files_with_matches": g["files_with_matches"], "unranked_count": g["unranked_count"],
+            "by_rank": by_rank, "unranked": unranked}
     return ok(data, cut + list(g["notes"]), shown)
 
 
@@ -142,16 +164,17 @@ def nccl_state(box: Box) -> ToolResult:
         return no_data("no rank logged a collective timeout or watchdog state")
     cut: list[str] = []
     shown: list[dict] = []
-    rows = quote(take(rep["rows"], caps.NCCL_ROWS, "rank rows", cut), shown)
-    groups = [{"pg": g["pg"], "desc": g["desc"], "ranks": g["ranks"], "stuck_seq": g["stuck_seq"], "op": g["op"],
-               "timeout_ms": g["timeout_ms"], "start": g["start_time"],
-               "roles": {k: ranks_str(v) for k, v in g["roles"].items()}}
-              for g in take(rep["groups"], caps.NCCL_GROUPS, "process groups", cut)]
     culprit_lines = [line(e) for r in take(rep["culprits"], caps.NCCL_CULPRITS, "culprits' lines", cut)
                      for e in _cited(rep["ranks"].get(str(r)) or {}, caps.LINES_PER_CULPRIT)]
+    groups = [{"pg": g["pg"], "desc": g["desc"], "ranks": g["ranks"], "stuck_seq": g["stuck_seq"], "op": g["op"],
+               "timeout_ms": g["timeout_ms"], "start": g["start_time"],
+               "roles": {k: ranges(v) for k, v in g["roles"].items()}}
+              for g in take(rep["groups"], caps.NCCL_GROUPS, "process groups", cut)]
+    rows = [{**row, "ranks": ranges(row["ranks"])} if isinstance(row.get("ranks"), list) else row
+            for row in quote(take(rep["rows"], caps.NCCL_ROWS, "rank rows", cut), shown)]
     data = {"verdict": rep["verdict"], "summary": rep["summary"], "culprits": rep["culprits"],
-            "suspects": rep["suspects"], "missing_ranks": ranks_str(rep["missing_ranks"]) or None, "groups": groups,
-            "rank_rows": rows, "culprit_lines": culprit_lines, "notes": rep["notes"]}
+            "suspects": rep["suspects"], "missing_ranks": ranges(rep["missing_ranks"]) or None,
+            "culprit_lines": culprit_lines, "groups": groups, "rank_rows": rows, "notes": rep["notes"]}
     return ok(data, cut, shown + culprit_lines)
 
 
@@ -206,7 +229,7 @@ def rank_diff(box: Box) -> ToolResult:
                + take(d.get("missing", []), caps.DIFF_TEMPLATES, "templates only a few ranks lack", cut)):
         ex = [line(td["example"])] + ([line(td["missing_example"])] if td.get("missing_example") else [])
         shown += ex
-        rows.append({"kind": td["kind"], "ranks": ranks_str(td["ranks"]), "present_in": td["present_in"],
+        rows.append({"kind": td["kind"], "ranks": ranges(td["ranks"]), "present_in": td["present_in"],
                      "template": td["template"], "example": ex[0],
                      **({"missing_example": ex[1]} if len(ex) > 1 else {})})
     if not rows:
@@ -256,7 +279,8 @@ def explain_line(box: Box, text: str | None = None, file: str | None = None, lin
 
 
 TOOLS: list[Callable[..., ToolResult]] = [
-    overview, where_ranks_stop, grep, read_lines, nccl_state, step_times, storage, timeline, rank_diff, explain_line,
+    overview, where_ranks_stop, grep, lines, read_lines, nccl_state, flight_recorder, stacks, hardware, records,
+    step_times, storage, timeline, rank_diff, rank_map, scan_hits, files, histogram, explain_line,
 ]
 
 

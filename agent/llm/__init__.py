@@ -1,1 +1,3 @@
-"""The model side of the agent: which Claude, how its errors read, what it costs, and token counting."""
+"""The model side of the agent: which model (Claude by default, or one served on-premises behind an OpenAI-compatible
+endpoint), how its errors read, the bounds every call runs under (deadline, retry-after cap, token meter), what it
+costs, and token counting."""

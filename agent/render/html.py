@@ -211,11 +211,12 @@ def to_html(d: Diagnosis, inv) -> str:
     agent = ""
     if d.agent is not None:
         a = d.agent
-        if a.outcome in ("offline", "api_error", "error"):
+        if a.outcome in ("offline", "api_error", "error", "interrupted"):
             agent = f"<h2>Agent</h2><p>{_e(a.notice)}</p>"
         else:
             claims = "".join(f"<li>{_e(c.statement)} <i>({'verified' if c.verified else 'removed: ' + _e(c.dropped_because)})</i></li>"
                              for c in a.claims)
+            claims += "".join(f"<li>changed: {_e(ch)}</li>" for ch in a.changes)  # drops, refusals: said here too
             agent = (f"<h2>Agent ({_e(a.model)})</h2><p>{_e(a.narrative or '')}</p><ul>{claims}</ul>"
                      f"<p>{a.rounds} round(s); tokens {a.tokens_in}/{a.tokens_out}; cost ${a.cost_usd:.4f}</p>")
     status = d.status.value

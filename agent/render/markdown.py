@@ -48,7 +48,7 @@ def to_markdown(d: Diagnosis) -> str:
     a = d.agent
     if a is not None:
         out += ["", f"## Agent ({a.model})", ""]
-        if a.outcome in ("offline", "api_error"):
+        if a.outcome in ("offline", "api_error", "error", "interrupted"):
             out.append(f"Did not run: {a.notice}")
         else:
             if a.narrative:

@@ -48,6 +48,10 @@ def verdict_line(d: Diagnosis) -> str:
         v = d.agent.verdict
         if v.get("category") != d.category or sorted(v.get("culprit_ranks") or []) != sorted(d.culprit_ranks):
             line += (f"  (agent: {v.get('category')}, culprit {ranks_str(v.get('culprit_ranks') or []) or 'none'})")
+    if d.agent is not None and d.agent.unconfirmed:  # refused by the verifier: beside the verdict, never in its place
+        u = d.agent.unconfirmed
+        line += (f"  (agent, unconfirmed: {u.get('status')} {u.get('category')}, culprit "
+                 f"{ranks_str(u.get('culprit_ranks') or []) or 'none'})")
     return line
 
 

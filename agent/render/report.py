@@ -97,11 +97,21 @@ def render_report(d: Diagnosis, console: Console, *, full: bool = False) -> None
     console.print(Text(verdict_line(d), style=STATUS_STYLE.get(d.status.value, "bold")))
 
 
+def render_agent_after(d: Diagnosis, console: Console) -> None:
+    """The agent's section of `d` when the deterministic report was printed before the agent ran (`ask` with a
+    key, in text format: agent/cli/chat.py), then the deterministic verdict again, so the output still ends with
+    it."""
+    if d.agent is None:
+        return
+    render_agent(d.agent, console)
+    console.print(Text(verdict_line(d), style=STATUS_STYLE.get(d.status.value, "bold")))
+
+
 def render_agent(a: AgentSection, console: Console) -> None:
     """The agent's part, apart from the deterministic report and labelled as such: its verdict as verified by
     code, the narrative, each claim with verified/removed, what it changed and why, rounds, tokens and cost."""
     console.print()
-    if a.outcome in ("offline", "api_error"):
+    if a.outcome in ("offline", "api_error", "error", "interrupted"):  # did not run, or did not finish
         console.print(Text.assemble(("agent", "bold"), f": {a.notice}"))
         return
     v = a.verdict

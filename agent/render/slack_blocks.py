@@ -6,6 +6,10 @@ message, 3,000 characters in a section's text, 150 in a header's plain_text, and
 notification fallback) should stay short (40,000 is the hard cap). `fit()` keeps every message inside them: a long
 part is split at line ends into several sections, a single over-long line is cut with "…", and past the block cap
 the rest is replaced by one context block pointing at the attached Markdown post-mortem, which holds everything.
+Our own bound is on the whole message: the fallback and every block's text together stay within MAX_MESSAGE
+characters (a long agent answer once made one message of 41,615), so a thread stays readable and no message
+nears Slack's cap; the cut is whole blocks, marked by the `rest` block (`was_cut`), and what it left out is in
+the uploaded post-mortem.
 
 mrkdwn: `&`, `<` and `>` are escaped in every text that comes from a log or a user (Slack reads `<!channel>` and
 `<@U…>` as mentions, `<http://…|x>` as links), and backticks inside quoted log lines are replaced so a line cannot
@@ -23,6 +27,8 @@ MAX_BLOCKS = 50
 MAX_SECTION = 3000
 MAX_HEADER = 150
 MAX_FALLBACK = 2900
+MAX_MESSAGE = 12_000  # the fallback and all block texts of one message, together (about four screens of a thread)
+REST = "rest"         # block_id of the block that says where the rest is
 ROWS_TIMELINE = 40  # rows in the message; all of them are in the post-mortem
 QUOTE = 300         # characters of a cited log line
 
@@ -82,8 +88,9 @@ def _split(text: str, n: int = MAX_SECTION) -> list[str]:
 
 
 def fit(parts: list[tuple[str, str]], redact: Callable[[str], str] = lambda s: s,
-        more: str = "the rest is in the attached post-mortem") -> list[dict]:
-    """(kind, text) parts → blocks within Slack's limits. kind: header | section | context | divider."""
+        more: str = "the rest is in the attached post-mortem", budget: int = MAX_MESSAGE - MAX_FALLBACK) -> list[dict]:
+    """(kind, text) parts → blocks within Slack's limits, and within `budget` characters of text in all (the
+    message's fallback text has the rest of MAX_MESSAGE). kind: header | section | context | divider."""
     blocks: list[dict] = []
     for kind, text in parts:
         text = redact(text)
@@ -95,10 +102,29 @@ def fit(parts: list[tuple[str, str]], redact: Callable[[str], str] = lambda s: s
             blocks.append(context(_split(text)[0] if text else " "))
         else:
             blocks += [section(t) for t in _split(text)]
-    if len(blocks) > MAX_BLOCKS:
-        cut = len(blocks) - (MAX_BLOCKS - 1)
-        blocks = blocks[:MAX_BLOCKS - 1] + [context(f"… {cut} more block(s) not shown: {more}")]
+    note = f"… {len(blocks)} more block(s) not shown: {more}"  # the longest the note can be
+    keep, used = 0, len(note)
+    for b in blocks[:MAX_BLOCKS]:
+        if used + text_length(b) > budget:
+            break
+        keep, used = keep + 1, used + text_length(b)
+    if keep < len(blocks):
+        keep = min(keep, MAX_BLOCKS - 1)
+        rest = context(f"… {len(blocks) - keep} more block(s) not shown: {more}")
+        blocks = blocks[:keep] + [{**rest, "block_id": REST}]
     return blocks
+
+
+def text_length(block: dict) -> int:
+    """The characters of text a block holds (what Slack counts against a message)."""
+    if block["type"] == "context":
+        return sum(len(e.get("text", "")) for e in block["elements"])
+    return len((block.get("text") or {}).get("text", ""))
+
+
+def was_cut(blocks: list[dict]) -> bool:
+    """Whether fit() left blocks out (the message then points at the attached post-mortem)."""
+    return any(b.get("block_id") == REST for b in blocks)
 
 
 def fallback(text: str) -> str:

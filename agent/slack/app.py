@@ -34,7 +34,7 @@ from trainlog_debugger.agent.render.markdown import to_markdown
 from trainlog_debugger.agent.render import slack_blocks as B
 from trainlog_debugger.agent.slack.conversations import Conversations, sqlite_saver
 from trainlog_debugger.agent.slack.intake import Config, Guard, Refused, Seen, download, parse_text, safe_name
-from trainlog_debugger.agent.slack.post import Poster
+from trainlog_debugger.agent.slack.post import Poster, with_retries
 from trainlog_debugger.tools.bundle.open import BundleError
 from trainlog_debugger.tools.redact import redact_secrets
 
@@ -199,8 +199,12 @@ class Bot:
             return
         ts = self.poster.post(channel, root, ":hourglass_flowing_sand: thinking about it…")
         sec = self.convs.ask(conv, question)
-        self.poster.update(channel, ts, f"agent: {sec.verdict.get('summary') or sec.outcome}",
-                           B.fit(B.agent_parts(sec), self.poster.redact))
+        blocks = B.fit(B.agent_parts(sec), self.poster.redact, more="the whole answer is in the attached file")
+        self.poster.update(channel, ts, f"agent: {sec.verdict.get('summary') or sec.outcome}", blocks)
+        if B.was_cut(blocks):  # what the message had no room for, in a file in the thread
+            d = self.convs.with_agent(conv, sec)
+            self.poster.upload(channel, root, f"answer-{_slug(question)[:40]}.md", to_markdown(d),
+                               f"Answer: {question[:80]}")
 
 
 def _agent_line(sec) -> str:
@@ -223,7 +227,7 @@ def build_app(cfg: Config, client=None):
     one with SLACK_BOT_TOKEN. The App verifies the token with auth.test at start."""
     from slack_bolt import App, BoltResponse
     from slack_sdk import WebClient
-    client = client or WebClient(token=cfg.bot_token)
+    client = with_retries(client or WebClient(token=cfg.bot_token))
     app = App(client=client, signing_secret=cfg.signing_secret or "",
               request_verification_enabled=cfg.mode == "http", process_before_response=False)
     bot = Bot(cfg, client)

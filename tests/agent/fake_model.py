@@ -20,6 +20,12 @@ def reply(*calls: dict, text: str = "", tokens: tuple[int, int] = (1000, 100)) -
                                      "total_tokens": sum(tokens)})
 
 
+def looked(i: int) -> AIMessage:
+    """The reply a careful model opens with: where every rank stops and the collective state, the two results the
+    protocol asks for before an answer on a bundle with collective state (agent/graph/protocol.py)."""
+    return reply(tool_call("where_ranks_stop", {}, i), tool_call("nccl_state", {}, i + 500))
+
+
 class ScriptedModel(BaseChatModel):
     script: list = []
     requests: list = []

@@ -35,6 +35,20 @@ def _trigger(d):
     return t, [{"file": t.file, "line": t.line, "quote": t.text.strip()[:40]}]
 
 
+def looks_first(scenario):
+    """The scenario's replies after a first one that calls what the protocol asks for before an answer is accepted
+    (where every rank stops, the collective state: agent/graph/protocol.py)."""
+    def of(d):
+        inner = scenario(d)
+
+        def respond(body, n):
+            if n == 0:
+                return message(tool_use("where_ranks_stop", {}, 90), tool_use("nccl_state", {}, 91))
+            return inner(body, n - 1)
+        return respond
+    return of
+
+
 def tool_loop(d):
     t, cite = _trigger(d)
 
@@ -89,10 +103,10 @@ def overloaded(d):
 
 
 SCENARIOS = {s.name: s for s in (
-    Scenario("tool_loop.handwritten", tool_loop),
-    Scenario("fabricated_citation.handwritten", fabricated_citation),
-    Scenario("disagreement.handwritten", disagreement),
-    Scenario("follow_up.handwritten", follow_up, questions=(None, "why did that rank stop?")),
+    Scenario("tool_loop.handwritten", looks_first(tool_loop)),
+    Scenario("fabricated_citation.handwritten", looks_first(fabricated_citation)),
+    Scenario("disagreement.handwritten", looks_first(disagreement)),
+    Scenario("follow_up.handwritten", looks_first(follow_up), questions=(None, "why did that rank stop?")),
     Scenario("budget.handwritten", budget, budget=200_000),
     Scenario("overloaded.handwritten", overloaded),
 )}

@@ -3,15 +3,15 @@ key: the CLI runs with ANTHROPIC_BASE_URL pointing here, exactly as a user behin
 
 Replies follow the API's real format (a `message` object with `content` blocks of type `text` / `tool_use`,
 `stop_reason`, `usage`; errors as `{"type": "error", "error": {"type": ..., "message": ...}}` with the real status
-codes). What to answer is decided by a `respond(body, n)` callable: the parsed request body and its index.
+codes). What to answer is decided by a `respond(body, n)` callable: the parsed request body and its index; it
+returns the message, or (status, payload) or (status, payload, headers) for an error such as a 429 with its
+`retry-after`.
 Every request body is kept, raw, for assertions (tools offered, tool results sent back, secrets never sent).
 """
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from trainlog_debugger.eval.loopback import Loopback
 
 
 def message(*blocks: dict, stop: str | None = None, model: str = "claude-sonnet-5-5", usage=(1200, 150)) -> dict:
@@ -34,49 +34,13 @@ def error(status: int, kind: str, msg: str) -> tuple[int, dict]:
     return status, {"type": "error", "error": {"type": kind, "message": msg}}
 
 
-class StandIn:
+class StandIn(Loopback):
     """`with StandIn(respond) as s:` → s.url for ANTHROPIC_BASE_URL; s.bodies: the raw request bodies."""
 
     def __init__(self, respond):
-        self.respond = respond
-        self.bodies: list[bytes] = []
-        self.headers: list[dict] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's name
-                raw = self.rfile.read(int(self.headers.get("content-length", 0)))
-                outer.bodies.append(raw)
-                outer.headers.append({k.lower(): v for k, v in self.headers.items()})
-                if not self.path.startswith("/v1/messages"):
-                    status, payload = error(404, "not_found_error", f"no route {self.path}")
-                else:
-                    got = outer.respond(json.loads(raw), len(outer.bodies) - 1)
-                    status, payload = got if isinstance(got, tuple) else (200, got)
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("request-id", "req_standin")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *a):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self):
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
-
-    def requests(self) -> list[dict]:
-        return [json.loads(b) for b in self.bodies]
+        super().__init__(respond, route=lambda path: path.startswith("/v1/messages"),
+                         not_found=lambda path: error(404, "not_found_error", f"no route {path}"),
+                         headers={"request-id": "req_standin"})
 
 
 def last_tool_results(body: dict) -> list[dict]:

@@ -35,7 +35,7 @@ def _replay(opened, name):
 
 def test_tool_loop(opened):
     inv, (sec,) = _replay(opened, "tool_loop.handwritten")
-    assert sec.outcome == "answered" and sec.tool_calls == ["read_lines", "grep"]
+    assert sec.outcome == "answered" and sec.tool_calls == ["where_ranks_stop", "nccl_state", "read_lines", "grep"]
     assert sec.claims[0].verified and sec.verdict["category"] == inv.diagnosis.category
     assert sec.tokens_in > 0 and sec.cost_usd > 0
 

@@ -38,12 +38,16 @@ def test_the_topology_is_the_checked_in_picture():
 
 def test_every_node_is_reached_and_every_run_ends():
     """What the picture must show whatever else changes: the model's loop through the tools, the verifier that
-    can send an answer back, and both limits and answers ending in the report."""
+    can send an answer back, both limits and answers ending in the report, and no way back to the model that
+    does not pass the request-size check (compact)."""
     text = mermaid()
-    for edge in ("__start__ --> evidence", "evidence --> investigate", "investigate -.-> tools",
-                 "tools --> investigate", "investigate -.-> verify", "verify -.-> investigate", "verify -.-> report",
-                 "investigate -.-> stop", "stop --> report", "report --> __end__"):
+    for edge in ("__start__ --> evidence", "evidence --> compact", "compact -.-> investigate", "compact -.-> stop",
+                 "investigate -.-> tools", "tools --> compact", "nudge --> compact", "investigate -.-> verify",
+                 "verify -.-> compact", "verify -.-> report", "investigate -.-> stop", "stop --> report",
+                 "report --> __end__"):
         assert edge in text, edge
+    into_model = [ln.strip() for ln in text.splitlines() if ln.strip().endswith("> investigate;")]
+    assert into_model == ["compact -.-> investigate;"], into_model
 
 
 if __name__ == "__main__":

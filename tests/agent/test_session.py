@@ -8,7 +8,7 @@ import socket
 from pathlib import Path
 
 import pytest
-from fake_model import ScriptedModel, reply, tool_call
+from fake_model import ScriptedModel, looked, reply, tool_call
 
 from trainlog_debugger.agent.cli import ask as ask_cli
 from trainlog_debugger.agent.graph.session import AgentOptions, Session, bundle_thread
@@ -48,9 +48,13 @@ def test_the_thread_is_the_bundle(tmp_path):
 
 
 def _answer(inv):
+    """The deterministic verdict with one claim on its trigger line (the first message shows it)."""
     d = inv.diagnosis
+    t = d.chain[0].evidence[0]
     return {"status": d.status.value, "category": d.category, "culprit_ranks": d.culprit_ranks,
-            "confidence": "medium", "summary": "s", "claims": []}
+            "confidence": "medium", "summary": "s",
+            "claims": [{"statement": "the trigger line", "citations": [{"file": t.file, "line": t.line,
+                                                                        "quote": t.text.strip()[:40]}]}]}
 
 
 @pytest.fixture(scope="module")
@@ -62,13 +66,13 @@ def opened():
 def test_history_on_disk_continues_with_resume_and_not_without(opened, tmp_path, monkeypatch):
     monkeypatch.setenv("DEBUGGER_HOME", str(tmp_path / "home"))
     b, inv = opened
-    m1 = ScriptedModel(script=[reply(tool_call("submit_answer", _answer(inv), 1))])
+    m1 = ScriptedModel(script=[looked(9), reply(tool_call("submit_answer", _answer(inv), 1))])
     Session(b, inv, [str(CASE)], AgentOptions(), model=m1).chat(None)
     assert (tmp_path / "home" / "history.sqlite").exists()
     m2 = ScriptedModel(script=[reply(tool_call("submit_answer", _answer(inv), 2))])
     Session(b, inv, [str(CASE)], AgentOptions(resume=True), model=m2).chat("and then?")
     assert any("Deterministic analysis" in str(m.content) for m in m2.requests[0]), "resumed the first turn"
-    m3 = ScriptedModel(script=[reply(tool_call("submit_answer", _answer(inv), 3))])
+    m3 = ScriptedModel(script=[looked(9), reply(tool_call("submit_answer", _answer(inv), 3))])
     Session(b, inv, [str(CASE)], AgentOptions(resume=False), model=m3).chat("fresh")
     first = [m for m in m3.requests[0] if type(m).__name__ == "HumanMessage"]
     assert len(first) == 1 and "Question: fresh" in first[0].content
@@ -76,7 +80,7 @@ def test_history_on_disk_continues_with_resume_and_not_without(opened, tmp_path,
 
 def test_the_chat_loop_answers_and_takes_slash_commands(opened, monkeypatch, capsys):
     b, inv = opened
-    m = ScriptedModel(script=[reply(tool_call("submit_answer", _answer(inv), 1)),
+    m = ScriptedModel(script=[looked(9), reply(tool_call("submit_answer", _answer(inv), 1)),
                               reply(tool_call("submit_answer", _answer(inv) | {"summary": "follow-up"}, 2))])
     from langgraph.checkpoint.memory import MemorySaver
     s = Session(b, inv, [str(CASE)], AgentOptions(), model=m, checkpointer=MemorySaver())
@@ -100,7 +104,7 @@ def test_redact_hosts_masks_them_for_the_model_and_unmasks_them_for_the_user(ope
     assert masked != node
     t = d.chain[0].evidence[0]
     cite = {"file": probe.redactor.redact(t.file), "line": t.line, "quote": probe.redactor.redact(t.text)[:40]}
-    probe.model.script = [reply(tool_call("submit_answer", {
+    probe.model.script = [looked(9), reply(tool_call("submit_answer", {
         "status": d.status.value, "category": d.category, "culprit_ranks": d.culprit_ranks, "culprit_nodes": [masked],
         "confidence": "medium", "summary": f"{masked} stalled", "narrative": f"rank on {masked} stalled",
         "claims": [{"statement": f"the trigger on {masked}", "citations": [cite]}]}, 1))]

@@ -2,20 +2,25 @@
 ANTHROPIC_BASE_URL (the issue's "done when"): the whole graph runs, the tools are offered, a tool call is executed
 and its result sent back, a fabricated citation and an unsupported culprit are dropped, a planted secret is never
 sent, the agent section is printed; a one-shot question reaches the model; API errors and no key fall back to the
-deterministic report with one clear line and exit 0."""
+deterministic report with one clear line and exit 0. With replies delayed 3 s, the deterministic report is on stdout
+before the model answers, and Ctrl-C during the agent keeps it and exits 130."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from standin import StandIn, error, last_tool_results, message, text, tool_use
 
+from trainlog_debugger.agent.render.plain import verdict_line
 from trainlog_debugger.tools.bundle.open import open_bundle
 from trainlog_debugger.tools.pipeline import run
 
@@ -54,7 +59,7 @@ def _cli(args, base_url: str | None, home: Path, key: str | None = "sk-ant-test-
 
 
 def _script(inv):
-    """Round 1: read the lines around the trigger. Then an answer with one true claim, one fabricated citation
+    """Round 1: read the lines around the trigger (and what the protocol asks for). Then an answer with one true claim, one fabricated citation
     and an unsupported culprit rank, until the verifier stops sending it back."""
     d = inv.diagnosis
     t = d.chain[0].evidence[0]
@@ -62,7 +67,8 @@ def _script(inv):
     def respond(body, n):
         if n == 0:
             return message(text("Reading the trigger."), tool_use("read_lines", {"file": t.file, "line": t.line,
-                                                                                 "before": 3, "after": 3}, 1))
+                                                                                 "before": 3, "after": 3}, 1),
+                           tool_use("where_ranks_stop", {}, 2), tool_use("nccl_state", {}, 3))  # the protocol's
         return message(tool_use("submit_answer", {
             "status": d.status.value, "category": d.category, "culprit_ranks": d.culprit_ranks + [6001],
             "culprit_nodes": d.culprit_nodes, "confidence": "high", "summary": "one rank stalled outside NCCL",
@@ -90,7 +96,7 @@ def test_the_whole_graph_against_the_stand_in(bundle, tmp_path):
     assert agent["outcome"] == "answered", agent
     # the tools were offered, one ran, and its result went back as a tool_result for that call
     assert {t["name"] for t in reqs[0]["tools"]} >= {"grep", "read_lines", "nccl_state", "submit_answer"}
-    assert agent["tool_calls"] == ["read_lines"]
+    assert agent["tool_calls"] == ["read_lines", "where_ranks_stop", "nccl_state"]
     back = last_tool_results(reqs[1])
     assert back and back[0]["tool_use_id"] == "toolu_standin_01"
     # the fabricated citation and the unsupported culprit are dropped, not passed through
@@ -154,3 +160,104 @@ def test_unreachable_api_and_no_key(bundle, tmp_path):
     r = _cli([str(d)], None, tmp_path, key=None)
     assert r.returncode == 0 and "no ANTHROPIC_API_KEY" in r.stderr
     assert "agent: no ANTHROPIC_API_KEY: the agent did not run" in r.stdout
+
+
+# --- order and interrupts (issue 27): the deterministic report first, the agent after; Ctrl-C keeps the report ---
+
+DELAY_S = 3.0
+
+
+def _delayed(inv, served: list, release: threading.Event | None = None):
+    """Every reply 3 s late (a slow model), or held until `release` is set; `served` counts the replies sent."""
+    d = inv.diagnosis
+
+    def respond(body, n):
+        if release is None:
+            time.sleep(DELAY_S)
+        else:
+            release.wait(120)
+        served.append(n)
+        return message(tool_use("submit_answer", {
+            "status": d.status.value, "category": d.category, "culprit_ranks": d.culprit_ranks,
+            "culprit_nodes": d.culprit_nodes, "confidence": "medium", "summary": "one rank stalled", "claims": []},
+            n))
+    return respond
+
+
+def _popen(args, base_url: str, home: Path) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "DEBUGGER_"))}
+    env.update(DEBUGGER_HOME=str(home), ANTHROPIC_API_KEY="sk-ant-test-0000", ANTHROPIC_BASE_URL=base_url)
+    return subprocess.Popen([sys.executable, "-m", "trainlog_debugger.agent.cli.app", "ask", *args], text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env)
+
+
+def test_the_deterministic_verdict_is_on_stdout_before_the_agent_ends(bundle, tmp_path):
+    d, inv = bundle
+    verdict = verdict_line(inv.diagnosis)
+    served: list = []
+    with StandIn(_delayed(inv, served)) as s:
+        p = _popen([str(d)], s.url, tmp_path)
+        before = []
+        for line in p.stdout:  # read as it is written: the report must not wait for the model
+            before.append(line.rstrip("\n"))
+            if line.rstrip("\n") == verdict and len(before) > 1:  # the report's last line: the verdict again
+                break
+        replies_then = len(served)
+        rest = p.stdout.read()
+        rc = p.wait(timeout=120)
+        stderr = p.stderr.read()
+    assert rc == 0, stderr
+    assert before[0] == verdict and replies_then == 0, "the report waited for the model"
+    assert "trigger  " in "\n".join(before) and "agent" not in before[-2]
+    # the agent's section follows, then the verdict once more as the last line
+    tail = rest.rstrip("\n").split("\n")
+    assert any(t.startswith("agent (claude-") for t in tail) and tail[-1] == verdict, rest
+    assert served, "the agent ran"
+
+
+def _interrupt_when_asked(p: subprocess.Popen, s: StandIn) -> None:
+    """SIGINT once the model has been asked (the stand-in is still holding its reply back)."""
+    end = time.monotonic() + 60
+    while not s.bodies and time.monotonic() < end and p.poll() is None:
+        time.sleep(0.05)
+    assert s.bodies, "the agent never called the model"
+    s.server.handle_error = lambda *a: None  # the late reply meets a closed socket: expected, not worth a traceback
+    time.sleep(0.3)
+    p.send_signal(signal.SIGINT)
+
+
+def test_ctrl_c_during_the_agent_keeps_the_report_and_exits_130(bundle, tmp_path):
+    d, inv = bundle
+    served: list = []
+    release = threading.Event()  # the model's reply is held back until the CLI has ended
+    with StandIn(_delayed(inv, served, release)) as s:
+        p = _popen([str(d)], s.url, tmp_path)
+        _interrupt_when_asked(p, s)
+        out, err = p.communicate(timeout=60)
+        replies = len(served)
+        release.set()
+    assert p.returncode == 130, err
+    assert replies == 0, "the interrupt waited for the model's reply"
+    lines = out.rstrip("\n").split("\n")
+    verdict = verdict_line(inv.diagnosis)
+    assert lines[0] == verdict and lines[-1] == verdict
+    assert "agent: interrupted (Ctrl-C)" in out and "trigger  " in out
+    assert err.strip().splitlines() == ["agent: interrupted (Ctrl-C) before it answered; showing the deterministic "
+                                        "analysis"], err
+    assert replies == 0
+
+
+def test_ctrl_c_with_json_prints_one_document_marked_interrupted(bundle, tmp_path):
+    d, inv = bundle
+    md = tmp_path / "pm.md"
+    release = threading.Event()
+    with StandIn(_delayed(inv, [], release)) as s:
+        p = _popen([str(d), "--json", "--markdown", str(md)], s.url, tmp_path)
+        _interrupt_when_asked(p, s)
+        out, err = p.communicate(timeout=60)
+        release.set()
+    assert p.returncode == 130, err
+    doc = json.loads(out)  # one document, whole
+    assert doc["agent"]["outcome"] == "interrupted" and doc["category"] == inv.diagnosis.category
+    assert doc["culprit_ranks"] == inv.diagnosis.culprit_ranks
+    assert "interrupted (Ctrl-C)" in md.read_text()

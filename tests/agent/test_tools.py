@@ -95,15 +95,15 @@ def test_nothing_found_is_no_data_with_what_was_searched(opened):
     b, inv = opened
     res = Toolbox(b, inv).call("grep", {"pattern": "Xid 79"})
     assert res.status is ToolStatus.no_data and res.data == {"matches": 0, "ranks_seen": 8}
-    assert res.params == {"pattern": "Xid 79", "ignore_case": False}
+    assert res.params == {"pattern": "Xid 79", "ignore_case": False, "offset": 0, "limit": caps.GREP_RANKS}
 
 
-def test_a_cap_cuts_and_says_what_it_cut(opened, monkeypatch):
+def test_a_cap_cuts_and_says_what_it_cut(opened):
     b, inv = opened
-    monkeypatch.setattr(caps, "GREP_RANKS", 2)
-    res = Toolbox(b, inv).call("grep", {"pattern": "Watchdog caught collective operation timeout"})
+    res = Toolbox(b, inv).call("grep", {"pattern": "Watchdog caught collective operation timeout", "limit": 2})
     assert [r["rank"] for r in res.data["by_rank"]] == [0, 1]
-    assert "showing 2 of 7 ranks with matches" in res.cut
+    assert "showing 1-2 of 7 ranks with matches; the next page: offset=2" in res.cut
+    assert res.data["ranks_with_match"] == "0-7 except 5" and res.data["ranks_without_match"] == "5"
     assert caps.take([1, 2, 3], 5, "x", cut := []) == [1, 2, 3] and cut == []
 
 
@@ -142,7 +142,7 @@ def test_nccl_state_quotes_the_culprits_own_lines(opened):
     res = box.call("nccl_state", {})
     assert res.status is ToolStatus.ok and res.data["verdict"] == "straggler" and res.data["culprits"] == [5]
     row = res.data["rank_rows"][0]
-    assert row["ranks"] == [5] and row["role"] == "never_entered" and row["enqueued"] == row["completed"] == 4520
+    assert row["ranks"] == "5" and row["role"] == "never_entered" and row["enqueued"] == row["completed"] == 4520
     assert row["evidence"]["at"] == "error-4891784-1.out:66" and "Observed flight recorder dump signal" in \
         row["evidence"]["text"]
     assert [ln["at"] for ln in res.data["culprit_lines"]] == ["error-4891784-1.out:66", "error-4891784-1.out:67"]

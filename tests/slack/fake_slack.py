@@ -2,7 +2,9 @@
 at it with `base_url`, exactly as at a real workspace. It answers like Slack (`{"ok": true, "ts": …, "channel": …}`,
 `{"ok": false, "error": "invalid_blocks"}`), enforces the Block Kit limits Slack enforces (50 blocks, 3,000
 characters per section text, 150 per header), serves the upload URL of files.getUploadURLExternal and private file
-downloads (which must carry the bot token), and records every call for assertions.
+downloads (which must carry the bot token), and records every call for assertions. `rate_limit({method: n})` makes
+the next n calls of a method (or "upload", the POST of a file's bytes) answer as Slack does past a rate limit: HTTP
+429, `Retry-After: <seconds>`, `{"ok": false, "error": "ratelimited"}`, the call not acted on.
 
 Formats: docs.slack.dev/reference/methods/chat.postMessage, chat.update, files.getUploadURLExternal,
 files.completeUploadExternal, files.info, auth.test (field names as the reference documents them).
@@ -56,16 +58,20 @@ class FakeSlack:
         self.messages: dict[tuple[str, str], dict] = {}  # (channel, ts) → latest args (updates applied)
         self._ts = itertools.count(1)
         self._lock = threading.Lock()
+        self._limits: dict[str, list] = {}  # method → [calls still to refuse, Retry-After]
+        self.limited: list[str] = []         # the methods answered 429, in order
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *a):  # quiet
                 pass
 
-            def _reply(self, status: int, payload, ctype="application/json"):
+            def _reply(self, status: int, payload, ctype="application/json", headers=None):
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("content-type", ctype)
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -80,10 +86,15 @@ class FakeSlack:
             def do_POST(self):  # noqa: N802
                 raw = self.rfile.read(int(self.headers.get("content-length", 0)))
                 auth = self.headers.get("authorization", "")
+                method = "upload" if self.path.startswith("/upload/") else \
+                    self.path.split("/api/", 1)[-1].split("?")[0]
+                if (wait := outer._limited(method)) is not None:
+                    with outer._lock:
+                        outer.limited.append(method)
+                    return self._reply(429, {"ok": False, "error": "ratelimited"}, headers={"Retry-After": wait})
                 if self.path.startswith("/upload/"):
                     outer.uploads[self.path.rsplit("/", 1)[-1]] = raw
                     return self._reply(200, b"OK - " + str(len(raw)).encode(), "text/plain")
-                method = self.path.split("/api/", 1)[-1].split("?")[0]
                 if "json" in (self.headers.get("content-type") or ""):
                     args = json.loads(raw or b"{}")
                 else:
@@ -124,6 +135,19 @@ class FakeSlack:
             return {"ok": True, "file": {"id": name, "name": name, "size": len(self.files.get(name, b"")),
                                          "url_private_download": f"{self.url}/files-pri/{TEAM}-{name}/download/{name}"}}
         return {"ok": False, "error": "unknown_method"}
+
+    def rate_limit(self, counts: dict[str, int], retry_after: int = 1) -> None:
+        """The next counts[method] calls of each method answer 429 with `Retry-After: retry_after`."""
+        with self._lock:
+            self._limits.update({m: [n, retry_after] for m, n in counts.items()})
+
+    def _limited(self, method: str) -> str | None:
+        with self._lock:
+            left = self._limits.get(method)
+            if not left or left[0] <= 0:
+                return None
+            left[0] -= 1
+            return str(left[1])
 
     def refused(self) -> list[Call]:
         """Calls the fake answered with ok: false (what Slack would have rejected)."""

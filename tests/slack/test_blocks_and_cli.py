@@ -27,14 +27,22 @@ def diag():
 
 def test_a_huge_report_still_fits_slacks_limits(diag):
     """A chain of 300 findings, 2,000 timeline rows, a 10,000-character recommendation: at most 50 blocks, each
-    section at most 3,000 characters, and the last block says where the rest is."""
+    section at most 3,000 characters, all of them within MAX_MESSAGE characters beside the fallback text, and the
+    last block says where the rest is."""
     big = diag.model_copy(update={"chain": diag.chain * 43, "timeline": diag.timeline * 250,
                                   "recommendations": ["x" * 10_000, "restart without the culprit node"]})
     blocks = B.fit(B.report_parts(big))
-    assert len(blocks) == 50 and blocks_problem(blocks) is None
+    assert len(blocks) <= 50 and blocks_problem(blocks) is None
+    assert sum(B.text_length(b) for b in blocks) + B.MAX_FALLBACK <= B.MAX_MESSAGE
+    assert sum(B.text_length(b) for b in blocks) > B.MAX_MESSAGE - B.MAX_FALLBACK - B.MAX_SECTION  # filled
     assert blocks[-1]["type"] == "context" and "attached post-mortem" in blocks[-1]["elements"][0]["text"]
+    assert B.was_cut(blocks) and "Root-cause chain" in B.as_text(blocks)
+    # many small blocks: the block cap still holds, within the character bound
+    many = B.fit([("section", f"line {i}") for i in range(300)])
+    assert len(many) == 50 and B.was_cut(many) and "251 more block(s)" in B.as_text(many[-1:])
     small = B.fit(B.report_parts(diag))
     assert len(small) < 50 and blocks_problem(small) is None and "more block" not in B.as_text(small)
+    assert not B.was_cut(small)
 
 
 def test_log_text_cannot_mention_or_link(diag):
@@ -79,6 +87,20 @@ def test_help_documents_both_modes():
     for words in ("Socket Mode", "SLACK_APP_TOKEN", "HTTP mode", "SLACK_SIGNING_SECRET", "/slack/events",
                   "--allow-root", "--allow-channel", "--allow-user", "--max-upload-mb", "--rate", "--port"):
         assert words in r.stdout, words
+
+
+def test_the_manifest_is_printed_with_no_token():
+    """`debugger slack --manifest`: the app manifest from the package data, as YAML Slack takes, with what the bot
+    needs (the wheel check runs it from a wheel install: .ci/wheel_check.sh)."""
+    import yaml
+    r = _cli("--manifest")
+    assert r.returncode == 0 and not r.stderr, r.stderr
+    m = yaml.safe_load(r.stdout)
+    scopes = set(m["oauth_config"]["scopes"]["bot"])
+    assert {"app_mentions:read", "chat:write", "commands", "files:read", "files:write"} <= scopes
+    assert m["settings"]["socket_mode_enabled"] is True and "app_mention" in m["settings"]["event_subscriptions"][
+        "bot_events"]
+    assert [c["command"] for c in m["features"]["slash_commands"]] == ["/debug"]
 
 
 @pytest.mark.parametrize("args,env,missing", [

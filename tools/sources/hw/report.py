@@ -265,3 +265,14 @@ def _topo(recs: list[Record]) -> list[Outlier]:
                                f"NVLink topology on {where(r)}: {what} where the other pairs have NV{usual:g}",
                                _cited(p.ev("link") for p in short[:3]), r.file, {"pairs": [p.subject for p in short]}, True))
     return out
+
+
+def to_json(records: list[Record]) -> dict:
+    """The snapshots as the agent reads them (it reads every report as JSON, never its objects): the nodes compared,
+    what each tool reported on, and every outlier (strongest first) with the lines that show it."""
+    from trainlog_debugger.tools.jsonable import to_jsonable
+    tools: dict[str, int] = defaultdict(int)
+    for r in records:
+        tools[r.tool] += 1
+    return {"nodes": sorted({peer_key(r) for r in records}), "records": len(records), "tools": dict(tools),
+            "outliers": [to_jsonable(o) for o in compare(records)]}

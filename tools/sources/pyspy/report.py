@@ -335,3 +335,20 @@ def summary_lines(stacks: list[Stack], cap: int = 6) -> list[str]:
                f"{len(ranks)} ranks")
         out.append(f"{who} in {g.describe()}")
     return out
+
+
+def to_json(stacks: list[Stack]) -> dict:
+    """The dumps as the agent reads them (it reads every report as JSON, never its objects): the groups, largest
+    first, each with its ranks, its innermost frames and the dump line of its telling frame; and the minority
+    verdict `minority` draws (the few processes outside the collective the rest wait in), None when there is none."""
+    from trainlog_debugger.tools.jsonable import to_jsonable
+    odd = minority(stacks)
+    groups = [{"where": g.describe(), "processes": len(g.stacks), "ranks": g.ranks,
+               "in_collective": all(s.in_collective() for s in g.stacks),
+               "frames": [f"{f} ({w})" for f, w, _ in g.stacks[0].frames[:8]],
+               "line": to_jsonable(telling_frame(g.stacks[0])) if g.stacks[0].frames else None,
+               "files": sorted({s.file for s in g.stacks})} for g in group(stacks)]
+    return {"processes": len(stacks), "ranked": sum(s.rank is not None for s in stacks), "groups": groups,
+            "minority": None if odd is None else {"where": odd[0].describe(), "ranks": odd[0].ranks,
+                                                  "majority": odd[1].describe(), "category": odd[2],
+                                                  "doing": odd[3], "strength": odd[4]}}
