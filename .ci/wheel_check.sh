@@ -63,7 +63,7 @@ grep -q "ask" help.txt && grep -q "catalog" help.txt || die "debugger --help doe
 "$V/python" -c "
 from trainlog_debugger.agent.llm.tokens import count
 from trainlog_debugger.prompts import load
-from trainlog_debugger.agent.graph.build import build_graph
+from trainlog_debugger.agent.graph.graph import build_graph
 assert count('NCCL WARN') > 0 and 'submit_answer' in load('investigator')
 " || die "the agent's package data (tokenizer, prompts) did not load from the wheel"
 say "agent package data loads (tokenizer, prompts, graph)"

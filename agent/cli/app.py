@@ -124,20 +124,26 @@ def run() -> None:
         from trainlog_debugger.agent.cli.options import quiet_pipe
         quiet_pipe()
         sys.exit(0)
+    except SystemExit as e:
+        if e.code == 130:
+            # Ctrl-C during the agent (agent/cli/chat.py): the command has unwound (its temp dirs are gone, the
+            # report is out), but a model call LangGraph ran on a worker thread may still wait on the network, and
+            # the interpreter's teardown joins such threads: exit now instead of waiting for a reply nobody reads
+            _exit_now(130)
+        raise
     sys.exit(code if isinstance(code, int) else 0)
 
 
-def _exit_now() -> None:
+def _exit_now(code: int = 0) -> None:
     """Exit 0 after a fast scan without the interpreter's teardown: exit handlers run (temp dirs, logging, anything
     registered with atexit) and the output is flushed, but the tens of thousands of objects a scan leaves (modules,
     the engine, the result) are not freed one by one, which took 50-100 ms of a 1.3 s scan (mypy exits the same
     way). Only here: the fast path has no thread left running, which a hard exit would cut short. A reader that
     closed the pipe early: exit 0 quietly, as everywhere; any other failure to write the output (disk full, file
-    too large): one line and exit 1, never a traceback."""
+    too large): one line and exit 1, never a traceback. Also after Ctrl-C during the agent (`code` 130)."""
     import atexit
     import os
     atexit._run_exitfuncs()
-    code = 0
     try:
         sys.stdout.flush()
     except BrokenPipeError:
