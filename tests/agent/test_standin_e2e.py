@@ -187,8 +187,11 @@ def _delayed(inv, served: list, release: threading.Event | None = None):
 def _popen(args, base_url: str, home: Path) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "DEBUGGER_"))}
     env.update(DEBUGGER_HOME=str(home), ANTHROPIC_API_KEY="sk-ant-test-0000", ANTHROPIC_BASE_URL=base_url)
+    # SIGINT back to its default in the child: a test run started in the background (`pytest &` from a script)
+    # inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler, so the Ctrl-C tests would hang
     return subprocess.Popen([sys.executable, "-m", "trainlog_debugger.agent.cli.app", "ask", *args], text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def test_the_deterministic_verdict_is_on_stdout_before_the_agent_ends(bundle, tmp_path):
