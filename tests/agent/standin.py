@@ -49,3 +49,22 @@ def last_tool_results(body: dict) -> list[dict]:
     if not msgs or msgs[-1]["role"] != "user" or isinstance(msgs[-1]["content"], str):
         return []
     return [b for b in msgs[-1]["content"] if b.get("type") == "tool_result"]
+
+
+def plant_secrets(case, dest, secret: str, password: str):
+    """A copy of `case`'s bundle at `dest` with a launch environment dump planted in the culprit's file just before
+    its trigger line (an HF token and a password in a URL): what the model would see if anything were sent
+    unredacted. Returns the copy's path."""
+    import shutil
+
+    from trainlog_debugger.tools.bundle.open import open_bundle
+    from trainlog_debugger.tools.pipeline import run
+    shutil.copytree(case, dest, ignore=shutil.ignore_patterns("truth.yaml"))
+    with open_bundle(dest) as b:
+        trig = run(b).diagnosis.chain[0].evidence[0]
+    p = dest / trig.file
+    lines = p.read_text().splitlines()
+    lines[trig.line - 1:trig.line - 1] = [f"export HF_TOKEN={secret}",
+                                          f"pip index: https://builder:{password}@pypi.internal.example.com/simple"]
+    p.write_text("\n".join(lines) + "\n")
+    return dest

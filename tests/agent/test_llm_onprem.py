@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from standin import StandIn, message, tool_use
+from standin import StandIn, plant_secrets, message, tool_use
 from standin import error as an_error
 from standin_openai import OpenAIStandIn, call, completion, tool_messages
 from standin_openai import error as oa_error
@@ -33,15 +32,7 @@ MODEL = "openai:qwen2.5-72b"
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory):
     """The bundled 8-rank hang with a launch environment dump planted just before the trigger line."""
-    d = tmp_path_factory.mktemp("b") / "bundle"
-    shutil.copytree(CASE, d, ignore=shutil.ignore_patterns("truth.yaml"))
-    with open_bundle(d) as b:
-        trig = run(b).diagnosis.chain[0].evidence[0]
-    p = d / trig.file
-    lines = p.read_text().splitlines()
-    lines[trig.line - 1:trig.line - 1] = [f"export HF_TOKEN={SECRET}",
-                                          f"pip index: https://builder:{PASSWORD}@pypi.internal.example.com/simple"]
-    p.write_text("\n".join(lines) + "\n")
+    d = plant_secrets(CASE, tmp_path_factory.mktemp("b") / "bundle", SECRET, PASSWORD)
     with open_bundle(d) as b:
         inv = run(b)
         from trainlog_debugger.agent.graph.toolbox import Toolbox

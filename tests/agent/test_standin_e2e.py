@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from standin import StandIn, error, last_tool_results, message, text, tool_use
+from standin import StandIn, plant_secrets, error, last_tool_results, message, text, tool_use
 
 from trainlog_debugger.agent.render.plain import verdict_line
 from trainlog_debugger.tools.bundle.open import open_bundle
@@ -33,15 +32,7 @@ PASSWORD = "s3cr3tPassw0rd"
 def bundle(tmp_path_factory):
     """The bundled 8-rank hang, with a launch environment dump planted in the culprit's file just before its
     trigger line: a secret the model would see if anything were sent unredacted."""
-    d = tmp_path_factory.mktemp("b") / "bundle"
-    shutil.copytree(CASE, d, ignore=shutil.ignore_patterns("truth.yaml"))
-    with open_bundle(d) as b:
-        trig = run(b).diagnosis.chain[0].evidence[0]
-    p = d / trig.file
-    lines = p.read_text().splitlines()
-    lines[trig.line - 1:trig.line - 1] = [f"export HF_TOKEN={SECRET}",
-                                          f"pip index: https://builder:{PASSWORD}@pypi.internal.example.com/simple"]
-    p.write_text("\n".join(lines) + "\n")
+    d = plant_secrets(CASE, tmp_path_factory.mktemp("b") / "bundle", SECRET, PASSWORD)
     with open_bundle(d) as b:
         inv = run(b)
     return d, inv
