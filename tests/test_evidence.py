@@ -160,3 +160,28 @@ def test_redaction_reaches_their_text():
     shown = redact_tree({"ev": e, "cov": cov})
     assert secret not in json.dumps(shown["ev"].to_json()) and secret not in json.dumps(shown["cov"].to_json())
     assert type(shown["ev"]) is Evidence and shown["ev"].line == 1 and secret in e.text  # a copy is redacted
+
+
+def test_coverage_json_names_ranks_as_range_sets_and_lists_them_per_rank():
+    """schema_version 2: at 10,000 ranks a list of every rank seen was most of `ask --json`; a range set says the
+    same exactly ('0-4095 except 1365'), with the counts, and reads back to the same ranks. `--per-rank` keeps the
+    lists, and the JSON the plain class writes is the twin's (the one a Diagnosis dumps)."""
+    import json
+
+    from trainlog_debugger.tools.groups import per_rank_listing
+    from trainlog_debugger.tools.jsonable import dumps
+    from trainlog_debugger.tools.model import Diagnosis
+
+    seen = [r for r in range(4096) if r != 1365]
+    cov = Coverage(expected_ranks=4096, seen_ranks=seen, missing_ranks=[1365])
+    d = Diagnosis(status="hung", category="network", coverage=cov)
+    got = json.loads(dumps(d))
+    assert got["schema_version"] == 2
+    assert got["coverage"]["seen_ranks"] == "0-4095 except 1365" and got["coverage"]["seen_count"] == 4095
+    assert got["coverage"]["missing_ranks"] == "1365" and got["coverage"]["missing_count"] == 1
+    assert got["coverage"] == cov.to_json()
+    back = Diagnosis.model_validate(got)
+    assert back.coverage.seen_ranks == seen and back.coverage.missing_ranks == [1365]
+    with per_rank_listing():
+        listed = json.loads(dumps(d))["coverage"]
+    assert listed["seen_ranks"] == seen and listed["missing_ranks"] == [1365]

@@ -99,12 +99,12 @@ def rules_ok(name: str) -> bool:
 
 def scan_bundle_ok(name: str) -> bool:
     """The scanner and the bundle layer know no source (issue 26): of tools/ they import themselves, the model and
-    pure helpers, and of the sources only the registry and the format floor. What a source adds to a scan (per-hit
+    pure helpers (grouped evidence: tools.groups), and of the sources only the registry and the format floor. What a source adds to a scan (per-hit
     hooks, post-scan steps, re-read verifiers, extra readers) reaches them through the registry or from the caller."""
     if not under(name, T):
         return True
     return format_ok(name) or under(name, f"{T}.scan", f"{T}.bundle", f"{T}.evidence", f"{T}.ranks",
-                                    f"{T}.jsonable")
+                                    f"{T}.jsonable", f"{T}.groups")
 
 
 def reaches(name: str, target: tuple[str, ...], seen: set[str] | None = None) -> str | None:

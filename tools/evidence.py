@@ -231,6 +231,11 @@ class Coverage(_Plain):
 
     # unhashable, mutable as the model was: _Plain defines __eq__, so the __hash__ it and this class have is None
 
+    def to_json(self) -> dict:
+        """As the twin dumps it: the rank lists as range sets with their counts (schema_version 2: at 10,000 ranks
+        a list of every rank seen was most of `ask --json`), the lists themselves under `--per-rank`."""
+        return _ranks_json(super().to_json())
+
 
 def _json(v: Any) -> Any:
     if isinstance(v, (Stamp, _Plain)):
@@ -239,6 +244,33 @@ def _json(v: Any) -> Any:
         return [_json(x) for x in v]
     if isinstance(v, dict):
         return {k: _json(x) for k, x in v.items()}
+    return v
+
+
+RANK_LISTS = ("seen_ranks", "missing_ranks")
+RANK_LIST_SCHEMA = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "integer"}}],
+                    "description": "a rank set such as '0-4095 except 1365' (tools.groups.rank_set); a list of ranks "
+                                   "with --per-rank"}
+
+
+def _ranks_json(d: dict) -> dict:
+    """Coverage's JSON with its rank lists as range sets plus `seen_count` / `missing_count` (the lists as they were
+    under tools.groups.per_rank())."""
+    from trainlog_debugger.tools.groups import per_rank, rank_set  # tools.groups imports this module
+    out = dict(d)
+    listing = per_rank()
+    for name in RANK_LISTS:
+        ranks = d.get(name) or []
+        out[name] = list(ranks) if listing else rank_set(ranks)
+        out[name.replace("_ranks", "_count")] = len(ranks)
+    return out
+
+
+def _ranks_in(v: Any) -> Any:
+    """A rank list read back from JSON: a range-set string (schema_version 2) or a list."""
+    if isinstance(v, str):
+        from trainlog_debugger.tools.groups import parse_rank_set
+        return parse_rank_set(v)
     return v
 
 
@@ -273,7 +305,8 @@ def _twin(cls: type) -> "type[BaseModel]":
 def _build_twins() -> None:
     from typing import Annotated
 
-    from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, WithJsonSchema
+    from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, PlainValidator,
+                          WithJsonSchema, model_serializer)
 
     # A typed time on the Python side (ordered by Stamp.order_key), the same JSON object as Stamp.to_json() outside.
     stamp_field = Annotated[Stamp, PlainValidator(_stamp_in), PlainSerializer(lambda s: s.to_json(), return_type=dict),
@@ -296,17 +329,25 @@ def _build_twins() -> None:
 
     _TWINS["Evidence"] = Evidence
 
+    # ranks in Python, a range set in JSON (schema_version 2; `--per-rank`: the list), either read back
+    rank_list = Annotated[list[int], BeforeValidator(_ranks_in), WithJsonSchema(RANK_LIST_SCHEMA)]
+
     class Coverage(BaseModel):
         __doc__ = _PlainCoverage.__doc__
 
         expected_ranks: int | None = None
         expected_from: str | None = None
         expected_evidence: list[_PlainEvidence] = Field(default_factory=list)
-        seen_ranks: list[int] = Field(default_factory=list)
-        missing_ranks: list[int] = Field(default_factory=list)
+        seen_ranks: rank_list = Field(default_factory=list)
+        missing_ranks: rank_list = Field(default_factory=list)
         files: int = 0
         files_without_rank: int = 0
         skipped: list[dict[str, str]] = Field(default_factory=list)
         notes: list[str] = Field(default_factory=list)
+
+        @model_serializer(mode="wrap")
+        def _ranks_as_sets(self, nxt, info):
+            d = nxt(self)
+            return _ranks_json(d) if info.mode == "json" else d
 
     _TWINS["Coverage"] = Coverage

@@ -215,16 +215,17 @@ class Grouper:
 
 
 _TEMPLATES: dict[bytes, str] = {}
+_ZERO = bytes.maketrans(b"123456789", b"000000000")   # tools.rankdiff.mask.ZERO (a test checks they agree)
 MAX_TEMPLATES = 20_000   # distinct zeroed lines remembered per process (a cascade has a handful)
 
 
 def template(text: str) -> str:
     """The rank diff's template of a line (tools.rankdiff.mask), cached on its digit-zeroed bytes: 4,096 ranks'
     copies of one cascade line differ only in digits, so the masks run once for all of them."""
-    from trainlog_debugger.tools.rankdiff.mask import ZERO, template_of_key
-    k = text.encode("utf-8", "surrogateescape").replace(b"\n", b" ").translate(ZERO)
+    k = text.encode("utf-8", "surrogateescape").replace(b"\n", b" ").translate(_ZERO)
     t = _TEMPLATES.get(k)
     if t is None:
+        from trainlog_debugger.tools.rankdiff.mask import template_of_key  # its regexes compile on first use only
         if len(_TEMPLATES) >= MAX_TEMPLATES:
             _TEMPLATES.clear()
         t = _TEMPLATES[k] = template_of_key(k)

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 # Evidence and Coverage are plain classes that behave as pydantic models (tools/evidence.py says why: a scan makes
 # them without importing pydantic); they are fields of the models below like any model.
 from trainlog_debugger.tools.evidence import Coverage, Evidence
+from trainlog_debugger.tools.groups import SCHEMA_VERSION
 
 
 class Role(str, Enum):
@@ -145,8 +146,10 @@ class AgentSection(BaseModel):
 
 
 class Diagnosis(BaseModel):
-    """What `debugger ask --json` prints. Field names are a public contract; add, never rename."""
+    """What `debugger ask --json` prints. Field names are a public contract; add, never rename. `schema_version` says
+    which contract (tools.groups.SCHEMA_VERSION; 2: rank lists as range sets, evidence many ranks share grouped)."""
 
+    schema_version: int = Field(default=SCHEMA_VERSION, json_schema_extra={"const": SCHEMA_VERSION})
     status: Status
     category: str
     culprit_ranks: list[int] = Field(default_factory=list)

@@ -26,6 +26,7 @@ from trainlog_debugger.agent.cli.chat import first_answer
 from trainlog_debugger.agent.cli.chat import notice as _notice
 from trainlog_debugger.agent.cli.options import JsonOpt, fail, guarded, opened, out, progress, writable
 from trainlog_debugger.agent.cli.runner import choose, document, emit, format_option
+from trainlog_debugger.agent.cli.tools import PerRankOpt
 from trainlog_debugger.agent.render import NO_REDACT_HELP, shown
 
 ArgsArg = typer.Argument(..., metavar="PATH... [QUESTION]",
@@ -75,7 +76,8 @@ def ask(args: list[str] = ArgsArg, fmt: str = format_option("diagnosis"), json_:
         html_out: Path = typer.Option(None, "--html", metavar="FILE",
                                       help="Also write a self-contained HTML page (report, rank x time chart, NCCL "
                                            "state grid, step times, timeline) to FILE (- for stdout: --format html)."),
-        no_redact: bool = typer.Option(False, "--no-redact", help=NO_REDACT_HELP)):
+        no_redact: bool = typer.Option(False, "--no-redact", help=NO_REDACT_HELP),
+        per_rank: bool = PerRankOpt):
     """Investigate a bundle: status, category, culprit, the root-cause chain with file:line proof; with an
     ANTHROPIC_API_KEY, the agent checks and extends it and answers questions."""
     paths, question = split_question(args)
@@ -116,7 +118,8 @@ def ask(args: list[str] = ArgsArg, fmt: str = format_option("diagnosis"), json_:
                 from trainlog_debugger.agent.graph.session import Session
                 if fmt == "text":  # the report now, the agent's section when it is ready (agent/cli/chat.py)
                     early = True
-                    emit("diagnosis", fmt, shown(diag, not no_redact), redact=False, options=options.get(fmt))
+                    emit("diagnosis", fmt, shown(diag, not no_redact), redact=False, options=options.get(fmt),
+                         per_rank=per_rank)
                     sys.stdout.flush()
                 opts = AgentOptions(model=model, budget_tokens=budget, max_rounds=max_rounds,
                                     redact_hosts=redact_hosts, resume=resume, history=interactive or resume)
@@ -126,11 +129,12 @@ def ask(args: list[str] = ArgsArg, fmt: str = format_option("diagnosis"), json_:
                     _notice(f"agent: {sec.notice}; showing the deterministic analysis")
             diag = shown(with_agent(diag, sec), not no_redact)  # every output below is drawn from it
             for f, path in files.items():  # already redacted: the renderers get it as it is
-                path.write_text(document("diagnosis", f, diag, redact=False, **options.get(f, {})), encoding="utf-8")
+                path.write_text(document("diagnosis", f, diag, redact=False, per_rank=per_rank,
+                                         **options.get(f, {})), encoding="utf-8")
             if early:
                 render_agent_after(diag, out)
             else:
-                emit("diagnosis", fmt, diag, redact=False, options=options.get(fmt))
+                emit("diagnosis", fmt, diag, redact=False, options=options.get(fmt), per_rank=per_rank)
             sys.stdout.flush()
             if interrupted:
                 raise SystemExit(130)

@@ -3,7 +3,7 @@
 Why a fast path: a script or CI step that scans a small bundle waits mostly for start-up, and Typer costs ~0.2 s
 before any command runs (its vendored click, and the pydantic it converts parameters with; issue 16 asks for a
 scan of a tiny bundle in under 0.15 s). `debugger scan PATH... [--json] [--format text|json] [--no-redact]
-[--engine E] [--workers N]` is parsed here with click's meaning for exactly those forms; anything else (--help,
+[--per-rank] [--engine E] [--workers N]` is parsed here with click's meaning for exactly those forms; anything else (--help,
 an unknown or repeated option, a missing or non-decimal value, a value that looks like an option, `--`, no path,
 another command, a format scan lacks, `--json` with `--format text`) is not ours: `parse` returns None and Typer
 parses the whole command line as before, so Typer still owns help, usage errors and every other command. Both
@@ -22,7 +22,7 @@ from pathlib import Path
 from trainlog_debugger.agent.cli.runner import run_report
 from trainlog_debugger.agent.render.registry import formats
 
-FLAGS = {"--json": "json_", "--no-redact": "no_redact"}
+FLAGS = {"--json": "json_", "--no-redact": "no_redact", "--per-rank": "per_rank"}
 VALUED = {"--engine": "engine", "--workers": "workers", "--format": "fmt"}
 INTS = {"workers"}
 
@@ -33,11 +33,12 @@ def _scan(b, progress, workers: int | None, engine: str | None):
 
 
 def scan(paths: list[Path], json_: bool = False, engine: str | None = None, workers: int | None = None,
-         no_redact: bool = False, fmt: str | None = None) -> None:
+         no_redact: bool = False, fmt: str | None = None, per_rank: bool = False) -> None:
     """The `scan` command (agent/cli/tools.py registers it with Typer, and its docstring is the help). `fmt`: the
-    format as chosen (agent/cli/runner.py choose); else `--json` says json, and text by default."""
+    format as chosen (agent/cli/runner.py choose); else `--json` says json, and text by default. `per_rank`: the
+    JSON also lists every rank and file (today's keys beside the groups)."""
     run_report("scan", _scan, paths, fmt or ("json" if json_ else "text"), no_redact=no_redact, with_progress=True,
-               workers=workers, engine=engine)
+               per_rank=per_rank, workers=workers, engine=engine)
 
 
 def parse(argv: list[str]) -> Callable[[], None] | None:

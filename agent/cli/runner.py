@@ -95,34 +95,44 @@ def prepared(report_type: str, fmt: str, report: Any, redact: bool = True) -> tu
     return resolve(spec), shown(report, redact)
 
 
-def emit(report_type: str, fmt: str, report: Any, *, redact: bool = True, options: dict | None = None) -> None:
-    """`report` written on stdout in `fmt`, as the format's kind writes (FORMATS)."""
-    fn, report = prepared(report_type, fmt, report, redact)
-    WRITERS[FORMATS[fmt]](fn, report, options or {})
+def emit(report_type: str, fmt: str, report: Any, *, redact: bool = True, options: dict | None = None,
+         per_rank: bool = False) -> None:
+    """`report` written on stdout in `fmt`, as the format's kind writes (FORMATS). `per_rank` (`--per-rank`):
+    its JSON also lists every rank beside the groups (tools.groups.per_rank_listing, around the whole rendering:
+    a report's view, e.g. scan's `to_json`, is taken inside it)."""
+    from trainlog_debugger.tools.groups import per_rank_listing
+    with per_rank_listing(per_rank):
+        fn, report = prepared(report_type, fmt, report, redact)
+        WRITERS[FORMATS[fmt]](fn, report, options or {})
 
 
-def document(report_type: str, fmt: str, report: Any, *, redact: bool = True, **options) -> str:
+def document(report_type: str, fmt: str, report: Any, *, redact: bool = True, per_rank: bool = False,
+             **options) -> str:
     """`report` as a document in `fmt` (a `document` kind: markdown, html), for a file."""
-    fn, report = prepared(report_type, fmt, report, redact)
-    return fn(report, **options)
+    from trainlog_debugger.tools.groups import per_rank_listing
+    with per_rank_listing(per_rank):
+        fn, report = prepared(report_type, fmt, report, redact)
+        return fn(report, **options)
 
 
 def run_report(report_type: str, analyze: Callable, paths: list[Path], fmt: str, *, no_redact: bool = False,
                bundle: bool = True, with_progress: bool = False, options: dict[str, dict] | None = None,
-               exit_code: Callable[[Any], int] | None = None, **params) -> None:
+               exit_code: Callable[[Any], int] | None = None, per_rank: bool = False, **params) -> None:
     """A report command's body. `analyze(bundle_or_paths, progress=cb, **params)` makes the report (it may end
     the command with `fail`); `bundle`: it gets PATHS opened as one bundle (else the paths themselves), and the
     report is rendered while the bundle is open; `with_progress`: a progress bar on stderr while it runs (only on
     a terminal); `options`: per format, what its renderer takes (`{"text": {"max_lines": 3}}`); `exit_code`: the
-    command's exit status from the report (grep: 1 when nothing matched), 0 when not given."""
+    command's exit status from the report (grep: 1 when nothing matched), 0 when not given; `per_rank`
+    (`--per-rank`): the JSON also keeps the full per-rank listing beside the groups (schema_version 2)."""
     with guarded():
         if bundle:
             with opened(paths) as b:
                 rep = _analyse(analyze, b, with_progress, params)
-                emit(report_type, fmt, rep, redact=not no_redact, options=(options or {}).get(fmt))
+                emit(report_type, fmt, rep, redact=not no_redact, options=(options or {}).get(fmt),
+                     per_rank=per_rank)
         else:
             rep = _analyse(analyze, paths, with_progress, params)
-            emit(report_type, fmt, rep, redact=not no_redact, options=(options or {}).get(fmt))
+            emit(report_type, fmt, rep, redact=not no_redact, options=(options or {}).get(fmt), per_rank=per_rank)
     code = exit_code(rep) if exit_code else 0
     if code:
         raise SystemExit(code)

@@ -20,6 +20,8 @@ from trainlog_debugger.agent.cli.runner import choose, format_option, run_report
 from trainlog_debugger.agent.render import NO_REDACT_HELP
 
 NoRedactOpt = typer.Option(False, "--no-redact", help=NO_REDACT_HELP)
+PerRankOpt = typer.Option(False, "--per-rank", help="JSON: also list every rank (and file) one entry each, as before "
+                          "schema_version 2, beside the groups (evidence many ranks share is one group).")
 
 
 def _json(json_: bool) -> dict[str, str | None]:
@@ -27,19 +29,32 @@ def _json(json_: bool) -> dict[str, str | None]:
 
 
 def schema():
-    """The JSON schema of `debugger ask --json` (the Diagnosis): a public contract."""
+    """The JSON schema of `debugger ask --json` (the Diagnosis): a public contract, of schema_version 2 (evidence
+    that many ranks share is grouped; rank lists are range sets such as `0-4095 except 1365`)."""
     with guarded():
+        from trainlog_debugger.tools.groups import SCHEMA_VERSION
         from trainlog_debugger.tools.model import Diagnosis
-        print_json(Diagnosis.model_json_schema())
+        print_json(versioned_schema(Diagnosis.model_json_schema(), SCHEMA_VERSION))
+
+
+def versioned_schema(schema: dict, version: int) -> dict:
+    """`schema` with its contract's version on top (`"schema_version": 2`: a keyword JSON Schema ignores, so the
+    schema stays valid) and, unless the model declares it already, the document's own `schema_version` property."""
+    props = schema.setdefault("properties", {})
+    props.setdefault("schema_version", {"const": version, "type": "integer", "title": "Schema Version",
+                                        "description": "The version of this JSON contract."})
+    return {"schema_version": version, **schema}
 
 
 def scan(paths: list[Path] = PathsArg, fmt: str = format_option("scan"), json_: bool = JsonOpt,
          engine: str = typer.Option(None, help="Force the scan engine: hyperscan or re."),
          workers: int = typer.Option(None, help="Worker processes (default: up to 2)."),
-         no_redact: bool = NoRedactOpt):
-    """One pass over every line of every rank: fatal patterns by tier, outlier ranks, silent ranks, coverage."""
+         no_redact: bool = NoRedactOpt, per_rank: bool = PerRankOpt):
+    """One pass over every line of every rank: fatal patterns by tier, ranks and files in groups (the rank that
+    differs first), silent ranks, coverage."""
     # also run by the fast path, without Typer (agent/cli/fast.py)
-    scan_body(paths, engine=engine, workers=workers, no_redact=no_redact, fmt=choose("scan", fmt, _json(json_)))
+    scan_body(paths, engine=engine, workers=workers, no_redact=no_redact, fmt=choose("scan", fmt, _json(json_)),
+              per_rank=per_rank)
 
 
 def _grep(b, progress, pattern: str, ignore_case: bool):
@@ -53,13 +68,14 @@ def _grep(b, progress, pattern: str, ignore_case: bool):
 def grep(pattern: str = typer.Argument(..., help="Python regular expression."), paths: list[Path] = PathsArg,
          fmt: str = format_option("grep"), json_: bool = JsonOpt,
          ignore_case: bool = typer.Option(False, "-i", "--ignore-case"),
-         max_lines: int = typer.Option(3, help="Matching lines shown per rank (first and last)."),
-         no_redact: bool = NoRedactOpt):
-    """Regex over all ranks, grouped by rank, with counts and first/last time; ranks with NO match listed."""
+         max_lines: int = typer.Option(3, help="Lines shown per group of alike lines (first, last, outliers)."),
+         no_redact: bool = NoRedactOpt, per_rank: bool = PerRankOpt):
+    """Regex over all ranks: matching lines grouped by template across ranks (ranks as ranges, counts, first/last
+    line); ranks with NO match listed."""
     run_report("grep", _grep, paths, choose("grep", fmt, _json(json_)), no_redact=no_redact,
                options={"text": {"max_lines": max_lines}},
                exit_code=lambda res: 0 if res.total else 1,  # grep's convention: 1 when nothing matched
-               pattern=pattern, ignore_case=ignore_case)
+               per_rank=per_rank, pattern=pattern, ignore_case=ignore_case)
 
 
 def _nccl(b, progress, collectives_per_step: int | None):
@@ -71,9 +87,9 @@ def _nccl(b, progress, collectives_per_step: int | None):
 def nccl(paths: list[Path] = PathsArg, fmt: str = format_option("nccl"), json_: bool = JsonOpt,
          per_step: int = typer.Option(None, "--collectives-per-step",
                                       help="Collectives issued per training step, to say 'one step ahead'."),
-         no_redact: bool = NoRedactOpt):
+         no_redact: bool = NoRedactOpt, per_rank: bool = PerRankOpt):
     """NCCL/gloo state of EVERY rank: who never entered the stuck collective, who waited, who was ahead."""
-    run_report("nccl", _nccl, paths, choose("nccl", fmt, _json(json_)), no_redact=no_redact,
+    run_report("nccl", _nccl, paths, choose("nccl", fmt, _json(json_)), no_redact=no_redact, per_rank=per_rank,
                collectives_per_step=per_step)
 
 
@@ -84,10 +100,10 @@ def _diff(b, progress, max_report: int):
 
 def diff(paths: list[Path] = PathsArg, fmt: str = format_option("diff"), json_: bool = JsonOpt,
          max_report: int = typer.Option(50, help="Templates shown per kind (the cut is said)."),
-         no_redact: bool = NoRedactOpt):
+         no_redact: bool = NoRedactOpt, per_rank: bool = PerRankOpt):
     """Templates printed by only a few ranks, or missing from a few ranks: every line, numbers/paths/hex masked."""
     run_report("diff", _diff, paths, choose("diff", fmt, _json(json_)), no_redact=no_redact, with_progress=True,
-               max_report=max_report)
+               per_rank=per_rank, max_report=max_report)
 
 
 def _fr(b, progress):
@@ -125,9 +141,10 @@ def _steps(b, progress):
 
 
 def steps(paths: list[Path] = PathsArg, fmt: str = format_option("steps"), json_: bool = JsonOpt,
-          no_redact: bool = NoRedactOpt):
+          no_redact: bool = NoRedactOpt, per_rank: bool = PerRankOpt):
     """Step times per rank: stragglers (robust z within parallel groups), when a slowdown began, compute- vs comm-bound."""
-    run_report("steps", _steps, paths, choose("steps", fmt, _json(json_)), no_redact=no_redact, with_progress=True)
+    run_report("steps", _steps, paths, choose("steps", fmt, _json(json_)), no_redact=no_redact, with_progress=True,
+               per_rank=per_rank)
 
 
 def _catalog(_paths, progress) -> list[dict]:

@@ -6,17 +6,13 @@ from __future__ import annotations
 import math
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from trainlog_debugger.agent.render.plain import cite, short
-from trainlog_debugger.agent.render.text import row
-from trainlog_debugger.tools.ranks import ranks_str
+from trainlog_debugger.agent.render.ranksets import rank_text
+from trainlog_debugger.tools.groups import parse_rank_set
 from trainlog_debugger.tools.steps.analyze import METRICS, StepReport
-from trainlog_debugger.tools.steps.report import MAX_FINDINGS
-
-MAX_SERIES_ROWS = 12
-
+from trainlog_debugger.tools.steps.report import MAX_FINDINGS, series_groups
 
 def _n(v: float | None) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
@@ -43,47 +39,47 @@ def render_steps(rep: StepReport, console: Console) -> None:
 
 
 def _series(rep: StepReport, console: Console) -> None:
+    """The series grouped by step-time behaviour (tools.steps.report.series_groups): per metric the band of ranks
+    with its spread, then each straggler or shifted set on a line of its own. Why not a row per rank: at 4,096
+    ranks the band is one line and the one slow rank stands out."""
     if not rep.series:
         return
-    by: dict[str, list] = {}
-    for s in rep.series:
-        by.setdefault(s.metric, []).append(s)
-    t = Table(title="step-time series read", title_justify="left", expand=False)
-    for col, just in (("metric", "left"), ("ranks", "left"), ("files", "right"), ("points", "right"),
-                      ("median", "right"), ("iterations", "left")):
-        t.add_column(col, justify=just)
-    for metric, ss in list(by.items())[:MAX_SERIES_ROWS]:
-        label, unit, _ = METRICS[metric]
-        ranks = sorted({s.rank for s in ss if s.rank is not None})
-        rk = ranks_str(ranks) + (" + unlabelled" if any(s.rank is None for s in ss) else "")
-        vals = sorted(v for s in ss for v in s.ms)
-        med = vals[len(vals) // 2] if vals else float("nan")
-        lo = min((s.iterations[0] for s in ss if s.iterations), default=None)
-        hi = max((s.iterations[-1] for s in ss if s.iterations), default=None)
-        row(t, f"{metric} ({label})", rk, len({s.source for s in ss}), f"{len(vals):,}", f"{_n(med)} {unit}",
-            f"{lo}-{hi}" if lo is not None else "-")
-    console.print(t)
+    groups = series_groups(rep)
+    console.print(Text.assemble(("step-time series", "bold"), f" ({len(rep.series):,} series; ranks grouped by "
+                                                              "step-time behaviour)"))
+    metric = None
+    for g in groups:
+        if g["metric"] != metric:
+            metric = g["metric"]
+            label, unit, _ = METRICS[metric]
+            console.print(f"  {metric} ({label}), {unit}", markup=False, highlight=False)
+        its = (f"iterations {g['first_iteration']}-{g['last_iteration']}" if g["first_iteration"] is not None
+               else "no iterations")
+        who = f"ranks {rank_text(parse_rank_set(g['ranks']), 40)}" if g["rank_count"] else "no rank label"
+        if g["kind"] == "straggler":
+            z = g["z"] if g["z"] == "inf" else f"{g['z']:.1f}"
+            slow = "" if g["slow_intervals"] is None else f", slow in {g['slow_intervals']:.0%} of intervals"
+            ex = ", ".join(e["file"] + ":" + str(e["line"]) for e in g["exemplars"][:1])
+            console.print(f"    straggler rank {g['ranks']}{' on ' + g['node'] if g['node'] else ''}: median "
+                          f"{_n(g['median'])} vs {_n(g['group_median'])} ({g['gap']:+.0%}, z {z}){slow}; "
+                          f"{g['points']:,} points, {its}" + (f"; {ex}" if ex else ""), markup=False, highlight=False)
+        elif g["kind"] == "shifted":
+            console.print(f"    shifted at iteration {g['iteration']}: {who} ({g['rank_count']:,}): "
+                          f"{_n(g['before'])} → {_n(g['after'])} ({g['shift']:+.0%})", markup=False, highlight=False)
+        else:
+            name = {"band": "band", "stragglers": "more stragglers", "unranked": "unlabelled"}[g["kind"]]
+            spread = (f"median {_n(g['median'])}, p10 {_n(g['p10'])}, p90 {_n(g['p90'])}" if g["rank_count"] > 1
+                      else f"median {_n(g['median'])}")
+            console.print(f"    {name}: {who}" + (f" ({g['rank_count']:,})" if g["rank_count"] else "")
+                          + f": {spread}; {g['points']:,} points in {g['series']:,} series, {its}",
+                          markup=False, highlight=False)
 
 
 def _outliers(rep: StepReport, console: Console) -> None:
-    if not rep.outliers:
-        if rep.series:
-            console.print("stragglers: none (no rank's median is > 3.5 robust z and ≥ 10 % slower than its group)")
-        return
-    t = Table(title="stragglers (robust z within the group)", title_justify="left", expand=False)
-    for col, just in (("rank", "right"), ("node", "left"), ("metric", "left"), ("median", "right"),
-                      ("group median", "right"), ("slower", "right"), ("z", "right"), ("slow intervals", "right"),
-                      ("group", "left"), ("evidence (file:line)", "left")):
-        t.add_column(col, justify=just, overflow="fold")
-    for o in rep.outliers[:MAX_FINDINGS]:
-        unit = METRICS[o.metric][1]
-        row(t, o.rank, o.node or "-", o.metric, f"{_n(o.value)} {unit}", f"{_n(o.group_median)} {unit}",
-            f"{o.gap:+.0%}", "inf" if math.isinf(o.z) else f"{o.z:.1f}",
-            "-" if o.slow_intervals is None else f"{o.slow_intervals:.0%}", o.group,
-            ", ".join(cite(e) for e in [e for e in o.evidence if e.rank == o.rank][:2]) or "-")
-    console.print(t)
-    if len(rep.outliers) > MAX_FINDINGS:
-        console.print(f"  showing {MAX_FINDINGS} of {len(rep.outliers)} stragglers", style="dim")
+    if not rep.outliers and rep.series:
+        console.print("stragglers: none (no rank's median is > 3.5 robust z and ≥ 10 % slower than its group)")
+    elif len(rep.outliers) > MAX_FINDINGS:
+        console.print(f"  showing {MAX_FINDINGS} of {len(rep.outliers)} stragglers on lines of their own", style="dim")
 
 
 def _regressions(rep: StepReport, console: Console) -> None:
@@ -93,7 +89,7 @@ def _regressions(rep: StepReport, console: Console) -> None:
         return
     for r in rep.regressions:
         unit = METRICS[r.metric][1]
-        who = ("all ranks" if r.all_ranks else f"ranks {ranks_str(r.ranks)}" if r.ranks
+        who = ("all ranks" if r.all_ranks else f"ranks {rank_text(r.ranks)}" if r.ranks
                else "ranks not attributable from these lines")
         head = Text.assemble(("regression ", "bold red"), f"{r.metric}: {_n(r.before)} → {_n(r.after)} {unit} "
                              f"({r.shift:+.0%}) from iteration {r.iteration}" + (f" at {r.time}" if r.time else "")

@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trainlog_debugger.agent.render.plain import cite, short
+from trainlog_debugger.tools.groups import parse_rank_set, rank_set
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.ranks import ranks_str
 from trainlog_debugger.tools.sources.pattern import TIERS
@@ -24,23 +25,39 @@ def _time(ev: Evidence | None) -> str:
     return ev.time.iso()
 
 
-def render_scan(res, console: Console, max_patterns: int = 60) -> None:
-    """`debugger scan`: what was read, which ranks, the pattern tables by tier, then what stands out."""
+def render_scan(res, console: Console, max_patterns: int = 60, max_groups: int = 6) -> None:
+    """`debugger scan`: what was read, which ranks, the pattern tables by tier, then the ranks and the files in
+    groups (tools.scan.grouped: the rank that differs first, each group's ranks as a range set with a `file:line`),
+    then what stands out. Sized for a screen at any number of ranks: every list is a range set or cut (said)."""
     _scan_header(res, console)
     for tier in (1, 2, 3, 0):
         _tier_table(res, tier, console, max_patterns)
     _first_lines(res, console)
+    _rank_groups(res, console, max_groups)
+    _file_groups(res, console, max_groups)
     _retries(res, console)
     _silent_first(res, console)
     _rank_nodes(res, console)
     _skipped_and_notes(res, console)
 
 
+def _line(console: Console, text: str, style: str | None = None) -> None:
+    """One line, cut at the console's width (`…`), never wrapped: a log line is long, a screen is not."""
+    console.print(Text(text, style=style or ""), no_wrap=True, overflow="ellipsis", crop=True)
+
+
+def _ranks(ranks, width: int = 32) -> str:
+    """A rank set exact when it is short (`0-4095 except 1365`), else cut (tools.ranks.ranks_str says how many)."""
+    exact = rank_set(ranks)
+    return exact if len(exact) <= width else ranks_str(ranks, cap=4)
+
+
 def _scan_header(res, console: Console) -> None:
     cov = res.coverage
     mbs = res.bytes / max(res.seconds, 1e-9) / 1e6
-    console.print(Text.assemble(("scan ", "bold"), f"{res.root}: {len(res.files)} files, {res.lines:,} lines, "
-                                f"{res.bytes / 1e6:,.1f} MB in {res.seconds:.2f}s ({mbs:,.0f} MB/s, {res.engine})"))
+    console.print(Text.assemble(("scan ", "bold"), f"{res.root}: {len(res.files)} files"))
+    console.print(f"  {res.lines:,} lines, {res.bytes / 1e6:,.1f} MB in {res.seconds:.2f}s ({mbs:,.0f} MB/s, "
+                  f"{res.engine})", markup=False)
     if cov.expected_ranks and cov.expected_from == "max rank seen":
         exp = f"at least {cov.expected_ranks} expected (max rank seen; no world size in the logs)"
     elif cov.expected_ranks:
@@ -60,36 +77,108 @@ def _scan_header(res, console: Console) -> None:
 def _outliers(p) -> str:
     """The ranks that stand out for one pattern: a minority that printed it, or a minority that did not."""
     if p.only_ranks:
-        return f"only {ranks_str(p.only_ranks)}"
+        return f"only {_ranks(p.only_ranks, 24)}"
     if p.missing_ranks:
-        return f"all but {ranks_str(p.missing_ranks)}"
+        return f"all but {_ranks(p.missing_ranks, 24)}"
     return ""
 
 
 def _tier_table(res, tier: int, console: Console, max_patterns: int) -> None:
+    """One row per pattern: id, role, hits, ranks, the ranks that stand out, where it first printed. Laid out by
+    hand, each row cut at the console's width: a rich table squeezes the ids to `pytorc…` at 80 columns."""
     rows = [p for p in res.patterns if p.tier == tier]
     if not rows:
         return
-    t = Table(title=f"tier {tier}: {TIERS[tier]}", title_justify="left", show_lines=False, expand=False)
-    t.add_column("pattern", style="bold", no_wrap=True)
-    for name in ("role", "hits", "ranks", "outliers", "first (file:line)", "first time"):
-        t.add_column(name, justify="right" if name in ("hits", "ranks") else "left")
+    id_w = max(len(p.id) for p in rows)
+    console.print(f"[bold]tier {tier}: {TIERS[tier]}[/bold]")
+    _line(console, f"  {'pattern':<{id_w}} {'role':<7} {'hits':>7} {'ranks':>5}  outliers  first (file:line)", "dim")
     shown = rows[:max_patterns]
     for p in shown:
         ranks = f"{len(p.rank_counts)}" + (f" +{p.unranked} unranked" if p.unranked else "")
-        row(t, p.id, p.role.replace("_candidate", ""), f"{p.count:,}", ranks, _outliers(p), cite(p.first),
-            _time(p.first))
-    console.print(t)
+        odd = _outliers(p)
+        _line(console, f"  {p.id:<{id_w}} {p.role.replace('_candidate', ''):<7} {p.count:>7,} {ranks:>5}  "
+                       f"{odd + '  ' if odd else ''}{cite(p.first)}")
     if len(rows) > len(shown):
         console.print(f"  showing {len(shown)} of {len(rows)} patterns in tier {tier}", style="dim")
 
 
-def _first_lines(res, console: Console) -> None:
-    firsts = [p for p in res.patterns if p.tier in (1, 2, 3) and p.first is not None]
-    if firsts:
+def _first_lines(res, console: Console, most: int = 8) -> None:
+    """The first line of each tier-1/2 pattern, once per line (two patterns often match the same one)."""
+    seen: list = []
+    for p in res.patterns:
+        if p.tier in (1, 2) and p.first is not None and p.first not in seen:
+            seen.append(p.first)
+    if seen:
         console.print("[bold]first line of each tier-1/2 pattern[/bold]")
-        for p in [p for p in firsts if p.tier in (1, 2)][:15]:
-            console.print(f"  {cite(p.first)}  {short(p.first.text)}", markup=False, highlight=False)
+        for ev in seen[:most]:
+            _line(console, f"  {cite(ev)}  {_time(ev)}  {short(ev.text)}")
+        if len(seen) > most:
+            console.print(f"  showing {most} of {len(seen)} (debugger scan --json: patterns[].first)", style="dim")
+
+
+def _profile_diff(g, usual) -> str:
+    """How a group's counts differ from the largest group's: `+id` printed only here, `-id` not printed here,
+    `id 2→3` printed as often."""
+    out = []
+    for pid in sorted(set(g.counts) | set(usual.counts)):
+        a, b = usual.counts.get(pid), g.counts.get(pid)
+        if a == b:
+            continue
+        out.append(f"+{pid}" if a is None else f"-{pid}" if b is None else f"{pid} {a}→{b}")
+    if g.last_template != usual.last_template:
+        out.append("another last line")
+    if g.retry != usual.retry:
+        out.append(f"retry {g.retry or 'none'}")
+    return ", ".join(out[:4]) + (f", +{len(out) - 4} more" if len(out) > 4 else "")
+
+
+def _rank_groups(res, console: Console, max_groups: int) -> None:
+    """Ranks by profile, the smallest group first: each line says how it differs from the largest group and
+    where its ranks stop (`file:line`)."""
+    from trainlog_debugger.tools.scan.grouped import rank_groups
+    groups = rank_groups(res)
+    if len(groups) < 2 and not (groups and len(groups[0].ranks) > 1):
+        return
+    usual = max(groups, key=lambda g: len(g.ranks))
+    console.print(f"[bold]ranks by profile[/bold]: {len(groups)} group(s), the smallest first")
+    shown = [g for g in groups if g is not usual][:max_groups] + [usual]
+    for g in shown:
+        n = len(g.ranks)
+        what = "the usual profile" if g is usual else _profile_diff(g, usual) or "as the usual"
+        ranks = _ranks(g.ranks)
+        ranks += "" if ranks.endswith(" ranks)") else f" ({n} rank{'s' if n > 1 else ''})"
+        ev = g.first.first_match or g.first.last_line
+        _line(console, f"  ranks {ranks}: {cite(ev)}  {what}",
+              "bold" if g is not usual and n * 10 < len(usual.ranks) else None)
+        stop = g.first.last_line
+        if stop is not None and (g is usual or g.last_template != usual.last_template):
+            _line(console, f"      stops at {cite(stop)}  {short(stop.text)}", "dim")
+    if len(groups) > len(shown):
+        rest = [g for g in groups if g not in shown]
+        console.print(f"  … {len(rest)} more group(s) of {sum(len(g.ranks) for g in rest)} ranks "
+                      "(debugger scan --json: rank_groups)", style="dim")
+
+
+def _file_groups(res, console: Console, max_groups: int) -> None:
+    """Files alike (kind, counts, error, notes, ranks per file) as one line each: the ones with an error or a
+    note first, then the smallest groups; the largest always."""
+    from trainlog_debugger.tools.scan.grouped import file_groups
+    groups = file_groups(res.files)
+    if len(groups) < 2 and not any(g.stands_out for g in groups):
+        return
+    largest = max(groups, key=lambda g: g.files)
+    shown = [g for g in groups if g is not largest][:max_groups // 2] + [largest]
+    console.print(f"[bold]files[/bold]: {len(res.files)} in {len(groups)} group(s) (kind, counts, errors, notes)")
+    for g in shown:
+        names = " … ".join(g.names)
+        why = f"; ERROR {g.error}" if g.error else ""
+        why += f"; note: {g.notes[0]}" + (f" (+{len(g.notes) - 1})" if len(g.notes) > 1 else "") if g.notes else ""
+        _line(console, f"  {g.files} {g.kind} file(s), ranks {_ranks(g.ranks, 24)}: {names}{why}",
+              "yellow" if g.stands_out else None)
+    if len(groups) > len(shown):
+        rest = [g for g in groups if g not in shown]
+        console.print(f"  … {len(rest)} more group(s) of {sum(g.files for g in rest)} files "
+                      "(debugger scan --json: file_groups)", style="dim")
 
 
 def _retries(res, console: Console) -> None:
@@ -98,7 +187,7 @@ def _retries(res, console: Console) -> None:
         if rs.retry:
             states.setdefault(rs.retry["state"], []).append(r)
     if states:
-        console.print("retries: " + "; ".join(f"{k}: ranks {ranks_str(v)}" for k, v in sorted(states.items())))
+        console.print("retries: " + "; ".join(f"{k}: ranks {_ranks(v)}" for k, v in sorted(states.items())))
 
 
 def _silent_first(res, console: Console) -> None:
@@ -107,19 +196,24 @@ def _silent_first(res, console: Console) -> None:
     console.print("[bold]silent first[/bold] (last line well before the others)")
     for s in res.silent_first[:10]:
         ev = s["last_line"]
-        console.print(f"  rank {s['rank']}: last at {s['last_time']} ({s['seconds_before_median']:.0f}s before the "
-                      f"median)  {cite(ev)}  {short(ev.text, 100)}", markup=False, highlight=False)
+        _line(console, f"  rank {s['rank']}: last at {s['last_time']} ({s['seconds_before_median']:.0f}s before the "
+                       f"median)  {cite(ev)}  {short(ev.text, 100)}")
     if len(res.silent_first) > 10:
-        console.print(f"  showing 10 of {len(res.silent_first)} silent ranks", style="dim")
+        console.print(f"  showing 10 of {len(res.silent_first)} silent ranks: "
+                      f"{_ranks([s['rank'] for s in res.silent_first], 48)}", style="dim")
 
 
 def _rank_nodes(res, console: Console) -> None:
     if not res.rank_nodes:
         return
-    nodes: dict[str, list[int]] = {}
-    for r, ev in res.rank_nodes.items():
-        nodes.setdefault(ev.node or "?", []).append(r)
-    console.print("rank→node (stated in logs): " + "; ".join(f"{n}: {ranks_str(rs)}" for n, rs in sorted(nodes.items())[:20]))
+    from trainlog_debugger.tools.scan.grouped import node_groups
+    nodes, lines = node_groups(res.rank_nodes)
+    _line(console, f"rank→node (stated in logs), {len(nodes)} node(s): "
+                   + "; ".join(f"{n}: {rs}" for n, rs in list(nodes.items())[:20]))
+    for g in lines[:3]:
+        ex = g["exemplars"][0]
+        _line(console, f"  ranks {_ranks(parse_rank_set(g['ranks']))} stated by lines like {ex['file']}:{ex['line']}  "
+                       f"{short(ex['text'])}", "dim")
 
 
 def _skipped_and_notes(res, console: Console) -> None:
@@ -130,37 +224,39 @@ def _skipped_and_notes(res, console: Console) -> None:
             console.print(f"  {s['file']}: {s['reason']}", markup=False, highlight=False)
         if len(cov.skipped) > 20:
             console.print(f"  showing 20 of {len(cov.skipped)} skipped files", style="dim")
-    for n in (res.notes + cov.notes)[:20]:
-        console.print(f"note: {n}", style="yellow", markup=False, highlight=False)
+    notes = res.notes + cov.notes
+    for n in notes[:20]:  # a sentence: wrapped at the width, not cut
+        console.print(f"note: {n}", style="yellow", markup=False, highlight=False, soft_wrap=False)
+    if len(notes) > 20:
+        console.print(f"  showing 20 of {len(notes)} notes (debugger scan --json: notes)", style="dim")
 
 
-def render_grep(res, console: Console, max_lines: int = 3) -> None:
+def render_grep(res, console: Console, max_lines: int = 3, max_groups: int = 12) -> None:
+    """`debugger grep`: the matching lines grouped by template across ranks (tools.groups: each group's ranks as a
+    range set, its count, its first and last line as `file:line`; the smallest group first, so a rank whose line
+    differs leads), then the ranks with NO match. `max_lines`: exemplar lines shown per group."""
     console.print(Text.assemble(("grep ", "bold"), f"/{res.pattern}/ in {res.root}: {res.total:,} matching lines in "
                                 f"{res.files_with_matches} file(s), {len(res.ranks)} of {res.seen_ranks} ranks"))
-    if res.ranks:
-        t = Table(show_lines=False)
-        t.add_column("rank", justify="right")
-        t.add_column("count", justify="right")
-        t.add_column("first time")
-        t.add_column("last time")
-        t.add_column("first (file:line)")
-        t.add_column("line")
-        for rm in res.ranks:
-            row(t, str(rm.rank), f"{rm.count:,}", _time(rm.first), _time(rm.last), cite(rm.first),
-                      short(rm.first.text, 100) if rm.first else "")
-        console.print(t)
-        if max_lines > 1:
-            for rm in res.ranks[:50]:
-                for ev in rm.lines[1:max_lines]:
-                    console.print(f"  rank {rm.rank} {cite(ev)}  {short(ev.text, 120)}", markup=False)
-    if res.unranked_count:
+    groups = sorted(getattr(res, "groups", None) or [], key=lambda g: len(g.ranks) or g.count)
+    for g in groups[:max_groups]:
+        n = len(g.ranks)
+        who = f"ranks {_ranks(g.ranks)}" + ("" if n < 2 else f" ({n})") if n else "no rank"
+        if g.unranked and n:
+            who += f" +{g.unranked} unranked"
+        _line(console, f"  {g.count:,} line(s), {who}: {short(g.key, 120)}", "bold")
+        for ev in g.exemplars[:max_lines]:
+            _line(console, f"      {cite(ev)}  {_time(ev)}  {short(ev.text)}")
+    if len(groups) > max_groups:
+        console.print(f"  showing {max_groups} of {len(groups)} line templates (debugger grep --json: groups)",
+                      style="dim")
+    if res.unranked_count and not groups:
         console.print(f"{res.unranked_count} matching line(s) with no rank attribution:")
         for ev in res.unranked[:max_lines * 3]:
-            console.print(f"  {cite(ev)}  {short(ev.text, 140)}", markup=False)
+            _line(console, f"  {cite(ev)}  {short(ev.text, 140)}")
     if res.seen_ranks:
         if res.ranks_without_match:
             console.print(f"[bold]ranks with NO match[/bold] ({len(res.ranks_without_match)} of {res.seen_ranks}): "
-                          f"{ranks_str(res.ranks_without_match, cap=40)}")
+                          f"{_ranks(res.ranks_without_match, 48)}")
         else:
             console.print(f"every rank seen ({res.seen_ranks}) has a match")
     if res.missing_ranks:
@@ -186,36 +282,56 @@ def render_catalog(rows: list[dict], console: Console) -> None:
         console.print(t)
 
 
-def render_nccl(rep, console: Console, max_rows: int = 40) -> None:
+def render_nccl(rep, console: Console, max_rows: int = 8, max_culprits: int = 5) -> None:
+    """`debugger nccl`: the verdict, each process group's roles, then ranks grouped by their NCCL state (one line
+    per group with its rank set and the first exemplar; a culprit's own line always), the culprits' lines. Why
+    groups: at 4,096 ranks every rank but one waits in the same state; one line says so and the one that differs
+    stands out. Fits one screen at 80 columns."""
+    import re
+
+    from trainlog_debugger.agent.render.ranksets import rank_text
+    width = max(console.width, 60)
+    # the c10 header of a line: `[rank3]:[E1105 08:58:32.606 ProcessGroupNCCL.cpp:616] [PG ID 0 PG GUID 0 Rank 3] `
+    glog = re.compile(r"^(?:\[[^\]]{1,40}\]:)*\s*(?:\[?[EWIF]\d{4} [\d:.]+ [^\]]{0,60}\]\s*)?(?:\[PG ID [^\]]{0,80}\]\s*)?")
+
+    def said(ev, room: int) -> str:
+        """What the line says, after its c10 log header (the exemplar's `file:line` locates it)."""
+        return short(glog.sub("", ev.text.strip()), max(room, 20))
+
     style = {"straggler": "bold red", "crash": "bold red", "gloo_straggler": "bold red", "fabric": "bold yellow"}
     console.print(Text.assemble(("nccl ", "bold"), (rep.verdict, style.get(rep.verdict, "bold")), f": {rep.summary}"))
     exp = f"{rep.expected_ranks}" if rep.expected_ranks else "unknown"
     console.print(f"ranks: {rep.found_ranks} with logs of {exp} expected; {rep.with_state} with collective state"
-                  + (f"; missing {ranks_str(rep.missing_ranks)}" if rep.missing_ranks else ""))
+                  + (f"; missing {rank_text(rep.missing_ranks)}" if rep.missing_ranks else ""), markup=False)
     for g in rep.groups:
-        roles = "; ".join(f"{k} {ranks_str(v)}" for k, v in g.roles.items())
-        start = f", collective started {g.start_time} (watchdog time − {g.timeout_ms} ms)" if g.start_time else ""
+        roles = "; ".join(f"{k} {rank_text(v, 48)}" for k, v in g.roles.items())
+        start = f", started {g.start_time} (watchdog time − {g.timeout_ms} ms)" if g.start_time else ""
         console.print(f"PG {g.pg}{' (' + g.desc + ')' if g.desc else ''}: {g.ranks} ranks, stuck at SeqNum "
                       f"{g.stuck_seq} {g.op or ''}{start}; {roles}" + (" [wavefront]" if g.pg == rep.wavefront and len(rep.groups) > 1 else ""),
-                      markup=False)
-    t = Table(title="every rank (identical rows collapsed)", title_justify="left")
-    for c in ("ranks", "role", "PG", "SeqNum", "op", "enqueued", "completed", "own watchdog", "notified", "evidence"):
-        t.add_column(c)
-    for r in rep.rows[:max_rows]:
-        ev = r["evidence"]
-        row(t, ranks_str(r["ranks"]), r["role"], r["pg"] or "-", r["seq"] if r["seq"] is not None else "-",
-            r["op"] or "-", r["enqueued"] if r["enqueued"] is not None else "-",
-            r["completed"] if r["completed"] is not None else "-", "yes" if r["self_detected"] else "no",
-            "yes" if r["notified"] else "no", cite(ev))
-    console.print(t)
-    if len(rep.rows) > max_rows:
-        console.print(f"  showing {max_rows} of {len(rep.rows)} row groups", style="dim")
-    for r in rep.culprits[:20]:
+                      markup=False, highlight=False)
+    groups = rep.rank_groups()
+    focus = set(rep.culprits) | set(rep.suspects)
+    console.print(Text.assemble(("rank groups", "bold"), f" (ranks with the same NCCL state: {len(groups)})"))
+    for grp in groups[:max_rows]:
+        console.print(f"  {rank_text(grp.ranks, 40)} ({len(grp.ranks):,}): {grp.key}", markup=False, highlight=False)
+        shown = [e for e in grp.exemplars if e.rank in focus][:2] or grp.exemplars[:1]
+        for ev in shown:
+            at = cite(ev)
+            console.print(f"    {at}  {said(ev, width - len(at) - 7)}", markup=False, highlight=False, style="dim")
+    if len(groups) > max_rows:
+        rest = [r for grp in groups[max_rows:] for r in grp.ranks]
+        console.print(f"  showing {max_rows} of {len(groups)} rank groups; the rest hold ranks {rank_text(rest, 40)}",
+                      style="dim", markup=False, highlight=False)
+    for r in rep.culprits[:max_culprits]:
         rs = rep.ranks[r]
-        console.print(f"culprit rank {r}{' on ' + rs.node if rs.node else ''}: {rs.reason}", markup=False)
+        console.print(f"culprit rank {r}{' on ' + rs.node if rs.node else ''}: {rs.reason}", markup=False,
+                      highlight=False)
         for ev in rs.cited(2):
-            console.print(f"  {cite(ev)}  {short(ev.text, 150)}", markup=False)
+            at = cite(ev)
+            console.print(f"  {at}  {said(ev, width - len(at) - 5)}", markup=False, highlight=False)
+    if len(rep.culprits) > max_culprits:
+        console.print(f"  showing the lines of {max_culprits} of {len(rep.culprits)} culprits", style="dim")
     if rep.suspects:
-        console.print(f"suspects (no logs): {ranks_str(rep.suspects)}", markup=False)
+        console.print(f"suspects (no logs): {rank_text(rep.suspects)}", markup=False)
     for n in rep.notes:
         console.print(f"note: {n}", style="yellow", markup=False)

@@ -34,6 +34,13 @@ Medians and every run go to bench-data/<bundle>.bench.json.
     python -m trainlog_debugger.eval.bench.scan --quick         # 64 MiB smoke run
     python -m trainlog_debugger.eval.bench.scan --size-gib 0.5 --files 4096 --hits 0.1   # one case
     python -m trainlog_debugger.eval.bench.scan --matrix --runs 3                        # the whole matrix
+    python -m trainlog_debugger.eval.bench.scan --scale      # issue 28: the cascade at 256 / 4,096 / 10,000 ranks
+    python -m trainlog_debugger.eval.bench.scan --dask       # 10,000 ranks via DEBUGGER_CLUSTER (2-worker LocalCluster)
+`--scale` (also run by `--targets`, after its cases) times `rg -c`, `scan --json` and `ask --json` on the cascade
+bundles (logs.py scenario "cascade": one culprit, the watchdog cascade on every other rank; 10,000 ranks also as
+per-node torchrun outputs) in one set of interleaved rounds, prints time per rank file and per hit beside rg's, and
+judges issue 28's targets: ask at 4,096 files <= 2x at 256 (median of per-round ratios), the culprit named, JSON
+sizes, ask <= 10 s at 10,000 ranks. `--also-tree` adds the tree's scan and ask to those rounds.
 Exit status: 1 if a needle is missed (or rg disagrees on matched lines), 2 if a speed/memory target fails and
 --strict was given, else 0. Needs `pip install psutil ripgrep==14.1.0` (the rg rows are skipped without rg).
 """
@@ -89,6 +96,15 @@ def expected_for(man: dict, ranks: set[int] | None) -> dict[str, dict[str, int]]
     return out
 
 
+def rank_counts(pat: dict) -> dict[str, int]:
+    """{rank: lines} of one pattern of `scan --json`: schema 2's `ranks_by_count` ({count: range set}), or the
+    per-rank `rank_counts` of schema 1 (and of `--per-rank`)."""
+    if "rank_counts" in pat:
+        return {str(r): n for r, n in pat["rank_counts"].items()}
+    from trainlog_debugger.tools.groups import parse_rank_set
+    return {str(r): int(n) for n, rs in pat.get("ranks_by_count", {}).items() for r in parse_rank_set(rs)}
+
+
 def check_scan(json_path: str, man: dict, ranks: set[int] | None, files: list[dict]) -> list[str]:
     """Problems (empty = every needle found with exact per-rank counts, nothing unexpected, every byte read)."""
     try:
@@ -96,7 +112,7 @@ def check_scan(json_path: str, man: dict, ranks: set[int] | None, files: list[di
     except (OSError, ValueError) as e:
         return [f"scan output is not JSON: {e}"]
     want = expected_for(man, ranks)
-    got = {p["id"]: {str(r): n for r, n in p["rank_counts"].items()} for p in res.get("patterns", [])}
+    got = {p["id"]: rank_counts(p) for p in res.get("patterns", [])}
     unranked = {p["id"]: p.get("unranked", 0) for p in res.get("patterns", []) if p.get("unranked")}
     probs = []
     for pid, rc in want.items():
@@ -151,6 +167,16 @@ FILES_X = 1.5   # 4,096 files within 1.5x the scan time of 256 files of the same
 HITS_X = 3.0    # 10 % hit lines within 3x the scan time of 0.1 %
 ASK_S = 5.0     # `ask` on 1,024 ranks / 1 GiB, seconds
 TREE_MB = 300   # peak memory of the scan's process tree, MB, whatever the bundle
+# Issue 28, scale: the cascade scenario (logs.py: one culprit rank, the watchdog cascade on every other rank), the
+# same 512 MiB as 256 and as 4,096 rank files, and 10,000 ranks (~64 KiB a rank: a 30-minute hang's per-rank
+# stdout with NCCL_DEBUG=WARN) as rank files and as per-node torchrun outputs. (GiB, files, hits, scenario, layout)
+SCALE_CASES = [(0.5, 256, 0.0, "cascade", "rank"), (0.5, 4096, 0.0, "cascade", "rank"),
+               (0.625, 10000, 0.0, "cascade", "rank"), (0.625, 10000, 0.0, "cascade", "node")]
+ASK_FILES_X = 2.0        # ask on 4,096 cascade files within 2x its time on 256 (median of per-round ratios)
+SCAN_JSON_MB = 2.0       # scan --json at 4,096 ranks, MB
+ASK_JSON_MB = 1.0        # ask --json at 4,096 and 10,000 ranks, MB
+ASK_10K_S = 10.0         # ask on 10,000 ranks, seconds (2 cores)
+DASK_CASES = SCALE_CASES[2:]  # --dask: the 10,000-rank bundles
 
 
 def judge(table: dict) -> list[tuple[bool, str]]:
@@ -201,6 +227,12 @@ def main(argv=None) -> int:
     ap.add_argument("--no-re", action="store_true", help="skip the pure-Python engine rows")
     ap.add_argument("--combined", action="store_true", help="also time one combined 256-rank SLURM output "
                     "(a quarter of the bundle, at most 256 MiB)")
+    ap.add_argument("--scale", action="store_true", help="only the scale cases of issue 28 (SCALE_CASES: "
+                    "cascade at 256 / 4,096 / 10,000 ranks, per rank and per node) in one set of interleaved rounds, "
+                    "then their targets; --targets runs them after TARGET_CASES")
+    ap.add_argument("--dask", action="store_true", help="the 10,000-rank cascade bundles through DEBUGGER_CLUSTER on "
+                    "a LocalCluster of 2 worker processes, interleaved with the local run: same verdict, culprit and "
+                    "scan counts, and the times")
     ap.add_argument("--run-limit", type=float, default=300.0, help="seconds before one run is killed (a hang)")
     ap.add_argument("--strict", action="store_true", help="exit 2 when a speed or memory target fails")
     ap.add_argument("--also", default=None, help="a second scan command timed and checked in the same rounds "
@@ -220,7 +252,10 @@ def main(argv=None) -> int:
     a.data = a.data.resolve()
     if a.also_tree and not a.also:
         a.also = f"env -C / PYTHONPATH={shlex.quote(str(a.also_tree.resolve()))} {sys.executable} -m trainlog_debugger.agent.cli.app"
-    cases = MATRIX if a.matrix else TARGET_CASES if a.targets else [(0.0625 if a.quick else a.size_gib, a.files, a.hits)]
+    if a.dask:
+        return run_dask(a)
+    cases = ([] if a.scale else MATRIX if a.matrix else TARGET_CASES if a.targets
+             else [(0.0625 if a.quick else a.size_gib, a.files, a.hits)])
     rc, table = 0, []
     for size, nfiles, hits in cases:
         print(f"\n=== {size:g} GiB, {nfiles} files, {hits:.1%} hit lines ===")
@@ -236,8 +271,11 @@ def main(argv=None) -> int:
                             if n in rows and "x_rg" in rows[n] else f"{'-':>22}" for n in names)
             print(f"{size:g} GiB/{nfiles} f/{hits:.1%}".ljust(24) + cells)
     verdicts = judge(dict(table))
+    if a.scale or a.targets:
+        r, scale_verdicts = run_scale(a)
+        rc, verdicts = max(rc, r), verdicts + scale_verdicts
     if verdicts:
-        print("\ntargets (issue 16):")
+        print("\ntargets (issues 16 and 28):")
         for ok, text in verdicts:
             print(f"{'PASS' if ok else 'FAIL'}  {text}")
         if a.strict and not all(ok for ok, _ in verdicts):
@@ -403,6 +441,222 @@ def run_case(a, size: float, nfiles: int, hits: float) -> tuple[int, dict]:
     if not ok:
         return 1, rows
     return (2 if (a.strict and not targets) else 0), rows
+
+
+# -- issue 28: scale (cascade bundles at 256 / 4,096 / 10,000 ranks) and the Dask run ------------------------
+def culprits_of(doc: dict) -> list[int]:
+    """`ask --json`'s culprit_ranks: a list (schema 1) or a range set such as "9070" (schema 2)."""
+    c = doc.get("culprit_ranks")
+    if isinstance(c, str):
+        from trainlog_debugger.tools.groups import parse_rank_set
+        return parse_rank_set(c)
+    return sorted(int(r) for r in c or [])
+
+
+def _label(case: tuple) -> str:
+    size, nfiles, _hits, _scen, lay = case
+    return f"{size:g} GiB/{nfiles} ranks" + (f" ({nfiles // 8} node files)" if lay == "node" else "")
+
+
+def _json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _tools(a, tmp: Path) -> tuple[list | None, list[str], dict | None]:
+    """(rg -c command or None, the debugger command, the timed runs' environment)."""
+    rg, alt = shutil.which("rg"), tmp / "alt.txt"
+    if rg:
+        for b in build_alt(rg, alt):
+            print(f"rg rejects trigger {b}: left out of alt.txt")
+    dbg = shutil.which("debugger")
+    dbg = shlex.split(a.debugger) if a.debugger else [dbg] if dbg else [sys.executable, "-m", "trainlog_debugger.agent.cli.app"]
+    return ([rg, "-c", "-j2", "-f", str(alt)] if rg else None), dbg, run_env(tmp / "pycache")
+
+
+def _rounds(a, methods: list, warm: dict, tmp: Path, envs: dict | None = None) -> dict[int, list[dict]]:
+    """Every method once per round, `a.runs` rounds; each run warmed with `cat` of its bundle first. The last
+    round's stdout of method i stays in tmp/out{i}.txt."""
+    runs: dict[int, list[dict]] = {i: [] for i in range(len(methods))}
+    for rnd in range(a.runs):
+        for i, (name, cmd, key) in enumerate(methods):
+            subprocess.run(["cat", *warm[key]], stdout=subprocess.DEVNULL, check=True)
+            r = measure(cmd, str(tmp / f"out{i}.txt"), a.run_limit, (envs or {}).get(name, envs and envs.get("")))
+            runs[i].append(r)
+            if r["rc"] not in (0, 1) or (not name.startswith("rg") and r["rc"]):
+                print(f"{name} [{key}] exited {r['rc']}: {r['stderr']}")
+            print(f"  round {rnd + 1}: {name:<16} {key:<34} {r['wall']:7.3f} s  other load {r['other']:.2f} cores",
+                  flush=True)
+    return runs
+
+
+def judge_scale(res: dict) -> list[tuple[bool, str]]:
+    """Issue 28's targets from one scale run. `res[case]` holds, per method name, {"walls": per-round seconds,
+    "json_bytes": the last output's size, "culprits": ask's culprit ranks} and "culprit": the manifest's. The 4,096
+    vs 256 ratio is the median of per-round ratios (the two bundles' asks ran in the same rounds)."""
+    out = []
+    few, many = res.get(SCALE_CASES[0]), res.get(SCALE_CASES[1])
+    if few and many and "ask" in few and "ask" in many:
+        x = statistics.median(m / f for m, f in zip(many["ask"]["walls"], few["ask"]["walls"]))
+        out.append((x <= ASK_FILES_X, f"ask on the cascade, {_label(SCALE_CASES[1])}: {x:.2f}x its time on "
+                                      f"{SCALE_CASES[0][1]} files "
+                                      f"(median of per-round ratios; medians {statistics.median(many['ask']['walls']):.2f} s"
+                                      f" vs {statistics.median(few['ask']['walls']):.2f} s; target <= {ASK_FILES_X:g})"))
+    for case, r in res.items():
+        ask = r.get("ask")
+        if ask:
+            ok = ask["culprits"] == [r["culprit"]]
+            out.append((ok, f"ask names the culprit, {_label(case)}: {ask['culprits'] or 'none'} "
+                            f"(manifest: [{r['culprit']}])"))
+            if case[1] >= 4096:
+                mb = ask["json_bytes"] / 1e6
+                out.append((mb <= ASK_JSON_MB, f"ask --json, {_label(case)}: {mb:.3f} MB (target <= {ASK_JSON_MB:g} MB)"))
+            if case[1] >= 10000:
+                w = statistics.median(ask["walls"])
+                out.append((w <= ASK_10K_S, f"ask, {_label(case)}: {w:.2f} s (median; target <= {ASK_10K_S:g} s)"))
+        scan = r.get("scan")
+        if scan and case == SCALE_CASES[1]:
+            mb = scan["json_bytes"] / 1e6
+            out.append((mb <= SCAN_JSON_MB, f"scan --json, {_label(case)}: {mb:.3f} MB (target <= {SCAN_JSON_MB:g} MB)"))
+    return out
+
+
+def run_scale(a) -> tuple[int, list[tuple[bool, str]]]:
+    """SCALE_CASES in one set of interleaved rounds: per bundle `rg -c`, `scan --json`, `ask --json` (and the
+    --also tree's scan and ask); then time per rank file and per hit line beside rg's, the needles against the
+    manifest, and judge_scale's targets. (exit status, verdicts)"""
+    print("\n=== scale: the cascade at 256 / 4,096 / 10,000 ranks (issue 28) ===")
+    bundles = []
+    for case in SCALE_CASES:
+        t = time.perf_counter()
+        root, man = generate(a.data, case[0], a.seed, case[1], case[2], case[3], case[4])
+        print(f"bundle {root}: {len(man['files'])} files, {man['bytes'] / 1e6:.0f} MB, {man['lines']} lines, culprit "
+              f"rank {man['plan']['culprit']} ({time.perf_counter() - t:.1f} s)")
+        bundles.append((case, root, man))
+    tmp = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    rgcmd, dbg, env = _tools(a, tmp)
+    also = shlex.split(a.also) if a.also else None
+    methods, warm = [], {}
+    for case, root, man in bundles:
+        key = root.name
+        warm[key] = [str(root / f["file"]) for f in man["files"]]
+        methods += [("rg -j2", rgcmd and [*rgcmd, str(root)], key),
+                    ("scan", [*dbg, "scan", str(root), "--json"], key),
+                    ("ask", [*dbg, "ask", str(root), "--offline", "--json"], key)]
+        if also:
+            methods += [("scan (--also)", [*also, "scan", str(root), "--json"], key),
+                        ("ask (--also)", [*also, "ask", str(root), "--offline", "--json"], key)]
+    methods = [m for m in methods if m[1]]
+    small = str(bundles[0][1])
+    for w in ([*dbg, "scan", small, "--json"], [*dbg, "ask", small, "--offline", "--json"]):
+        subprocess.run(w, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)  # fills the bytecode cache
+    pinned = pin([p for ps in warm.values() for p in ps])
+    runs = _rounds(a, methods, warm, tmp, {"": env})
+    rc, res = 0, {}
+    print(f"\n{'case':<42}{'method':<15}{'wall s':>8}{'x rg':>7}{'ms/file':>9}{'µs/hit':>8}{'JSON KB':>9}  culprit")
+    for case, root, man in bundles:
+        r = res.setdefault(case, {"culprit": man["plan"]["culprit"]})
+        idx = {m[0]: i for i, m in enumerate(methods) if m[2] == root.name}
+        rg_w = runs[idx["rg -j2"]] if "rg -j2" in idx else None
+        hits = {}
+        for name, i in idx.items():
+            out = tmp / f"out{i}.txt"
+            walls = [x["wall"] for x in runs[i]]
+            doc = _json(out) if name != "rg -j2" else {}
+            row = r[name] = {"walls": walls, "json_bytes": out.stat().st_size, "culprits": culprits_of(doc)}
+            hits[name] = (rg_total(str(out)) if name == "rg -j2" else
+                          sum(p.get("count", 0) for p in doc.get("patterns", [])) if name.startswith("scan") else 0)
+            xrg = statistics.median(x["wall"] / q["wall"] for x, q in zip(runs[i], rg_w)) if rg_w else None
+            w = statistics.median(walls)
+            per_hit = hits[name] or hits.get("scan") or 0
+            print(f"{_label(case):<42}{name:<15}{w:8.2f}" + (f"{xrg:7.2f}" if xrg else f"{'-':>7}")
+                  + f"{w * 1e3 / len(man['files']):9.3f}" + (f"{w * 1e6 / per_hit:8.1f}" if per_hit else f"{'-':>8}")
+                  + (f"{row['json_bytes'] / 1e3:9.1f}  {row['culprits'] or '-'}" if name != "rg -j2" else ""))
+        for name in ("scan", "scan (--also)"):
+            if name in idx:
+                probs = check_scan(str(tmp / f"out{idx[name]}.txt"), man, None, man["files"])
+                print(f"{'PASS' if not probs else 'FAIL'}  needles, {name}, {_label(case)}"
+                      + "".join(f"\n      {p}" for p in probs))
+                rc = rc or (1 if probs else 0)
+    print("(ms/file = median wall / files in the bundle; µs/hit = median wall / hits: rg's matched lines (its -c "
+          "counts), for scan and ask the scan's pattern hits (its JSON's counts))")
+    if also:
+        for case, r in res.items():
+            if "ask (--also)" in r:
+                print(f"--also ask, {_label(case)}: {statistics.median(r['ask (--also)']['walls']):.2f} s, culprit "
+                      f"{r['ask (--also)']['culprits'] or '-'}, JSON {r['ask (--also)']['json_bytes'] / 1e3:.0f} KB")
+        before = {c: {"ask": r["ask (--also)"], "scan": r.get("scan (--also)", {})} for c, r in res.items()
+                  if "ask (--also)" in r}
+        for ok, text in judge_scale({c: {**v, "culprit": res[c]["culprit"]} for c, v in before.items()}):
+            print(f"  --also tree: {'PASS' if ok else 'FAIL'}  {text}")
+    (a.data / "scale.bench.json").write_text(json.dumps(
+        {"cases": {f"{_label(c)} [{c[3]}]": {n: v for n, v in r.items()} for c, r in res.items()},
+         "all": {f"{m[0]} [{m[2]}]": runs[i] for i, m in enumerate(methods)}}, indent=1, default=str))
+    print(f"results: {a.data / 'scale.bench.json'}")
+    pinned.stdin.close()
+    pinned.wait()
+    shutil.rmtree(tmp, ignore_errors=True)
+    return rc, judge_scale(res)
+
+
+def _answer(name: str, doc: dict) -> object:
+    """What must be the same locally and on the cluster: ask's status, category and culprits; the scan's
+    per-pattern counts and ranks."""
+    if name.startswith("ask"):
+        return {k: doc.get(k) for k in ("status", "category")} | {"culprits": culprits_of(doc)}
+    return {p["id"]: (p.get("count"), rank_counts(p)) for p in doc.get("patterns", [])}
+
+
+def run_dask(a) -> int:
+    """The 10,000-rank cascade bundles with DEBUGGER_CLUSTER on a LocalCluster(n_workers=2, processes=True), in
+    the same rounds as the local run: the answers must be equal (exit 1 if not); the times are printed. The
+    workers are outside the timed process tree, so memory figures would not compare and are not shown."""
+    try:
+        from distributed import LocalCluster
+    except ImportError:
+        print("distributed is missing: pip install 'trainlog-debugger[cluster]' (or dask distributed)")
+        return 2
+    from trainlog_debugger.tools.bundle.parallel import CLUSTER_ENV
+    tmp = Path(tempfile.mkdtemp(prefix="bench-dask-"))
+    _rgcmd, dbg, env = _tools(a, tmp)
+    bundles = [(c, *generate(a.data, c[0], a.seed, c[1], c[2], c[3], c[4])) for c in DASK_CASES]
+    lc = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0")
+    print(f"Dask LocalCluster: 2 worker processes, scheduler {lc.scheduler_address}")
+    envs = {"": env, "ask (dask)": {**(env or os.environ), CLUSTER_ENV: lc.scheduler_address}}
+    envs["scan (dask)"] = envs["ask (dask)"]
+    methods, warm = [], {}
+    for case, root, man in bundles:
+        warm[root.name] = [str(root / f["file"]) for f in man["files"]]
+        for cmd in ("ask", "scan"):
+            argv = [*dbg, cmd, str(root), "--json"] + (["--offline"] if cmd == "ask" else [])
+            methods += [(cmd, argv, root.name), (f"{cmd} (dask)", argv, root.name)]
+    pinned = pin([p for ps in warm.values() for p in ps])
+    try:
+        runs = _rounds(a, methods, warm, tmp, envs)
+        # proof that the cluster's runs were read by its workers: compute seconds per task prefix on the scheduler
+        worked = {p: round(tp.all_durations.get("compute", 0.0), 1) for p, tp in lc.scheduler.task_prefixes.items()}
+    finally:
+        lc.close()
+        pinned.stdin.close()
+        pinned.wait()
+    rc = 0 if sum(worked.values()) > 0 else 1
+    print(f"\n{'PASS' if rc == 0 else 'FAIL'}  the workers computed {worked or 'nothing'} (seconds per task prefix)")
+    for case, root, man in bundles:
+        idx = {m[0]: i for i, m in enumerate(methods) if m[2] == root.name}
+        for cmd in ("ask", "scan"):
+            lo, rem = idx[cmd], idx[f"{cmd} (dask)"]
+            same = _answer(cmd, _json(tmp / f"out{lo}.txt")) == _answer(cmd, _json(tmp / f"out{rem}.txt"))
+            wl, wr = (statistics.median(x["wall"] for x in runs[i]) for i in (lo, rem))
+            extra = (f", culprit {culprits_of(_json(tmp / f'out{rem}.txt'))} (manifest [{man['plan']['culprit']}])"
+                     if cmd == "ask" else "")
+            print(f"{'PASS' if same else 'FAIL'}  {cmd}, {_label(case)}: the cluster's answer "
+                  f"{'equals' if same else 'DIFFERS from'} the local one{extra}; {wl:.2f} s local, {wr:.2f} s on the "
+                  f"cluster (medians of {a.runs})")
+            rc = rc or (0 if same else 1)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return rc
 
 
 if __name__ == "__main__":

@@ -30,9 +30,10 @@ def test_scan_json_on_bundled_case():
     r = runner.invoke(app, ["scan", str(CASE), "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
-    assert d["coverage"]["seen_ranks"] == list(range(8))
+    assert d["coverage"]["seen_ranks"] == "0-7" and d["coverage"]["seen_count"] == 8
     wd = next(p for p in d["patterns"] if p["id"] == "pytorch.watchdog_timeout")
-    assert wd["missing_ranks"] == [5]
+    assert d["schema_version"] == 2 and wd["missing_ranks"] == "5" and wd["missing_rank_count"] == 1
+    assert wd["ranks"] == "0-7 except 5" and wd["ranks_by_count"] == {"1": "0-7 except 5"}
     assert wd["first"]["file"].startswith("error-") and wd["first"]["line"] >= 1
 
 
@@ -46,8 +47,8 @@ def test_grep_lists_ranks_without_match():
     r = runner.invoke(app, ["grep", "Watchdog caught", str(CASE), "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
-    assert d["ranks_without_match"] == [5]
-    assert sorted(x["rank"] for x in d["ranks"]) == [0, 1, 2, 3, 4, 6, 7]
+    assert d["schema_version"] == 2 and d["ranks_without_match"] == "5"
+    assert d["ranks_with_match"] == "0-7 except 5" and d["ranks_with_match_count"] == 7
     r = runner.invoke(app, ["grep", "Watchdog caught", str(CASE)])
     assert "ranks with NO match" in r.output
 
@@ -137,3 +138,6 @@ def test_schema_command():
     assert r.exit_code == 0
     schema = json.loads(r.output)
     assert {"status", "category", "culprit_ranks", "culprit_nodes", "confidence"} <= set(schema["properties"])
+    # the contract's version on top (a keyword a JSON Schema validator ignores) and as the document's property
+    assert schema["schema_version"] == 2 and schema["properties"]["schema_version"]["const"] == 2
+    assert schema["type"] == "object" and "$defs" in schema

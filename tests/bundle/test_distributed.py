@@ -220,3 +220,26 @@ def test_a_batch_whose_worker_dies_is_read_here_with_a_note(cluster, monkeypatch
     assert sorted(here) == sorted(s.rel for _, s in items)  # every batch died there, so every file was read here
     assert sorted(f.rel for g in got for f in g.files) == sorted(s.rel for _, s in items)
     assert len(notes) == 1 and "KilledWorker" in notes[0]
+
+
+def test_a_generated_cascade_names_the_same_culprit_on_the_cluster(cluster, monkeypatch, tmp_path):
+    """Issue 28's at-scale hang, small: 64 ranks as 8 per-node torchrun outputs, one rank stalled in a data read
+    and every other rank in the watchdog cascade. `ask` names the manifest's culprit locally, and the same with
+    DEBUGGER_CLUSTER set, where the files were read by the workers."""
+    from trainlog_debugger.eval.bench.logs import generate
+    from trainlog_debugger.eval.bench.scan import culprits_of
+
+    root, man = generate(tmp_path, 0.004, seed=5, ranks=64, scenario="cascade", layout="node")
+    runner, said = CliRunner(), []
+    for where in ("local", "cluster"):
+        if where == "cluster":
+            monkeypatch.setenv(ENV, cluster.scheduler_address)
+        else:
+            monkeypatch.delenv(ENV, raising=False)
+        before = _ran(cluster)["remote_scan"]
+        r = runner.invoke(app, ["ask", str(root), "--offline", "--json"])
+        assert r.exit_code == 0, r.output
+        assert (_ran(cluster)["remote_scan"] > before) == (where == "cluster")
+        doc = json.loads(r.stdout)
+        said.append((doc["status"], doc["category"], culprits_of(doc)))
+    assert said[0] == said[1] == ("hung", "data_loading_stall", [man["plan"]["culprit"]])

@@ -136,7 +136,7 @@ def test_non_utf8_file_names_keep_json_valid(tmp_path, cli_env):
         f.write(rank_log(1))
     res = run_cli(["scan", "--json", str(d)], env=cli_env)
     assert_clean(res, rc_in=(0,))
-    files = {f["file"] for f in json.loads(res.stdout)["files"]}
+    files = {n for g in json.loads(res.stdout)["file_groups"] for n in g["exemplars"]}  # a group names its first, last
     assert files == {"rank_0.log", "rank_1-\\xff\\xfe.log"}
 
 

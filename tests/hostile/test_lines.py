@@ -54,8 +54,8 @@ def test_cr_only_line_ends_are_lines(tmp_path, cli_env):
     res = run_cli(["scan", "--json", d], env=cli_env, timeout=60)
     assert_clean(res, rc_in=(0,), max_rss_mb=600, max_s=30)
     rep = json.loads(res.stdout)
-    (f,) = rep["files"]
-    assert f["lines"] == 4
+    (f,) = rep["file_groups"]
+    assert f["files"] == 1 and f["lines"] == 4
     wd = next(p for p in rep["patterns"] if p["id"] == "pytorch.watchdog_timeout")
     assert wd["first"]["line"] == 3 and wd["first"]["text"] == WATCHDOG
     assert any("carriage return only" in n for n in f["notes"])

@@ -366,7 +366,8 @@ def test_json(tmp_path):
         res = diff_bundle(b)
     import json
     j = json.loads(dumps(res))
-    assert j["only"][0]["example"]["file"] == "rank_1.log" and j["missing"][0]["ranks"] == [2]
+    assert j["only"][0]["example"]["file"] == "rank_1.log" and j["missing"][0]["ranks"] == "2"
+    assert j["missing"][0]["rank_count"] == 1 and (j["ranks"], j["rank_count"], j["schema_version"]) == ("0-3", 4, 2)
     assert set(j) >= {"root", "ranks", "templates", "bytes", "lines", "seconds", "only", "missing",
                       "unattributed_files", "notes"}
 

@@ -13,6 +13,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from trainlog_debugger.tools.groups import SCHEMA_VERSION, rank_set
 from trainlog_debugger.tools.model import Evidence
 
 MAX_TEMPLATES = 200_000         # distinct templates kept over the bundle
@@ -43,9 +44,15 @@ class DiffResult:
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        """`debugger diff --json`: every field as plain JSON, the view the agent's rank_diff tool reads."""
+        """`debugger diff --json`, schema_version 2: every field as plain JSON, the view the agent's rank_diff tool
+        reads; each rank list (the ranks compared, each template's minority) as a range set with its count."""
         from trainlog_debugger.tools.jsonable import fields_jsonable
-        return fields_jsonable(self)
+        d = {"schema_version": SCHEMA_VERSION, **fields_jsonable(self)}
+        d["ranks"], d["rank_count"] = rank_set(self.ranks), len(self.ranks)
+        for kind in ("only", "missing"):
+            for td, j in zip(getattr(self, kind), d[kind]):
+                j["ranks"], j["rank_count"] = rank_set(td.ranks), len(td.ranks)
+        return d
 
 
 @dataclass

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from trainlog_debugger.tools.evidence import Coverage, Evidence
+from trainlog_debugger.tools.groups import SCHEMA_VERSION, Group, per_rank, rank_set
 from trainlog_debugger.tools.jsonable import to_jsonable
 from trainlog_debugger.tools.lines.timestamps import Stamp
 
@@ -90,6 +91,7 @@ class PatternSummary:
     last: Evidence | None
     only_ranks: list[int] = field(default_factory=list)  # present in a minority of ranks
     missing_ranks: list[int] = field(default_factory=list)  # present in most ranks, absent from these
+    groups: list[Group] = field(default_factory=list)  # its kept hits by line template (tools.scan.summary)
 
 
 @dataclass
@@ -148,17 +150,72 @@ class ScanResult:
         return replace(self, files=[replace(f, hits=[]) for f in self.files])
 
     def to_json(self) -> dict:
-        """`debugger scan --json`: the summaries, and per file its counts by pattern (not every kept hit)."""
-        files = [{"file": f.rel, "kind": f.kind, "bytes": f.bytes_read, "lines": f.lines, "ranks": sorted(f.ranks),
-                  "nodes": sorted(f.nodes), "counts": _file_counts(f), "last_lines": f.last_lines,
-                  "first_time": f.first_time, "error": f.error, "notes": f.notes} for f in self.files]
-        return to_jsonable({"root": self.root, "engine": self.engine, "seconds": round(self.seconds, 3),
-                            "bytes": self.bytes, "lines": self.lines, "coverage": self.coverage,
-                            "patterns": self.patterns, "ranks": self.ranks, "rank_nodes": self.rank_nodes,
-                            "silent_first": self.silent_first, "files": files, "notes": self.notes})
+        """`debugger scan --json`, schema_version 2: per pattern its ranks as range sets and its lines by template;
+        the ranks and the files in groups (tools.scan.grouped); the nodes as {node: ranks}. Bounded in the number
+        of ranks: no list per rank, only range-set strings. `--per-rank` (tools.groups.per_rank) adds today's
+        per-rank keys beside them, unchanged: `ranks`, `files`, `rank_nodes`, each pattern's `rank_counts`, and
+        every silent rank."""
+        from trainlog_debugger.tools.scan import grouped as G
+        full = per_rank()
+        rgs, rcut = G.cut(G.rank_groups(self), lambda g: len(g.ranks))
+        fgs, fcut = G.cut(G.file_groups(self.files), lambda g: g.files)
+        nodes, node_lines = G.node_groups(self.rank_nodes)
+        out: dict = {"schema_version": SCHEMA_VERSION, "root": self.root, "engine": self.engine,
+                     "seconds": round(self.seconds, 3), "bytes": self.bytes, "lines": self.lines,
+                     "coverage": self.coverage, "patterns": [_pattern_json(p, full) for p in self.patterns],
+                     "rank_groups": [g.to_json() for g in rgs]}
+        if rcut:
+            out["rank_groups_cut"] = {"groups": len(rcut), "ranks": rank_set(r for g in rcut for r in g.ranks),
+                                      "rank_count": sum(len(g.ranks) for g in rcut)}
+        out["file_groups"] = [g.to_json() for g in fgs]
+        if fcut:
+            out["file_groups_cut"] = {"groups": len(fcut), "files": sum(g.files for g in fcut)}
+        out["nodes"] = nodes
+        out["node_lines"] = node_lines
+        silent = self.silent_first if full else self.silent_first[:SILENT_SHOWN]
+        out["silent_first"] = silent
+        if len(silent) < len(self.silent_first):
+            out["silent_first_ranks"] = rank_set(s["rank"] for s in self.silent_first)
+            out["silent_first_count"] = len(self.silent_first)
+        out["notes"] = self.notes
+        if full:
+            files = [{"file": f.rel, "kind": f.kind, "bytes": f.bytes_read, "lines": f.lines,
+                      "ranks": sorted(f.ranks), "nodes": sorted(f.nodes), "counts": file_counts(f),
+                      "last_lines": f.last_lines, "first_time": f.first_time, "error": f.error, "notes": f.notes}
+                     for f in self.files]
+            out.update({"ranks": self.ranks, "rank_nodes": self.rank_nodes, "files": files})
+        return to_jsonable(out)
 
 
-def _file_counts(f: FileScan) -> dict[str, int]:
+SILENT_SHOWN = 20   # silent-first ranks listed in the JSON (all of them with --per-rank; their rank set always)
+TEMPLATE_GROUPS = 12  # line-template groups per pattern in the JSON (the smallest, and the 4 largest)
+
+
+def _pattern_json(p: PatternSummary, full: bool) -> dict:
+    """One pattern: its ranks as a range set and a histogram (`ranks_by_count`: how many lines → which ranks
+    printed that many, exact: {"3": "0-4095"}), its minority or missing ranks, its lines by template."""
+    from trainlog_debugger.tools.scan.grouped import cut
+    hist: dict[int, list[int]] = {}
+    for r, n in p.rank_counts.items():
+        hist.setdefault(n, []).append(r)
+    d: dict = {"id": p.id, "tier": p.tier, "category": p.category, "role": p.role, "summary": p.summary,
+               "count": p.count, "files": p.files, "ranks": rank_set(p.rank_counts), "rank_count": len(p.rank_counts),
+               "unranked": p.unranked, "ranks_by_count": {str(n): rank_set(rs) for n, rs in sorted(hist.items())},
+               "first": p.first, "last": p.last,
+               "only_ranks": rank_set(p.only_ranks), "only_rank_count": len(p.only_ranks),
+               "missing_ranks": rank_set(p.missing_ranks), "missing_rank_count": len(p.missing_ranks)}
+    kept, dropped = cut(p.groups, lambda g: len(g.ranks) or g.count, TEMPLATE_GROUPS, 4)
+    d["groups"] = [g.to_json() for g in kept]
+    if dropped:
+        d["groups_cut"] = {"groups": len(dropped), "lines": sum(g.count for g in dropped),
+                           "ranks": rank_set(r for g in dropped for r in g.ranks)}
+    if full:
+        d["rank_counts"] = p.rank_counts
+    return d
+
+
+def file_counts(f: FileScan) -> dict[str, int]:
+    """A file's hits per pattern (over its ranks), by pattern id."""
     counts: dict[str, int] = {}
     for (pid, _rank), n in f.counts.items():
         counts[pid] = counts.get(pid, 0) + n

@@ -23,9 +23,10 @@ from typing import cast
 
 from trainlog_debugger.tools.bundle.source import natural_key
 from trainlog_debugger.tools.evidence import Coverage, Evidence
+from trainlog_debugger.tools.groups import Group, rank_set, template
 from trainlog_debugger.tools.lines.timestamps import Stamp, mixed_zone_note, order_key, order_then_place
 from trainlog_debugger.tools.ranks import MAX_RANKS
-from trainlog_debugger.tools.scan.result import FileScan, PatternSummary, RankSummary, ScanResult, to_evidence
+from trainlog_debugger.tools.scan.result import FileScan, Hit, PatternSummary, RankSummary, ScanResult, to_evidence
 from trainlog_debugger.tools.sources import by_id, declared, resolve
 from trainlog_debugger.tools.sources.pattern import WorldSize
 
@@ -89,6 +90,7 @@ class _Merge:
         self.rank_first: dict[int, tuple] = {}
         self.rank_last: dict[int, tuple] = {}
         self.retries: dict[int, list[int]] = {}
+        self.templates: dict[tuple[str, bytes], _Template] = {}  # by pattern and digit-zeroed line
         self.dropped = 0
 
     def add(self, f: FileScan, notes: list[str]) -> None:
@@ -138,14 +140,28 @@ class _Merge:
 
     def _hits(self, f: FileScan) -> None:
         """First and last hit per pattern, and per rank over tiers 1-3 (by Stamp.order_key, then file and line);
-        the first hit that names a rank's node."""
+        the first hit that names a rank's node; per pattern and line template, its ranks and first and last hit."""
         rel, cat, rank_nodes = f.rel, self.cat, self.rank_nodes
         first_hit, last_hit, rank_first, rank_last = self.first_hit, self.last_hit, self.rank_first, self.rank_last
+        templates = self.templates
         for h in f.hits:
             key = order_then_place(h.time, rel, h.line)
             kept = (key, h, rel)
             pid, r = h.pattern, h.rank
             _widen(first_hit, last_hit, pid, key, kept)
+            tk = (pid, h.text.encode("utf-8", "surrogateescape").translate(ZERO))
+            t = templates.get(tk)
+            if t is None:
+                t = templates[tk] = _Template(kept)
+            t.count += 1  # _Template.add, inlined: once per kept hit
+            if r is None:
+                t.unranked.append(h)
+            else:
+                t.per_rank[r] = t.per_rank.get(r, 0) + 1
+            if key < t.first[0]:
+                t.first = kept
+            elif key > t.last[0]:
+                t.last = kept
             if r is None:
                 continue
             p = cat.get(pid)
@@ -190,13 +206,15 @@ class _Merge:
     def pattern_summaries(self, files: list[FileScan], seen: list[int]) -> list[PatternSummary]:
         """Per pattern, with the ranks that alone printed it (a minority) or alone did not (`missing_ranks`)."""
         kind_of = {f.rel: f.kind for f in files}
+        groups = self.template_groups(files)
         out: list[PatternSummary] = []
         for pid, pc in self.pat_counts.items():
             p = self.cat[pid]
             ps = PatternSummary(
                 id=pid, tier=p.tier, category=p.category, role=p.role, summary=p.summary, count=pc["count"],
                 files=len(pc["files"]), rank_counts=dict(sorted(pc["ranks"].items())), unranked=pc["unranked"],
-                first=_ev(self.first_hit.get(pid), kind_of), last=_ev(self.last_hit.get(pid), kind_of))
+                first=_ev(self.first_hit.get(pid), kind_of), last=_ev(self.last_hit.get(pid), kind_of),
+                groups=groups.get(pid, []))
             with_ = set(pc["ranks"])
             if len(seen) >= 2 and with_:
                 if len(with_) * 2 < len(seen):
@@ -206,6 +224,45 @@ class _Merge:
             out.append(ps)
         out.sort(key=lambda s: (s.tier if s.tier else 9, -s.count, s.id))
         return out
+
+    def template_groups(self, files: list[FileScan]) -> dict[str, list[Group]]:
+        """Per pattern, its kept hits grouped by line template (tools.groups.template, cached per digit-zeroed
+        line: 4,096 ranks' copies of one watchdog line are one template, masked once), the smallest group first:
+        a rank whose line differs leads. Built from the kept hits (first and last 5 per pattern and rank): the
+        pattern's `count` is the total, a group's the lines kept. Exemplars: the first and the last line, and a
+        line of each of the first OUTLIERS ranks whose count differs from the group's usual one."""
+        kind_of = {f.rel: f.kind for f in files}
+        by_rel = {f.rel: f for f in files}
+        merged: dict[tuple[str, str], _Template] = {}
+        for (pid, zeroed), t in self.templates.items():  # lines alike but for their digits were counted as one
+            t.settle()  # hits that deduce_last_rank attributed since
+            tk = (pid, template(zeroed.decode("utf-8", "surrogateescape")))
+            if tk in merged:
+                merged[tk].merge(t)
+            else:
+                merged[tk] = t
+        out: dict[str, list[Group]] = {}
+        for (pid, tmpl), t in merged.items():
+            counts = list(t.per_rank.values())
+            usual = max(set(counts), key=counts.count) if counts else 0
+            odd = sorted(r for r, c in t.per_rank.items() if c != usual) if len(set(counts)) > 1 else []
+            exs = [_ev(t.first, kind_of), _ev(t.last, kind_of)]
+            exs += [self._line_of(by_rel, kind_of, pid, tmpl, r) for r in odd[:OUTLIERS]]
+            g = Group(key=tmpl, ranks=sorted(t.per_rank), count=t.count, unranked=len(t.unranked),
+                      first_time=t.first[1].time, last_time=t.last[1].time, outliers=odd,
+                      exemplars=list(dict.fromkeys(e for e in exs if e is not None)))
+            out.setdefault(pid, []).append(g)
+        for gs in out.values():
+            gs.sort(key=lambda g: len(g.ranks) or g.count)
+        return out
+
+    def _line_of(self, by_rel: dict, kind_of: dict, pid: str, tmpl: str, rank: int) -> Evidence | None:
+        """A kept line of `rank` of this pattern and template (an outlier's exemplar): read back from its files."""
+        for rel in sorted(self.rank_files.get(rank, ()), key=natural_key):
+            for h in by_rel[rel].hits:
+                if h.rank == rank and h.pattern == pid and template(h.text) == tmpl:
+                    return to_evidence(h, rel, kind_of.get(rel))
+        return None
 
     def rank_summaries(self, files: list[FileScan], seen: list[int]) -> dict[int, RankSummary]:
         kind_of = {f.rel: f.kind for f in files}
@@ -226,6 +283,40 @@ class _Merge:
                             "state": "exhausted" if atmax else ("recovering" if a <= 1 else "escalating")}
             ranks[r] = rs
         return ranks
+
+
+OUTLIERS = 3  # per template group: ranks whose count differs, with a line each
+# lines alike but for their digits are one template: the merge counts kept hits per digit-zeroed line (one C-level
+# translate per hit) and masks each distinct one once at the end (tools.groups.template)
+ZERO = bytes.maketrans(b"123456789", b"000000000")
+
+
+class _Template:
+    """One pattern's kept hits of one line template: per rank how many, the first and the last (as _widen keeps
+    them), and the hits with no rank yet (deduce_last_rank may give them one after the merge)."""
+
+    __slots__ = ("per_rank", "count", "unranked", "first", "last")
+
+    def __init__(self, kept: tuple):
+        self.per_rank: dict[int, int] = {}
+        self.count = 0
+        self.unranked: list[Hit] = []
+        self.first = self.last = kept  # (order key, hit, file) as _widen keeps them; _Merge._hits adds
+
+    def merge(self, o: "_Template") -> None:
+        for r, n in o.per_rank.items():
+            self.per_rank[r] = self.per_rank.get(r, 0) + n
+        self.count += o.count
+        self.unranked += o.unranked
+        self.first = min(self.first, o.first, key=lambda k: k[0])
+        self.last = max(self.last, o.last, key=lambda k: k[0])
+
+    def settle(self) -> None:
+        if any(h.rank is not None for h in self.unranked):
+            for h in self.unranked:
+                if h.rank is not None:
+                    self.per_rank[h.rank] = self.per_rank.get(h.rank, 0) + 1
+            self.unranked = [h for h in self.unranked if h.rank is None]
 
 
 def _widen(first: dict, last: dict, k, key: tuple, kept: tuple) -> None:
@@ -296,7 +387,7 @@ def _coverage(files: list[FileScan], rank_files: dict[int, set[str]], skipped: l
         cov.missing_ranks = sorted(set(range(cov.expected_ranks)) - set(seen))
         extra = [r for r in seen if r >= cov.expected_ranks]
         if extra:
-            cov.notes.append(f"ranks above the expected world size: {extra[:LIST_CAP]}")
+            cov.notes.append(f"ranks above the expected world size: {rank_set(extra)}")
     return cov
 
 

@@ -14,6 +14,7 @@ import statistics
 from array import array
 from dataclasses import dataclass, field
 
+from trainlog_debugger.tools.groups import SCHEMA_VERSION, per_rank, rank_set
 from trainlog_debugger.tools.jsonable import to_jsonable
 from trainlog_debugger.tools.model import Coverage, Evidence, Finding, Role
 from trainlog_debugger.tools.ranks import ranks_str
@@ -177,20 +178,133 @@ class StepReport:
                         if self.world_size and self.world_size <= 100_000 else [])
 
     def to_json(self) -> dict:
-        """Plain JSON: series summarised (not their points), every claim with its evidence."""
-        ser = [{"rank": s.rank, "node": s.node, "metric": s.metric, "fmt": s.fmt, "source": s.source,
-                "points": len(s.ms), "dropped": s.dropped, "median": _round(s.median()),
-                "first_iteration": s.iterations[0] if s.iterations else None,
-                "last_iteration": s.iterations[-1] if s.iterations else None} for s in self.series]
+        """Plain JSON, schema_version 2: the series grouped by step-time behaviour (`series_groups`: per metric the
+        ranks within the band as one group with summary statistics, each straggler as its own group with a sampled
+        series and its lines, ranks whose own series shifted), every claim with its evidence, rank lists as range
+        sets. The per-series listing `series` (one entry per rank and file: 830 KB at 4,096 ranks) only under
+        tools.groups.per_rank() (`--per-rank`), unchanged."""
         drop = {"refs"}
-        return {"root": self.root, "files": self.files, "bytes": self.bytes, "seconds": round(self.seconds, 3),
-                "world_size": self.world_size, "pipeline_size": self.pipeline_size, "groups": self.groups,
-                "formats": self.formats, "series": ser,
-                "outliers": [_asdict(o, drop) for o in self.outliers],
-                "regression": _asdict(self.regression, drop) if self.regression else None,
-                "regressions": [_asdict(r, drop) for r in self.regressions],
-                "bound": _asdict(self.bound, drop), "notes": self.notes,
-                "findings": to_jsonable(self.findings())}
+        d = {"schema_version": SCHEMA_VERSION, "root": self.root, "files": self.files, "bytes": self.bytes,
+             "seconds": round(self.seconds, 3), "world_size": self.world_size, "pipeline_size": self.pipeline_size,
+             "groups": self.groups, "formats": self.formats, "series_count": len(self.series),
+             "series_groups": series_groups(self),
+             "outliers": [_asdict(o, drop) for o in self.outliers],
+             "regression": _regression_json(self.regression, drop) if self.regression else None,
+             "regressions": [_regression_json(r, drop) for r in self.regressions],
+             "bound": _asdict(self.bound, drop), "notes": self.notes,
+             "findings": to_jsonable(self.findings())}
+        if per_rank():
+            d["series"] = [{"rank": s.rank, "node": s.node, "metric": s.metric, "fmt": s.fmt, "source": s.source,
+                            "points": len(s.ms), "dropped": s.dropped, "median": _round(s.median()),
+                            "first_iteration": s.iterations[0] if s.iterations else None,
+                            "last_iteration": s.iterations[-1] if s.iterations else None} for s in self.series]
+        return d
+
+
+MAX_SAMPLE = 24                 # points of a straggler's series in its group (evenly spaced, first and last kept)
+MAX_SHIFTED = 10                # rank-level regressions shown as groups of their own, per metric
+
+
+def series_groups(rep: StepReport) -> list[dict]:
+    """The series grouped by step-time behaviour, per metric in the report's order: the stragglers (one group each,
+    the first MAX_FINDINGS of the report; any more as one group), the ranks whose own series shifted (one group per
+    rank-level regression), the band (every other rank: the median, p10, p90, min and max over the ranks' own
+    medians, the iterations spanned; as exemplars the peer lines the stragglers' evidence cites), and the series
+    with no rank. What is a straggler or a shift is the analysis' answer (tools/steps/analysis.py), not decided
+    here. Bounded: a few groups per metric whatever the number of ranks."""
+    by: dict[str, dict[int | None, list[StepSeries]]] = {}
+    for s in rep.series:
+        by.setdefault(s.metric, {}).setdefault(s.rank, []).append(s)
+    cited = {id(o) for o in rep.outliers[:MAX_FINDINGS]}
+    out: list[dict] = []
+    for metric, per in by.items():
+        unit = METRICS[metric][1]
+        outs = [o for o in rep.outliers if o.metric == metric]
+        own = {o.rank for o in outs if id(o) in cited}
+        more = sorted({o.rank for o in outs if id(o) not in cited} - own)
+        for o in outs:
+            if id(o) not in cited:
+                continue
+            ss = per.get(o.rank, [])
+            out.append({"kind": "straggler", "metric": metric, "unit": unit, "ranks": rank_set([o.rank]),
+                        "rank_count": 1, "node": o.node, **_span(ss), "median": _round(o.value),
+                        "group_median": _round(o.group_median), "gap": round(o.gap, 4),
+                        "z": "inf" if math.isinf(o.z) else round(o.z, 2), "group": o.group,
+                        "slow_intervals": o.slow_intervals, "sample": _sample(ss),
+                        "exemplars": [e.to_json() for e in o.evidence if e.rank == o.rank]})
+        if more:
+            out.append({"kind": "stragglers", "metric": metric, "unit": unit, "ranks": rank_set(more),
+                        "rank_count": len(more), **_span([s for r in more for s in per.get(r, [])]),
+                        **_stats([_rank_median(per[r]) for r in more if r in per]), "exemplars": []})
+        shifted: set[int] = set()
+        regs = [r for r in rep.regressions if r.metric == metric and r.scope == "ranks"]
+        for reg in regs[:MAX_SHIFTED]:
+            rs_ = sorted(set(reg.ranks) - own - set(more) - shifted)
+            if not rs_:
+                continue
+            shifted |= set(rs_)
+            out.append({"kind": "shifted", "metric": metric, "unit": unit, "ranks": rank_set(rs_),
+                        "rank_count": len(rs_), "iteration": reg.iteration, "before": _round(reg.before),
+                        "after": _round(reg.after), "shift": round(reg.shift, 4),
+                        **_span([s for r in rs_ for s in per.get(r, [])]),
+                        **_stats([_rank_median(per[r]) for r in rs_ if r in per]),
+                        "sample": _sample(per.get(rs_[0], [])) if len(rs_) == 1 else None,
+                        "exemplars": [e.to_json() for e in reg.evidence]})
+        band = sorted(r for r in per if r is not None and r not in own and r not in shifted and r not in more)
+        if band:
+            in_band = set(band)
+            peers = [e for o in outs for e in o.evidence if e.rank in in_band]
+            out.append({"kind": "band", "metric": metric, "unit": unit, "ranks": rank_set(band),
+                        "rank_count": len(band), **_span([s for r in band for s in per[r]]),
+                        **_stats([_rank_median(per[r]) for r in band]),
+                        "exemplars": [e.to_json() for e in list(dict.fromkeys(peers))[:2]]})
+        if None in per:
+            ss = per[None]
+            out.append({"kind": "unranked", "metric": metric, "unit": unit, "ranks": "-", "rank_count": 0,
+                        **_span(ss), **_stats([_rank_median([s]) for s in ss]),
+                        "sources": sorted({s.source for s in ss})[:3], "exemplars": []})
+    return out
+
+
+def _rank_median(ss: list[StepSeries]) -> float:
+    """A rank's median over all its points, as the analysis takes it."""
+    return ss[0].median() if len(ss) == 1 else statistics.median([v for s in ss for v in s.ms])
+
+
+def _span(ss: list[StepSeries]) -> dict:
+    firsts = [s.iterations[0] for s in ss if s.iterations]
+    lasts = [s.iterations[-1] for s in ss if s.iterations]
+    return {"series": len(ss), "points": sum(len(s.ms) for s in ss),
+            "first_iteration": min(firsts) if firsts else None, "last_iteration": max(lasts) if lasts else None}
+
+
+def _stats(meds: list[float]) -> dict:
+    """The median, p10, p90, min and max over the ranks' own medians (NaN-free)."""
+    xs = sorted(v for v in meds if not math.isnan(v))
+    if not xs:
+        return {"median": None, "p10": None, "p90": None, "min": None, "max": None}
+
+    def q(p: float) -> float | None:
+        return _round(xs[min(len(xs) - 1, int(p * (len(xs) - 1) + 0.5))])
+    return {"median": _round(statistics.median(xs)), "p10": q(0.1), "p90": q(0.9), "min": _round(xs[0]),
+            "max": _round(xs[-1])}
+
+
+def _sample(ss: list[StepSeries], n: int = MAX_SAMPLE) -> list[list]:
+    """The rank's points as [iteration, value], in iteration order, thinned to at most `n` evenly spaced ones
+    (the first and the last kept)."""
+    pts = sorted((it, v) for s in ss for it, v in zip(s.iterations, s.ms))
+    if len(pts) > n:
+        step = (len(pts) - 1) / (n - 1)
+        pts = [pts[round(i * step)] for i in range(n)]
+    return [[it, _round(v)] for it, v in pts]
+
+
+def _regression_json(r: Regression, drop: set[str]) -> dict:
+    d = _asdict(r, drop)
+    d["ranks"] = rank_set(r.ranks)
+    d["rank_count"] = len(r.ranks)
+    return d
 
 
 def _asdict(obj, drop: set[str]) -> dict:

@@ -32,9 +32,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainlog_debugger.tools.bundle.parallel import fewer_collections
 from trainlog_debugger.tools.sources import is_cascade
 from trainlog_debugger.tools.lines.timestamps import Stamp, order_then_place
-from trainlog_debugger.tools.jsonable import fields_jsonable
+from trainlog_debugger.tools.groups import SCHEMA_VERSION, Group, Grouper, per_rank, rank_set
+from trainlog_debugger.tools.jsonable import fields_jsonable, to_jsonable
 from trainlog_debugger.tools.model import Coverage, Evidence, Finding, Role
 from trainlog_debugger.tools.ranks import ranks_str
 from trainlog_debugger.tools.scan.result import ScanResult, to_evidence
@@ -130,7 +132,65 @@ class NcclReport:
                         notes=list(self.notes))
 
     def to_json(self) -> dict:
-        return fields_jsonable(self)
+        """`debugger nccl --json`, schema_version 2: ranks grouped by their NCCL state (`rank_groups`), rank lists as
+        range sets, the culprits with their lines; the per-rank `ranks` map (every rank's every PG state with its
+        lines: 50 MB at 4,096 ranks) only under tools.groups.per_rank() (`--per-rank`), unchanged."""
+        d: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "verdict": self.verdict, "summary": self.summary,
+                             "culprits": rank_set(self.culprits), "culprit_count": len(self.culprits),
+                             "suspects": rank_set(self.suspects), "suspect_count": len(self.suspects),
+                             "culprit_ranks": [_culprit_json(self.ranks[r]) for r in self.culprits[:MAX_CULPRIT_LINES]
+                                               if r in self.ranks]}
+        groups = self.rank_groups()
+        d["rank_groups"] = [g.to_json() for g in groups[:MAX_RANK_GROUPS]]
+        if len(groups) > MAX_RANK_GROUPS:
+            rest = [r for g in groups[MAX_RANK_GROUPS:] for r in g.ranks]
+            d["rank_groups_cut"] = {"groups": len(groups) - MAX_RANK_GROUPS, "ranks": rank_set(rest),
+                                    "rank_count": len(rest)}
+        d["groups"] = [_pg_group_json(g) for g in self.groups]
+        d.update({"wavefront": self.wavefront, "expected_ranks": self.expected_ranks, "found_ranks": self.found_ranks,
+                  "with_state": self.with_state, "missing_ranks": rank_set(self.missing_ranks),
+                  "missing_count": len(self.missing_ranks), "row_count": len(self.rows),
+                  "rows": [_row_json(r) for r in self.rows[:MAX_ROWS]], "notes": list(self.notes)})
+        if per_rank():
+            d["ranks"] = to_jsonable(self.ranks)
+        return d
+
+    def rank_groups(self) -> list[Group]:
+        """Ranks grouped by their NCCL state: role, and per process group the stuck SeqNum, op and size, the
+        enqueued/completed counters and whether its own watchdog fired, it dumped first or was notified (flags and
+        a logged crash too). The groups of the most telling roles come first (ROLE_ORDER); the culprits and suspects
+        are the focus, so their own line is always an exemplar. `count` is the NCCL state lines the group's ranks
+        printed; `outliers` the ranks that printed an unusual number of them; first/last time the earliest and
+        latest watchdog timeout (else the exemplar's time). A rank that never entered has enqueued == completed, so
+        it never shares a group with ranks that wait inside the collective."""
+        g = Grouper(focus=self.culprits[:MAX_CULPRIT_LINES] + self.suspects[:MAX_CULPRIT_LINES])
+        keys: dict[tuple, tuple[str, dict]] = {}
+        reasons: dict[tuple, dict[str, None]] = {}
+        notified_by: dict[tuple, set[int]] = {}
+        order = sorted(self.ranks.values(), key=lambda rs: (_role_rank(rs.role), rs.rank))
+        for rs in order:
+            k = _state_key(rs)
+            if k not in keys:
+                keys[k] = (_describe(rs), _state_facts(rs))
+            if rs.reason:
+                reasons.setdefault(k, {})[rs.reason] = None
+            by = {p.notified_by for p in rs.pgs.values() if p.notified_by is not None}
+            if by:
+                notified_by.setdefault(k, set()).update(by)
+            times = [p.timeout_time for p in rs.pgs.values() if p.timeout_time is not None]
+            t = min(times, key=lambda x: x.sort_key()) if times else None
+            g.add(k, rs.rank, _exemplar(rs), n=len(rs.evidence), time=t)
+        out = g.groups(key_text=lambda k: keys[k][0])
+        for grp, k in zip(out, keys):   # Grouper keeps the order in which keys came
+            grp.facts = dict(keys[k][1])
+            rs_ = list(reasons.get(k, ()))
+            if rs_:
+                grp.facts["reason"] = rs_[0]
+                if len(rs_) > 1:
+                    grp.facts["other_reasons"] = len(rs_) - 1
+            if k in notified_by:
+                grp.facts["notified_by"] = rank_set(notified_by[k])
+        return out
 
     def findings(self) -> list[Finding]:
         out = []
@@ -148,6 +208,90 @@ class NcclReport:
         return out
 
 
+MAX_RANK_GROUPS = 40    # rank groups in the JSON (the rest counted in `rank_groups_cut`): bounded at 10,000 ranks
+MAX_ROWS = 100          # rank rows in the JSON (`row_count` says how many there are)
+MAX_CULPRIT_LINES = 20  # culprits whose own lines are listed in `culprit_ranks`
+
+
+def _role_rank(role: str) -> int:
+    return ROLE_ORDER.index(role) if role in ROLE_ORDER else len(ROLE_ORDER)
+
+
+def _state_key(rs: RankState) -> tuple:
+    """What ranks in one rank group share; the counters are exact, times and per-rank numbers (pg_rank, elapsed
+    ms, who notified it) are not part of it."""
+    pgs = tuple((k, p.desc, p.seq, p.op, p.numel, p.timeout_ms, p.enqueued, p.completed, p.self_detected,
+                 p.first_to_dump, p.notified) for k, p in sorted(rs.pgs.items()))
+    return rs.role, pgs, tuple(sorted(set(rs.flags))), rs.crash is not None
+
+
+def _state_facts(rs: RankState) -> dict:
+    return {"role": rs.role,
+            "pgs": [{"pg": k, "desc": p.desc, "seq": p.seq, "op": p.op, "numel": p.numel, "timeout_ms": p.timeout_ms,
+                     "enqueued": p.enqueued, "completed": p.completed, "self_detected": p.self_detected,
+                     "first_to_dump": p.first_to_dump, "notified": p.notified} for k, p in sorted(rs.pgs.items())],
+            "flags": sorted(set(rs.flags)), "crashed": rs.crash is not None}
+
+
+def _describe(rs: RankState) -> str:
+    """A rank group's one-line name: `never_entered · PG 0 (default_pg) SeqNum 5231 ALLREDUCE, enqueued 5230 =
+    completed 5230, own watchdog, notified`."""
+    parts = [rs.role]
+    for k, p in sorted(rs.pgs.items()):
+        bits = [f"PG {k}" + (f" ({p.desc})" if p.desc else "")
+                + (f" SeqNum {p.seq}" if p.seq is not None else "") + (f" {p.op}" if p.op else "")]
+        if p.enqueued is not None:
+            rel = "=" if p.completed == p.enqueued else ">" if p.completed is not None and p.enqueued > p.completed else ","
+            bits.append(f"enqueued {p.enqueued} {rel} completed {p.completed}")
+        bits += [w for w, on in (("own watchdog", p.self_detected), ("first to dump", p.first_to_dump),
+                                 ("notified", p.notified)) if on]
+        parts.append(", ".join(bits))
+    if not rs.pgs:
+        parts.append("no collective state")
+    if rs.crash is not None:
+        parts.append("logged a crash")
+    if rs.flags:
+        parts.append(", ".join(sorted(set(rs.flags))))
+    return " · ".join(parts)
+
+
+def _exemplar(rs: RankState) -> Evidence | None:
+    """The rank's most telling line: its crash when that is its role, else its first process group's first state
+    line (the watchdog timeout when there is one, as the rows cite), else its first state line, else its last line."""
+    if rs.role == "crashed" and rs.crash is not None:
+        return rs.crash
+    pg = next(iter(rs.pgs.values()), None)
+    if pg is not None and pg.evidence:
+        return pg.evidence[0]
+    return rs.evidence[0] if rs.evidence else (rs.crash or rs.last_line)
+
+
+def _culprit_json(rs: RankState) -> dict:
+    return {"rank": rs.rank, "node": rs.node, "role": rs.role, "reason": rs.reason,
+            "evidence": [e.to_json() for e in rs.cited()]}
+
+
+def _pg_group_json(g: GroupSummary) -> dict:
+    """A process group: its roles as range sets (with counts), its members' gaps as gap → range set."""
+    d = fields_jsonable(g)
+    d["roles"] = {k: rank_set(v) for k, v in g.roles.items()}
+    d["role_counts"] = {k: len(v) for k, v in g.roles.items()}
+    by_gap: dict[int, list[int]] = {}
+    for r, gap in g.seq_gap.items():
+        by_gap.setdefault(gap, []).append(r)
+    d["seq_gap"] = {str(gap): rank_set(rs) for gap, rs in sorted(by_gap.items())}
+    if per_rank():
+        d["seq_gap_by_rank"] = to_jsonable(g.seq_gap)
+    return d
+
+
+def _row_json(row: dict) -> dict:
+    d = to_jsonable(row)
+    d["ranks"] = rank_set(row["ranks"])
+    d["rank_count"] = len(row["ranks"])
+    return d
+
+
 def _pg_key(f: dict) -> str | None:
     for k in ("pg_guid", "pg_uid", "pg_id"):
         if f.get(k) is not None:
@@ -156,32 +300,48 @@ def _pg_key(f: dict) -> str | None:
 
 
 def collect(res: ScanResult) -> dict[int, RankState]:
-    """Per rank, per process group: everything the watchdog lines state, each with its line."""
+    """Per rank, per process group: everything the watchdog lines state, each with its line.
+
+    Why the loop is lean: at 4,096 ranks every rank ends in the same cascade and the scan keeps ~47,000 hits, of which
+    only the state lines are kept as Evidence; building one for each of the others (and a RankState per hit as a
+    `setdefault` default) cost most of the parent's time and made the garbage collector run full passes over the
+    scan's objects."""
     ranks: dict[int, RankState] = {}
     first_crash: dict[int, tuple[tuple, Evidence]] = {}
-    timeouts: list[tuple[int, dict, Evidence]] = []
+    timeouts: list[tuple[int, dict, Stamp | None, Evidence]] = []
+    crash = _crash_patterns(res)
     for f in res.files:
+        rel, kind = f.rel, f.kind
         for h in f.hits:
-            if h.rank is None:
+            r = h.rank
+            if r is None:
                 continue
-            rs = ranks.setdefault(h.rank, RankState(rank=h.rank))
-            rs.node = rs.node or h.node
-            ev = to_evidence(h, f.rel, f.kind)
-            if h.pattern in STATE_PATTERNS or h.pattern in GLOO_PATTERNS:
+            rs = ranks.get(r)
+            if rs is None:
+                rs = ranks[r] = RankState(rank=r)
+            if not rs.node:
+                rs.node = h.node
+            pid = h.pattern
+            if pid in _KEPT:
+                ev = to_evidence(h, rel, kind)
                 rs.evidence.append(ev)
-            if h.pattern == "pytorch.watchdog_timeout":
-                timeouts.append((h.rank, dict(h.fields, _time=h.time), ev))
-            elif h.pattern in _STATE_LINES:
-                _STATE_LINES[h.pattern](rs, h.fields, ev)
-            elif h.pattern in _FLAGS:
-                rs.flags.append(_FLAGS[h.pattern])
-            elif _is_crash(h.pattern, res):
+                if pid == "pytorch.watchdog_timeout":
+                    timeouts.append((r, h.fields, h.time, ev))
+                    continue
+                if pid in _STATE_LINES:
+                    _STATE_LINES[pid](rs, h.fields, ev)
+                    continue
+            if pid in _FLAGS:
+                rs.flags.append(_FLAGS[pid])
+            elif pid in crash:
                 _keep_first_crash(first_crash, f, h)
     _attach_timeouts(ranks, timeouts)
     for r, (_, ev) in first_crash.items():
         ranks[r].crash = ev
     for r, summary in res.ranks.items():
-        st = ranks.setdefault(r, RankState(rank=r))
+        st = ranks.get(r)
+        if st is None:
+            st = ranks[r] = RankState(rank=r)
         st.last_line = summary.last_line
         st.node = st.node or (summary.nodes[0] if summary.nodes else None)
     return ranks
@@ -232,6 +392,7 @@ _STATE_LINES = {  # pattern → what its line says about the rank's process grou
 }
 _FLAGS = {"pytorch.heartbeat_stuck": "heartbeat_stuck", "pytorch.process_down": "process_down",
           "pytorch.comm_aborted": "comm_aborted", "gloo.timeout": "gloo_timeout"}
+_KEPT = STATE_PATTERNS | GLOO_PATTERNS  # the hits whose line is kept as the rank's evidence
 
 
 def _keep_first_crash(first: dict[int, tuple[tuple, Evidence]], f, h) -> None:
@@ -249,16 +410,19 @@ def _keep_first_crash(first: dict[int, tuple[tuple, Evidence]], f, h) -> None:
         first[h.rank] = (key, ev)
 
 
-def _attach_timeouts(ranks: dict[int, RankState], timeouts: list[tuple[int, dict, Evidence]]) -> None:
+def _attach_timeouts(ranks: dict[int, RankState], timeouts: list[tuple[int, dict, Stamp | None, Evidence]]) -> None:
     """Each watchdog timeout goes to the PG whose status line names the same SeqNum (else to PG '?')."""
-    for r, fx, ev in timeouts:
+    for r, fx, time, ev in timeouts:
         rs = ranks[r]
-        pg = next((p for p in rs.pgs.values() if p.seq == fx.get("seq")), None)
+        seq = fx.get("seq")
+        pg = next((p for p in rs.pgs.values() if p.seq == seq), None)
         if pg is None:
-            pg = rs.pgs.setdefault("?", PGState(pg="?"))
-            pg.seq = fx.get("seq")
+            pg = rs.pgs.get("?")
+            if pg is None:
+                pg = rs.pgs["?"] = PGState(pg="?")
+            pg.seq = seq
         pg.op, pg.numel = fx.get("op"), fx.get("numel_in")
-        pg.timeout_ms, pg.elapsed_ms, pg.timeout_time = fx.get("timeout_ms"), fx.get("elapsed_ms"), fx.get("_time")
+        pg.timeout_ms, pg.elapsed_ms, pg.timeout_time = fx.get("timeout_ms"), fx.get("elapsed_ms"), time
         pg.self_detected = True
         pg.evidence.insert(0, ev)
 
@@ -274,11 +438,18 @@ def _pg(rs: RankState, fx: dict) -> PGState:
     return pg
 
 
-def _is_crash(pid: str, res: ScanResult) -> bool:
-    """A crash that takes a rank out before the collective: a root-candidate hit of tier 1/2 that is not itself
-    part of the collective machinery."""
-    ps = next((p for p in res.patterns if p.id == pid), None)
-    return bool(ps and ps.role == "root_candidate" and ps.tier in (1, 2) and not pid.startswith(("pytorch.", "nccl.")))
+def _crash_patterns(res: ScanResult) -> set[str]:
+    """The patterns whose hit is a crash that takes a rank out before the collective: a root-candidate pattern of
+    tier 1/2 that is not itself part of the collective machinery (the first summary of an id decides)."""
+    seen: set[str] = set()
+    out: set[str] = set()
+    for p in res.patterns:
+        if p.id in seen:
+            continue
+        seen.add(p.id)
+        if p.role == "root_candidate" and p.tier in (1, 2) and not p.id.startswith(("pytorch.", "nccl.")):
+            out.add(p.id)
+    return out
 
 
 
@@ -478,6 +649,10 @@ def _delta(pg: PGState | None):
 
 
 def analyze(res: ScanResult, collectives_per_step: int | None = None) -> NcclReport:
-    ranks = collect(res)
-    return classify(ranks, res.coverage.expected_ranks, res.coverage.missing_ranks, collectives_per_step,
-                    stated_world=res.coverage.expected_from != "max rank seen")
+    """collect + classify. Under tools.bundle.parallel.fewer_collections: everything made here is kept in the
+    report, so a cycle-collector pass over the scan's objects (run every 700 new ones by default) frees nothing and
+    took about half of this at 4,096 ranks."""
+    with fewer_collections():
+        ranks = collect(res)
+        return classify(ranks, res.coverage.expected_ranks, res.coverage.missing_ranks, collectives_per_step,
+                        stated_world=res.coverage.expected_from != "max rank seen")
