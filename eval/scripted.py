@@ -27,6 +27,8 @@ import json
 import re
 from collections.abc import Callable
 
+from trainlog_debugger.tools.groups import parse_rank_set
+
 Respond = Callable[[dict, int], dict]
 
 CATEGORY_RE = re.compile(r"category: (\w+)")
@@ -202,7 +204,8 @@ def careful(body: dict, n: int) -> dict:
               for at, t in lines]
     over: dict = {}
     nccl = v.results.get("nccl_state") if isinstance(v.results.get("nccl_state"), dict) else {}
-    singled = [r for r in nccl.get("culprits") or [] if isinstance(r, int)]
+    culprits = nccl.get("culprits")  # a rank set ('5'; schema_version 2) or, before, a list
+    singled = parse_rank_set(culprits) if isinstance(culprits, str) else [r for r in culprits or [] if isinstance(r, int)]
     found = [ln for ln in nccl.get("culprit_lines") or [] if ln.get("rank") in singled][:1]
     if not f.get("culprit_ranks") and len(singled) == 1 and found:
         over = {"culprit_ranks": singled, "disagreement": f"nccl_state singles out rank {singled[0]}"}

@@ -20,6 +20,7 @@ from operator import itemgetter
 from trainlog_debugger.tools.model import (Alternative, Diagnosis, Evidence, Finding, JobDetails, Role, Status,
                                            TimelineEvent)
 from trainlog_debugger.tools.ranks import ranks_str
+from trainlog_debugger.tools.groups import rank_set
 from trainlog_debugger.tools.rules import RULES, Candidate, RuleInputs
 from trainlog_debugger.tools.lines.timestamps import order_key
 from trainlog_debugger.tools.lines.isotime import human_time
@@ -212,8 +213,10 @@ def _cascade(inputs: RuleInputs, trigger: Candidate) -> list[Finding]:
             g = inputs.nccl.groups[0]
             summary = f"{what}: {g.op or 'collective'} SeqNum {g.stuck_seq}{scope}" + (
                 f", collective started {human_time(g.start_time)}" if g.start_time else "")
-        out.append(Finding(id=pid, summary=summary, role=Role.cascade, ranks=sorted(s.rank_counts)[:64] if s else [],
-                           count=s.count if s else len(evs), evidence=evs[:1]))
+        ranks = sorted(s.rank_counts) if s else []
+        out.append(Finding(id=pid, summary=summary, role=Role.cascade, ranks=ranks[:64], count=s.count if s else len(evs),
+                           evidence=evs[:1], rank_set=rank_set(ranks) if ranks else None,
+                           rank_count=len(ranks) if ranks else None))
     return out
 
 

@@ -48,11 +48,15 @@ class Finding(BaseModel):
     role: Role
     category: str | None = None
     tier: int | None = None
-    ranks: list[int] = Field(default_factory=list)
+    ranks: list[int] = Field(default_factory=list)  # at most 64 where many ranks share it: rank_set has them all
     nodes: list[str] = Field(default_factory=list)
     facts: dict[str, Any] = Field(default_factory=dict)
     count: int = 1
     evidence: list[Evidence]
+    # every rank that printed it, as a range set ('0-4095 except 1365'), and how many: a cascade on 10,000 ranks is
+    # one finding whose `ranks` lists the first 64 (schema_version 2)
+    rank_set: str | None = None
+    rank_count: int | None = None
 
     @field_validator("evidence")
     @classmethod

@@ -28,6 +28,7 @@ from functools import cached_property
 from typing import Any, NamedTuple
 
 from trainlog_debugger.agent.graph.entities import Entity, Haystack, entities
+from trainlog_debugger.agent.graph.result import rank_list
 from trainlog_debugger.tools.model import CATEGORIES, Diagnosis, Evidence, Role
 from trainlog_debugger.tools.ranks import ranks_str
 
@@ -108,9 +109,9 @@ class Facts:
         for name in ("nccl", "fr", "ais", "steps"):
             for f in (self._json(name) or {}).get("findings") or ():
                 if isinstance(f, dict) and f.get("role") == Role.root_candidate.value:
-                    out |= {r for r in f.get("ranks") or () if isinstance(r, int)}
+                    out |= set(rank_list(f.get("ranks")))
         nccl = self._json("nccl") or {}
-        out |= {r for k in ("culprits", "suspects") for r in nccl.get(k) or () if isinstance(r, int)}
+        out |= {r for k in ("culprits", "suspects") for r in rank_list(nccl.get(k))}
         return out
 
     @cached_property

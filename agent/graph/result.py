@@ -65,7 +65,10 @@ def ranges(ranks, parts: int = 64) -> str:
     """A rank set as a person writes it, in the shorter form: `0-3,7` or `0-1023 except 17,512-515`.
     Why the second form: at 1,024 ranks "every rank but 17" is the answer, and as a list it is 1,023 numbers that
     the token cap cuts before the one that matters. Exact up to `parts` ranges; past that the rest is counted
-    (`… +N ranks in M more ranges`), never silently dropped. "" for no rank."""
+    (`… +N ranks in M more ranges`), never silently dropped. "" for no rank. A report's rank set (schema_version 2
+    writes rank lists as `0-4095 except 1365`) is already this form: it is taken as it is."""
+    if isinstance(ranks, str):
+        return "" if ranks.strip() in ("", "-") else ranks
     rs = sorted({r for r in ranks if isinstance(r, int) and not isinstance(r, bool)})
     if not rs:
         return ""
@@ -75,6 +78,15 @@ def ranges(ranks, parts: int = 64) -> str:
     if holes and len(gaps) < len(plain) and 4 * len(holes) <= len(rs):  # a few holes in a wide span
         return f"{rs[0]}-{rs[-1]} except {_join(gaps, parts)}"
     return _join(plain, parts)
+
+
+def rank_list(v: Any) -> list[int]:
+    """Ranks as ints from a report's JSON: a rank set string (schema_version 2, tools.groups.parse_rank_set,
+    bounded) or a list of ints."""
+    if isinstance(v, str):
+        from trainlog_debugger.tools.groups import parse_rank_set
+        return parse_rank_set(v)
+    return [r for r in v or () if isinstance(r, int) and not isinstance(r, bool)]
 
 
 def _runs(rs: list[int]) -> list[tuple[int, int]]:

@@ -34,6 +34,7 @@ from trainlog_debugger.agent.graph import caps
 from trainlog_debugger.agent.graph.bounded import Timeout, in_child, in_thread
 from trainlog_debugger.agent.graph.result import ToolResult, error
 from trainlog_debugger.agent.llm.tokens import cap, count
+from trainlog_debugger.tools.groups import per_rank_listing
 from trainlog_debugger.tools.sources import resolve
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -116,7 +117,10 @@ class Toolbox:
             if name in _LISTS:  # a list of records, whose JSON its own package writes
                 self._json[name] = resolve(_LISTS[name])(rep) if rep else None
             else:
-                self._json[name] = None if rep is None else rep.to_json()
+                # the per-rank listing beside the groups (schema_version 2's `--per-rank`): the tools page and
+                # range it themselves, and a rank's own facts (its files, counts, node) are looked up in it
+                with per_rank_listing():
+                    self._json[name] = None if rep is None else rep.to_json()
         return self._json[name]
 
     def hosts(self) -> list[str]:

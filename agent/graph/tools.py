@@ -32,7 +32,8 @@ from pydantic import Field
 
 from trainlog_debugger.agent.graph import caps
 from trainlog_debugger.agent.graph.caps import page, take
-from trainlog_debugger.agent.graph.result import ToolResult, ToolStatus, error, line, no_data, ok, quote, ranges
+from trainlog_debugger.agent.graph.result import (ToolResult, ToolStatus, error, line, no_data, ok, quote, rank_list,
+                                                 ranges)
 from trainlog_debugger.agent.graph.toolbox import Box
 from trainlog_debugger.agent.graph.tools_lines import histogram, lines
 from trainlog_debugger.agent.graph.tools_reports import (files, flight_recorder, hardware, rank_map, records, scan_hits,
@@ -108,10 +109,12 @@ def grep(box: Box, pattern: Annotated[str, Field(min_length=1, max_length=caps.G
 def _grep(bundle, pattern: str, ignore_case: bool, offset: int, limit: int) -> ToolResult:
     """grep's body, run in a child process that is killed at caps.REGEX_SECONDS (Toolbox.regex)."""
     from trainlog_debugger.tools.scan.grep import grep_bundle
-    g = grep_bundle(bundle, pattern, ignore_case=ignore_case).to_json()
+    from trainlog_debugger.tools.groups import per_rank_listing
+    with per_rank_listing():  # by rank, paged below (schema_version 2 groups them by template otherwise)
+        g = grep_bundle(bundle, pattern, ignore_case=ignore_case).to_json()
     if not g["total"]:
-        return no_data({"matches": 0, "ranks_seen": g["seen_ranks"],
-                        **({"missing_ranks": ranges(g["missing_ranks"])} if g["missing_ranks"] else {})})
+        missing = ranges(g["missing_ranks"])
+        return no_data({"matches": 0, "ranks_seen": g["seen_ranks"], **({"missing_ranks": missing} if missing else {})})
     cut: list[str] = []
     shown: list[dict] = []
     by_rank = []
@@ -164,7 +167,7 @@ def nccl_state(box: Box) -> ToolResult:
         return no_data("no rank logged a collective timeout or watchdog state")
     cut: list[str] = []
     shown: list[dict] = []
-    culprit_lines = [line(e) for r in take(rep["culprits"], caps.NCCL_CULPRITS, "culprits' lines", cut)
+    culprit_lines = [line(e) for r in take(rank_list(rep["culprits"]), caps.NCCL_CULPRITS, "culprits' lines", cut)
                      for e in _cited(rep["ranks"].get(str(r)) or {}, caps.LINES_PER_CULPRIT)]
     groups = [{"pg": g["pg"], "desc": g["desc"], "ranks": g["ranks"], "stuck_seq": g["stuck_seq"], "op": g["op"],
                "timeout_ms": g["timeout_ms"], "start": g["start_time"],
@@ -172,8 +175,8 @@ def nccl_state(box: Box) -> ToolResult:
               for g in take(rep["groups"], caps.NCCL_GROUPS, "process groups", cut)]
     rows = [{**row, "ranks": ranges(row["ranks"])} if isinstance(row.get("ranks"), list) else row
             for row in quote(take(rep["rows"], caps.NCCL_ROWS, "rank rows", cut), shown)]
-    data = {"verdict": rep["verdict"], "summary": rep["summary"], "culprits": rep["culprits"],
-            "suspects": rep["suspects"], "missing_ranks": ranges(rep["missing_ranks"]) or None,
+    data = {"verdict": rep["verdict"], "summary": rep["summary"], "culprits": ranges(rep["culprits"]) or None,
+            "suspects": ranges(rep["suspects"]) or None, "missing_ranks": ranges(rep["missing_ranks"]) or None,
             "culprit_lines": culprit_lines, "groups": groups, "rank_rows": rows, "notes": rep["notes"]}
     return ok(data, cut, shown + culprit_lines)
 
@@ -220,7 +223,7 @@ def timeline(box: Box) -> ToolResult:
 def rank_diff(box: Box) -> ToolResult:
     """Line templates that only a few ranks printed, or only a few lack."""
     seen = (box.report("scan") or {}).get("coverage", {}).get("seen_ranks", [])
-    if box.inv.diff is None and len(seen) < MIN_RANKS:
+    if box.inv.diff is None and len(rank_list(seen)) < MIN_RANKS:
         return no_data(f"fewer than {MIN_RANKS} ranks have logs: nothing to compare")
     d = box.report("diff") or {}
     cut: list[str] = []
@@ -233,7 +236,7 @@ def rank_diff(box: Box) -> ToolResult:
                      "template": td["template"], "example": ex[0],
                      **({"missing_example": ex[1]} if len(ex) > 1 else {})})
     if not rows:
-        return no_data(f"no template differs between the {len(d.get('ranks', []))} ranks")
+        return no_data(f"no template differs between the {len(rank_list(d.get('ranks', [])))} ranks")
     return ok(rows, take(d.get("notes", []), caps.NOTES, "notes", cut), shown)
 
 

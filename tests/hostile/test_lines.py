@@ -28,7 +28,7 @@ def test_grep_over_one_huge_line_stays_bounded(tmp_path, cli_env):
     res = run_cli(["grep", "--json", "NCCL WARN", d], env=cli_env, timeout=90)
     assert_clean(res, rc_in=(0,), max_rss_mb=700, max_s=60)
     rep = json.loads(res.stdout)
-    shown = [ev["text"] for r in rep["ranks"] for ev in r["lines"]]
+    shown = [ev["text"] for g in rep["groups"] for ev in g["exemplars"]]  # schema_version 2: grouped
     assert shown and all(len(t) <= SHOW + 200 for t in shown)
     assert all("shown truncated]" in t and "NCCL WARN" in t for t in shown)
     assert any("matched in pieces" in n for n in rep["notes"])

@@ -52,7 +52,11 @@ def test_no_secret_in_any_output(bundle, cmd):
 @pytest.mark.parametrize("pattern", ["index-url", "HF_TOKEN", "GITHUB_TOKEN"])
 def test_grep_shows_the_line_masked_unless_no_redact(bundle, pattern):
     out = invoke(["grep", "--json", pattern, bundle])
-    shown = [e["text"] for r in json.loads(out)["ranks"] for e in r["lines"]]
+    # schema_version 2: the lines are the groups' exemplars; --per-rank lists them per rank as before
+    shown = [e["text"] for g in json.loads(out)["groups"] for e in g["exemplars"]]
+    listed = invoke(["grep", "--json", "--per-rank", pattern, bundle])
+    shown += [e["text"] for r in json.loads(listed)["ranks"] for e in r["lines"]]
+    assert not [s for s in SECRETS if s in listed]
     assert shown and all(SECRET_MARK in t for t in shown) and not [s for s in SECRETS if s in out]
     raw = invoke(["grep", "--json", "--no-redact", pattern, bundle])
     assert any(s in raw for s in SECRETS)

@@ -26,7 +26,7 @@ from trainlog_debugger.tools.lines.attribution import Attribution, note_local_ra
 from trainlog_debugger.tools.lines.timestamps import Stamp
 from trainlog_debugger.tools.ranks import MAX_DIGITS, MAX_RANKS, plausible_rank
 from trainlog_debugger.tools.scan.keeper import HitKeeper
-from trainlog_debugger.tools.scan.labels import (SRUN_LABEL, bounded_attribution as attribute_line,
+from trainlog_debugger.tools.scan.labels import (FAST_RANK, SRUN_LABEL, bounded_attribution as attribute_line,
                                                  bounded_path_hint as attribute_path, cr_lines, rank_labels,
                                                  srun_labelled)
 from trainlog_debugger.tools.scan.longline import LINE_CAP, SHOW, match_long_line
@@ -40,16 +40,29 @@ from trainlog_debugger.tools.sources.pattern import IMPLAUSIBLE, HitContext, Hoo
 __all__ = ["FileScanner", "forget_lines", "LINE_CAP", "SHOW"]
 
 HEAD = 64 << 10
+HEAD_LINES = 200  # the file's first time is looked for in its first lines
+SRUN_LINES = 50  # srun_labelled's sample
 TAIL = 1 << 20
 MAX_LOOKBACKS = 2000  # per buffer: bounded work even when thousands of untimed lines match
 MAX_CLAIM_NOTES = 5  # implausible claims noted per file (each with its line); the first ones tell the story
 
 _ROLE_RANK = re.compile(rb"\[[A-Za-z_]+(\d{1,7})\]:\[rank(\d{1,7})\]:")
-# A line that opens with c10's `[rankN]:`, after at most a torchrun role label (`[default3]:`): the rank that
-# tools.lines.attribution gives it is N (the first `[rankN]:` wrapper outranks every other rank source)
-_FAST_RANK = re.compile(r"(?:\[(?!rank\d)[A-Za-z_]\w*?\d{1,7}\]:)?\[rank(\d{1,7})\]:")
+
+_FAST_RANK = FAST_RANK  # the name the scan's tests know it by (it lives in tools.scan.labels now)
 
 Run = Callable[[HitContext], None]
+
+
+def head_lines(buf: bytes, end: int, n: int):
+    """The first `n` pieces of `buf[:end].split(b"\\n")`, one at a time (the caller mostly stops at the first few)."""
+    pos, find = 0, buf.find
+    for _ in range(n):
+        e = find(b"\n", pos, end)
+        if e == -1:
+            yield buf[pos:end]
+            return
+        yield buf[pos:e]
+        pos = e + 1
 
 
 def declared_hooks(name: str) -> dict[str, list[Hook]]:
@@ -151,25 +164,33 @@ class FileScanner:
 
     # -- pieces -------------------------------------------------------------------------------------------
     def _head(self, fs: FileScan, buf: bytes) -> bool:
-        """First timestamp of the file, and whether lines carry srun `--label` task prefixes."""
-        lines = buf[:HEAD].split(b"\n", 200)[:200]
-        for i, raw in enumerate(lines):
+        """First timestamp of the file (in its first HEAD_LINES lines, within HEAD bytes), and whether lines carry
+        srun `--label` task prefixes (its first SRUN_LINES). Why line by line with `find`: the time is nearly always
+        on one of the first few lines, and splitting the whole 64 KiB head (a copy and 200 line objects) cost more
+        than the rest of the head's work on a 128 KiB rank log."""
+        end = min(len(buf), HEAD)
+        for i, raw in enumerate(head_lines(buf, end, HEAD_LINES)):
             st = stamp(decode(raw)) if raw else None
             if st is not None and st.uptime_s is None:
                 fs.first_time, fs.first_time_line = st, i + 1
                 break
-        return srun_labelled(lines)
+        pos = 0
+        for _ in range(SRUN_LINES):  # the SRUN_LINES-th newline, if the head has that many
+            pos = buf.find(b"\n", pos, end) + 1
+            if not pos:
+                break
+        return srun_labelled(buf[:pos - 1 if pos else end].split(b"\n"))
 
     def _labels(self, fs: FileScan, buf: bytes, srun: bool) -> None:
         """Every rank that has a line here, exactly, without a per-line loop (tools.scan.engine.rank_labels: one pass).
         A file whose NAME states its rank (rank_3.log, rank3.out) is that rank's log: its labels are read in the
         head only, which saves a full pass over per-rank layouts (the bulk of big bundles)."""
         named = self._hint.rank
-        found = rank_labels(buf[:HEAD] if named is not None else buf, fs.ranks | {named} if named is not None else fs.ranks)
+        head = buf[:HEAD]  # one copy of the head for both tests (none when the buffer is no longer)
+        found = rank_labels(head if named is not None else buf, fs.ranks | {named} if named is not None else fs.ranks)
         fs.ranks.update(found)
         if srun:
             fs.ranks.update(r for r in map(int, set(SRUN_LABEL.findall(buf))) if plausible_rank(r))
-        head = buf[:HEAD]
         if found and b"]:[rank" in head:  # `[default1]:[rank5]:` states local 1 = rank 5
             for lr, r in sorted(set(_ROLE_RANK.findall(head))):
                 if plausible_rank(int(lr)) and plausible_rank(int(r)):
@@ -186,7 +207,7 @@ class FileScanner:
             by_line.setdefault(start, []).append(idx)
         prev_start, prev_line = 0, base_line + 1
         budget = [0]  # look-backs made in this buffer (MAX_LOOKBACKS)
-        pats, find, fast_rank = self.patterns, buf.find, _FAST_RANK.match
+        pats, find, fast_rank = self.patterns, buf.find, FAST_RANK.match
         on_hit, on_repeat = self._on_hit, self._on_repeat
         matched: list[Pattern]
         for start in sorted(by_line):  # locals above and the one-pattern path below: this loop runs per hit line

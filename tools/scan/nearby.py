@@ -14,6 +14,7 @@ Slack bot) keeps no log lines of a bundle it is done with.
 from __future__ import annotations
 
 import functools
+import re
 
 from trainlog_debugger.tools.lines.timestamps import Stamp, parse_stamp
 from trainlog_debugger.tools.scan.labels import bounded_attribution as attribute_line
@@ -32,9 +33,21 @@ def decode(b: bytes) -> str:
     return b.decode("utf-8", "replace").rstrip("\r")
 
 
+# c10's rank prefix: parse_stamp of `[rankN]:` + body is the same for every N (no stamp format can match in or
+# across the prefix: none starts with `[r`, a digit run followed by `]` or a `:` then `]`, and their lookbehinds
+# see at most the prefix's last `:`, which every such prefix shares), so such a line is remembered as `[rank0]:` +
+# its body: the ranks of a job print the same bodies (the launch banner, the first iteration line: each file's first
+# time; a warning every rank prints), parsed once instead of once per rank.
+_C10_PREFIX = re.compile(r"\[rank\d{1,7}\]:")
+
+
 def stamp(text: str) -> Stamp | None:
-    """parse_stamp(text), remembered."""
-    return _stamps(text) if len(text) <= MEMO_CHARS else parse_stamp(text)
+    """parse_stamp(text), remembered (a c10-prefixed line by its body, whatever its rank)."""
+    if len(text) > MEMO_CHARS:
+        return parse_stamp(text)
+    if text.startswith("[rank") and (m := _C10_PREFIX.match(text)) is not None:
+        return _stamps("[rank0]:" + text[m.end():])
+    return _stamps(text)
 
 
 def line_rank(text: str) -> int | None:

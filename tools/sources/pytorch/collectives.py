@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from trainlog_debugger.tools.bundle.parallel import fewer_collections
 from trainlog_debugger.tools.sources import is_cascade
@@ -180,7 +180,7 @@ class NcclReport:
             times = [p.timeout_time for p in rs.pgs.values() if p.timeout_time is not None]
             t = min(times, key=lambda x: x.sort_key()) if times else None
             g.add(k, rs.rank, _exemplar(rs), n=len(rs.evidence), time=t)
-        out = g.groups(key_text=lambda k: keys[k][0])
+        out = g.groups(key_text=lambda k: keys[cast("tuple", k)][0])
         for grp, k in zip(out, keys):   # Grouper keeps the order in which keys came
             grp.facts = dict(keys[k][1])
             rs_ = list(reasons.get(k, ()))
