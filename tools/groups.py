@@ -53,7 +53,7 @@ def per_rank_listing(on: bool = True) -> Iterator[None]:
         _PER_RANK.reset(token)
 
 
-def _runs(rs: list[int]) -> list[tuple[int, int]]:
+def runs(rs: list[int]) -> list[tuple[int, int]]:
     """Sorted unique ints as (start, end) runs."""
     out: list[tuple[int, int]] = []
     for r in rs:
@@ -74,13 +74,12 @@ def rank_set(ranks: Iterable[int]) -> str:
     rs = sorted({r for r in ranks if isinstance(r, int)})
     if not rs:
         return "-"
-    runs = _runs(rs)
+    got = runs(rs)
     span = rs[-1] - rs[0] + 1
-    if len(runs) > 1 and (span - len(rs)) * 8 <= span:  # a few holes in a long span: name the holes
+    if len(got) > 1 and (span - len(rs)) * 8 <= span:  # a few holes in a long span: name the holes
         have = set(rs)
-        return f"{rs[0]}-{rs[-1]} except {_runs_text(_runs([r for r in range(rs[0], rs[-1] + 1) if r not in have]))}"
-    plain = _runs_text(runs)
-    return plain
+        return f"{rs[0]}-{rs[-1]} except {_runs_text(runs([r for r in range(rs[0], rs[-1] + 1) if r not in have]))}"
+    return _runs_text(got)
 
 
 def parse_rank_set(text: str, limit: int = 100_000) -> list[int]:

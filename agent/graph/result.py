@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from trainlog_debugger.tools.groups import runs
+
 
 class ToolStatus(str, Enum):
     """ok: `data` holds what was asked for. no_data: the tool ran and found nothing; `data` says what was searched
@@ -72,9 +74,9 @@ def ranges(ranks, parts: int = 64) -> str:
     rs = sorted({r for r in ranks if isinstance(r, int) and not isinstance(r, bool)})
     if not rs:
         return ""
-    plain = _runs(rs)
+    plain = runs(rs)
     holes = sorted(set(range(rs[0], rs[-1] + 1)) - set(rs)) if rs[-1] - rs[0] < 10_000_000 else []
-    gaps = _runs(holes)
+    gaps = runs(holes)
     if holes and len(gaps) < len(plain) and 4 * len(holes) <= len(rs):  # a few holes in a wide span
         return f"{rs[0]}-{rs[-1]} except {_join(gaps, parts)}"
     return _join(plain, parts)
@@ -89,14 +91,6 @@ def rank_list(v: Any) -> list[int]:
     return [r for r in v or () if isinstance(r, int) and not isinstance(r, bool)]
 
 
-def _runs(rs: list[int]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for r in rs:
-        if out and r == out[-1][1] + 1:
-            out[-1] = (out[-1][0], r)
-        else:
-            out.append((r, r))
-    return out
 
 
 def _join(runs: list[tuple[int, int]], parts: int) -> str:
