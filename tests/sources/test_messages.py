@@ -157,3 +157,14 @@ def test_a_broken_table_is_one_clear_error(tmp_path):
     with pytest.raises(M.TableError, match="bad entry 0: category 'gpu' is not a fault category"):
         M.read_table(t)
     assert checker.main(["stats", str(t)]) == 2
+
+
+def test_a_regex_that_does_not_compile_is_named_by_the_check_and_never_matches_at_run_time(tmp_path):
+    t = tmp_path / "bad.yaml"
+    t.write_text("upstream: bad\nmessages:\n  - template: 'NET/IB : ibv_poll_cq failed'\n    regex: 'ibv_poll_cq (fa'\n"
+                 "    source: a:1\n    role: trigger\n    category: network\n"
+                 "    meaning: m\n    action: a\n    example: 'NET/IB : ibv_poll_cq failed'\n")
+    with pytest.raises(M.TableError, match="bad entry 0: its regex does not compile"):
+        M.read_table(t)
+    _head, (m,) = M.read_table(t, check=False)  # a diagnosis's load: compiled on first use
+    assert not m.matches("NET/IB : ibv_poll_cq failed")
