@@ -58,3 +58,21 @@ def test_a_log_no_pattern_knows_is_still_a_log_and_never_an_all_clear(tmp_path):
     with open_bundle(root) as b:
         d = investigate(b)
     assert d.status != Status.completed and d.missing
+
+
+def test_every_analysis_command_refuses_input_that_holds_no_training_logs(tmp_path):
+    """Issue 29: scan, nccl, steps, diff and grep printed an empty report and exited 0 on /etc where ask exited 2."""
+    root = _write(tmp_path / "b", {f"etc/{k}": v for k, v in ETC.items()})
+    for cmd in (["scan"], ["nccl"], ["steps"], ["diff"], ["grep", "timeout"], ["scan", "--json"], ["ask"]):
+        r = runner.invoke(app, [*cmd, str(root)])
+        lines = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+        assert r.exit_code == 2, (cmd, r.output)
+        assert len(lines) == 1 and "no training-job logs recognised" in lines[0], (cmd, r.stderr)
+        assert r.stdout == "", cmd
+
+
+def test_a_log_no_producer_names_is_still_read_by_every_command(tmp_path):
+    root = _write(tmp_path / "b", {"out.txt": "epoch 3 step 100 loss 2.31\n"})
+    for cmd in (["scan"], ["nccl"], ["steps"], ["diff"]):
+        r = runner.invoke(app, [*cmd, str(root)])
+        assert r.exit_code == 0, (cmd, r.output)

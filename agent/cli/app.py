@@ -69,11 +69,8 @@ def _app():
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version  # ~40 ms: only for --version
-    try:
-        return version("trainlog-debugger")
-    except PackageNotFoundError:
-        return "0+unknown"
+    from trainlog_debugger.agent.render.data import tool_version  # importlib.metadata, ~40 ms: only when asked
+    return tool_version()
 
 
 def _click_errors() -> tuple[tuple, tuple]:

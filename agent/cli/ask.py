@@ -16,6 +16,7 @@ exits 130 (agent/cli/chat.py says how). Without a question, on a terminal, it ta
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -35,10 +36,24 @@ ArgsArg = typer.Argument(..., metavar="PATH... [QUESTION]",
 
 
 def split_question(args: list[str]) -> tuple[list[Path], str | None]:
-    """The trailing argument is a question when there are several and it names nothing on disk (nor stdin)."""
-    if len(args) >= 2 and args[-1] != "-" and not Path(args[-1]).exists():
-        return [Path(a) for a in args[:-1]], args[-1]
+    """The trailing argument is a question when there are several and it names nothing on disk (nor stdin) and
+    does not look like a path: `ask bundle ./typo` is a missing path (an error), not the question "./typo"."""
+    last = args[-1] if args else ""
+    if len(args) >= 2 and last != "-" and not Path(last).exists() and not looks_like_path(last):
+        return [Path(a) for a in args[:-1]], last
     return [Path(a) for a in args], None
+
+
+_PATHLIKE_SUFFIX = re.compile(r"\.(?:log|out|err|txt|json|jsonl|gz|bz2|xz|zst|tar|tgz|zip|pkl|pickle)$", re.I)
+
+
+def looks_like_path(arg: str) -> bool:
+    """One word that reads as a file name, not words to a person: it has a directory separator or a leading
+    `.`/`~`, or a log or archive suffix (`logs/run1`, `./typo`, `~/x`, `rank0.log`). A question has spaces, or is
+    one word without any of these (`why?`, `rank5`)."""
+    if not arg or any(c.isspace() for c in arg) or arg.endswith("?"):
+        return False
+    return "/" in arg or arg.startswith((".", "~")) or bool(_PATHLIKE_SUFFIX.search(arg))
 
 
 def _dash(path: Path | None) -> bool:
@@ -60,13 +75,13 @@ def ask(args: list[str] = ArgsArg, fmt: str = format_option("diagnosis"), json_:
         markdown: Path = typer.Option(None, "--markdown", metavar="FILE",
                                       help="Also write a Markdown post-mortem to FILE (- for stdout, instead of the "
                                            "terminal report: --format markdown)."),
-        model: str = typer.Option(None, "--model", callback=_model_spec,
+        model: str = typer.Option(None, "--model", metavar="MODEL", callback=_model_spec,
                                   help="Claude model id (default: $DEBUGGER_MODEL, else claude-sonnet-5-5), or "
                                        "openai:NAME for a model served on-premises behind an OpenAI-compatible "
                                        "endpoint (vLLM, Ollama, llama.cpp) named by $OPENAI_BASE_URL."),
-        budget: int = typer.Option(200_000, "--budget", min=1_000, max=5_000_000,
+        budget: int = typer.Option(200_000, "--budget", metavar="TOKENS", min=1_000, max=5_000_000,
                                    help="Token budget (input + output) per question."),
-        max_rounds: int = typer.Option(12, "--max-rounds", min=1, max=50, help="Model calls per question."),
+        max_rounds: int = typer.Option(12, "--max-rounds", metavar="N", min=1, max=50, help="Model calls per question."),
         resume: bool = typer.Option(False, "--resume", help="Continue this bundle's earlier conversation."),
         redact_hosts: bool = typer.Option(False, "--redact-hosts",
                                           help="Also mask host names and IPs before anything reaches the model."),
@@ -96,7 +111,8 @@ def ask(args: list[str] = ArgsArg, fmt: str = format_option("diagnosis"), json_:
         from trainlog_debugger.agent.llm.model import missing_key
         from trainlog_debugger.agent.render.report import render_agent, render_agent_after
         from trainlog_debugger.tools.pipeline import run
-        with opened(paths) as b:
+        from trainlog_debugger.agent.render.data import documented
+        with opened(paths) as b, documented(paths):
             with progress() as cb:
                 inv = run(b, progress=cb)
             diag = inv.diagnosis

@@ -24,19 +24,19 @@ def _line(rec: dict) -> str:
     return f"  {rec['command']}: {rec['file'] or 'no output'} ({state}, {rec['seconds']:.1f} s)"
 
 
-def collect(out_dir: Path = typer.Option(..., "--out", help="The shared incident directory: this node writes only "
+def collect(out_dir: Path = typer.Option(..., "--out", metavar="DIR", help="The shared incident directory: this node writes only "
                                          "OUT/<host>/ (run the same command on every node)."),
-            pid: list[int] = typer.Option(None, "--pid", help="Dump exactly this process (repeatable); default: the "
+            pid: list[int] = typer.Option(None, "--pid", metavar="PID", help="Dump exactly this process (repeatable); default: the "
                                           "workers of every torchrun agent on this node, else the processes with "
                                           "RANK/LOCAL_RANK in their environment."),
-            host: str = typer.Option(None, "--host", help="The name of this node's directory (default: the host "
+            host: str = typer.Option(None, "--host", metavar="NAME", help="The name of this node's directory (default: the host "
                                      "name)."),
             native: bool = typer.Option(False, "--native", help="Also dump native (C/C++) frames: slower; shows "
                                         "where in NCCL or a kernel launch a rank waits."),
             nonblocking: bool = typer.Option(False, "--nonblocking", help="Do not pause the processes while their "
                                              "stacks are read (the stacks may then be inconsistent)."),
             dcgm: bool = typer.Option(False, "--dcgm", help="Also run `dcgmi diag -r 1` (runs quick GPU tests)."),
-            timeout: float = typer.Option(60.0, "--timeout", help="Seconds each command may run (py-spy, "
+            timeout: float = typer.Option(60.0, "--timeout", metavar="SECONDS", help="Seconds each command may run (py-spy, "
                                           "nvidia-smi, ...) before it is stopped.")):
     """Collect a live, hung job's evidence on this node: every rank's Python stacks (py-spy dump, text and JSON) and
     GPU / InfiniBand / kernel snapshots (nvidia-smi -q, nvidia-smi topo -m, ibstat, ibv_devinfo, perfquery,

@@ -62,6 +62,8 @@ def parse(argv: list[str]) -> Callable[[], None] | None:
             opts[VALUED[name]] = int(value) if VALUED[name] in INTS else value
         else:
             return None
+    if opts.get("engine") not in (None, "hyperscan", "re") or opts.get("workers") == 0:
+        return None  # Typer's usage error names the choices
     if opts.get("fmt") not in (None, *formats("scan")) or (opts.get("json_") and opts.get("fmt", "json") != "json"):
         return None  # not a format of scan's, or --json and --format disagree: Typer's usage error
     return partial(scan, paths, **opts) if paths else None

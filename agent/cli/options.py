@@ -117,7 +117,7 @@ def __getattr__(name: str):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import typer
     if name == "PathsArg":
-        value = typer.Argument(..., help="Log bundle(s): directory, .tar/.tar.gz/.tgz/.zip, or files (.gz ok).")
+        value = typer.Argument(..., metavar="PATH", help="Log bundle(s): directory, .tar/.tar.gz/.tgz/.zip, or files (.gz ok).")
     else:
         value = typer.Option(False, "--json", help="Print machine-readable JSON.")
     globals()[name] = value
@@ -251,7 +251,8 @@ STDIN_LIMIT = 8 << 30  # a log on stdin is copied to a private temp file; past t
 @contextmanager
 def opened(paths: list[Path]):
     """The bundle of `paths` (use inside `guarded()`: its errors are the user's one line). `-` is one log read from
-    stdin (`kubectl logs pod | debugger ask -`), copied into a private temporary directory removed afterwards."""
+    stdin (`kubectl logs pod | debugger ask -`), and a pipe given as a path (`<(zcat run.log.gz)`, `/dev/stdin`)
+    is read the same way: each copied into a private temporary directory removed afterwards."""
     import shutil
     import tempfile
 
@@ -260,20 +261,24 @@ def opened(paths: list[Path]):
     try:
         real = []
         for p in paths:
-            if str(p) != "-":
+            if str(p) == "-":
+                if sys.stdin.isatty():
+                    raise BundleError("`-` reads a log from stdin, and stdin is a terminal: pipe a log in")
+                stream, name = sys.stdin.buffer, "stdin.log"
+            elif _is_pipe(p):
+                stream, name = open(p, "rb"), f"{_pipe_name(p)}.log"  # noqa: SIM115 (closed below)
+            else:
                 real.append(str(p))
                 continue
-            if sys.stdin.isatty():
-                raise BundleError("`-` reads a log from stdin, and stdin is a terminal: pipe a log in")
             tmp = tmp or tempfile.mkdtemp(prefix="debugger-stdin-")
-            dest = os.path.join(tmp, "stdin.log")
-            with open(dest, "wb") as fh:
-                n = 0
-                while chunk := sys.stdin.buffer.read(1 << 20):
-                    n += len(chunk)
-                    if n > STDIN_LIMIT:
-                        raise BundleError(f"stdin holds more than {STDIN_LIMIT >> 30} GiB: save it to a file")
-                    fh.write(chunk)
+            dest = os.path.join(tmp, name)
+            while os.path.exists(dest):
+                dest = dest[:-4] + "~.log"
+            try:
+                _copy_stream(stream, dest, str(p))
+            finally:
+                if stream is not sys.stdin.buffer:
+                    stream.close()
             real.append(dest)
         with spinner("reading the bundle (archives are extracted to a private temp dir)"):
             b = open_bundle(real)
@@ -282,6 +287,37 @@ def opened(paths: list[Path]):
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _is_pipe(p: Path) -> bool:
+    """A FIFO named as a path: process substitution (`/dev/fd/63`), `/dev/stdin` fed by a pipe, a named pipe.
+    Only pipes: a character device (/dev/zero, a terminal) is no log and never ends."""
+    import stat
+    try:
+        return stat.S_ISFIFO(os.stat(p).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def _pipe_name(p: Path) -> str:
+    """`stdin` for /dev/stdin, `fd-63` for /dev/fd/63, else the pipe's own name: what the report cites."""
+    s = str(p)
+    if s in ("/dev/stdin", "/proc/self/fd/0", "/dev/fd/0"):
+        return "stdin"
+    if s.startswith(("/dev/fd/", "/proc/self/fd/")):
+        return f"fd-{p.name}"
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in p.name)[:64] or "pipe"
+
+
+def _copy_stream(stream, dest: str, what: str) -> None:
+    from trainlog_debugger.tools.bundle.open import BundleError
+    with open(dest, "wb") as fh:
+        n = 0
+        while chunk := stream.read(1 << 20):
+            n += len(chunk)
+            if n > STDIN_LIMIT:
+                raise BundleError(f"{what} holds more than {STDIN_LIMIT >> 30} GiB: save it to a file")
+            fh.write(chunk)
 
 
 @contextmanager

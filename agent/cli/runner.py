@@ -124,10 +124,12 @@ def run_report(report_type: str, analyze: Callable, paths: list[Path], fmt: str,
     a terminal); `options`: per format, what its renderer takes (`{"text": {"max_lines": 3}}`); `exit_code`: the
     command's exit status from the report (grep: 1 when nothing matched), 0 when not given; `per_rank`
     (`--per-rank`): the JSON also keeps the full per-rank listing beside the groups (schema_version 2)."""
-    with guarded():
+    from trainlog_debugger.agent.render.data import documented
+    with guarded(), documented(paths):
         if bundle:
             with opened(paths) as b:
                 rep = _analyse(analyze, b, with_progress, params)
+                _refuse_unless_training_logs(b, rep)
                 emit(report_type, fmt, rep, redact=not no_redact, options=(options or {}).get(fmt),
                      per_rank=per_rank)
         else:
@@ -136,6 +138,18 @@ def run_report(report_type: str, analyze: Callable, paths: list[Path], fmt: str,
     code = exit_code(rep) if exit_code else 0
     if code:
         raise SystemExit(code)
+
+
+def _refuse_unless_training_logs(b, rep) -> None:
+    """Every analysis command answers only for a training job's logs (tools.bundle.recognise): on anything else
+    (/etc/apt, a source tree) one line and exit 2, as `ask` does, never an empty report and exit 0. A scan's own
+    result is the evidence where the command made one."""
+    from trainlog_debugger.tools.bundle.open import BundleError
+    from trainlog_debugger.tools.bundle.recognise import NOT_LOGS, holds_training_logs
+    from trainlog_debugger.tools.scan.result import ScanResult
+    scan = rep if isinstance(rep, ScanResult) else None
+    if not holds_training_logs(b, scan):
+        raise BundleError(NOT_LOGS.format(root=b.root, files=len(scan.files) if scan else len(b.sources)))
 
 
 def _analyse(analyze: Callable, source, with_progress: bool, params: dict):

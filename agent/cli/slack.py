@@ -42,19 +42,19 @@ def slack(mode: str = typer.Option("socket", "--mode", metavar="socket|http",
                                                        "every channel it is a member of)."),
           allow_user: list[str] = typer.Option([], "--allow-user", metavar="ID", envvar="DEBUGGER_SLACK_USERS",
                                                help="A user id the bot answers (repeatable; default: everyone)."),
-          host: str = typer.Option("127.0.0.1", "--host", help="HTTP mode: address to listen on (put a TLS "
+          host: str = typer.Option("127.0.0.1", "--host", metavar="ADDR", help="HTTP mode: address to listen on (put a TLS "
                                                                "reverse proxy in front)."),
-          port: int = typer.Option(3000, "--port", min=1, max=65535, help="HTTP mode: port to listen on."),
-          max_upload_mb: int = typer.Option(200, "--max-upload-mb", min=1, max=10_000,
+          port: int = typer.Option(3000, "--port", metavar="PORT", min=1, max=65535, help="HTTP mode: port to listen on."),
+          max_upload_mb: int = typer.Option(200, "--max-upload-mb", metavar="MIB", min=1, max=10_000,
                                             help="Largest uploaded bundle, in MiB (archives are also capped "
                                                  "when extracted)."),
-          rate: int = typer.Option(6, "--rate", min=1, max=1000,
+          rate: int = typer.Option(6, "--rate", metavar="N", min=1, max=1000,
                                    help="Investigations and questions per channel per minute."),
           redact_hosts: bool = typer.Option(False, "--redact-hosts", help="Also mask host names and IPs in "
                                                                           "everything posted (secrets always are)."),
           offline: bool = typer.Option(False, "--offline", help="Never run the agent, even with ANTHROPIC_API_KEY."),
-          model: str = typer.Option(None, "--model", help="Claude model id for the agent."),
-          budget: int = typer.Option(200_000, "--budget", min=1_000, max=5_000_000,
+          model: str = typer.Option(None, "--model", metavar="MODEL", help="Claude model id for the agent."),
+          budget: int = typer.Option(200_000, "--budget", metavar="TOKENS", min=1_000, max=5_000_000,
                                      help="Agent token budget per question."),
           manifest: bool = typer.Option(False, "--manifest", help="Print the Slack app manifest (YAML) and exit; "
                                                                   "needs no token.")):

@@ -24,6 +24,19 @@ PerRankOpt = typer.Option(False, "--per-rank", help="JSON: also list every rank 
                           "schema_version 2, beside the groups (evidence many ranks share is one group).")
 
 
+def _engine_choice(value: str | None) -> str | None:
+    """`--engine`: one of the engines, and one this install has (Hyperscan is optional): else a usage error that
+    names the choices, not an internal error from the scan."""
+    if value is None:
+        return None
+    from trainlog_debugger.tools.scan.engine import available_engines
+    if value not in ("hyperscan", "re"):
+        raise typer.BadParameter(f"{value!r} is not an engine; choose one of: hyperscan, re")
+    if value not in available_engines():
+        raise typer.BadParameter(f"{value} is not installed here; available: {', '.join(available_engines())}")
+    return value
+
+
 def _json(json_: bool) -> dict[str, str | None]:
     return {"--json": "json" if json_ else None}
 
@@ -47,8 +60,9 @@ def versioned_schema(schema: dict, version: int) -> dict:
 
 
 def scan(paths: list[Path] = PathsArg, fmt: str = format_option("scan"), json_: bool = JsonOpt,
-         engine: str = typer.Option(None, help="Force the scan engine: hyperscan or re."),
-         workers: int = typer.Option(None, help="Worker processes (default: up to 2)."),
+         engine: str = typer.Option(None, metavar="hyperscan|re", callback=_engine_choice,
+                                     help="Force the scan engine: hyperscan or re."),
+         workers: int = typer.Option(None, metavar="N", min=1, help="Worker processes (default: up to 2)."),
          no_redact: bool = NoRedactOpt, per_rank: bool = PerRankOpt):
     """One pass over every line of every rank: fatal patterns by tier, ranks and files in groups (the rank that
     differs first), silent ranks, coverage."""
@@ -65,10 +79,10 @@ def _grep(b, progress, pattern: str, ignore_case: bool):
         fail(str(e), 2)
 
 
-def grep(pattern: str = typer.Argument(..., help="Python regular expression."), paths: list[Path] = PathsArg,
+def grep(pattern: str = typer.Argument(..., metavar="PATTERN", help="Python regular expression."), paths: list[Path] = PathsArg,
          fmt: str = format_option("grep"), json_: bool = JsonOpt,
          ignore_case: bool = typer.Option(False, "-i", "--ignore-case"),
-         max_lines: int = typer.Option(3, help="Lines shown per group of alike lines (first, last, outliers)."),
+         max_lines: int = typer.Option(3, metavar="N", min=1, help="Lines shown per group of alike lines (first, last, outliers)."),
          no_redact: bool = NoRedactOpt, per_rank: bool = PerRankOpt):
     """Regex over all ranks: matching lines grouped by template across ranks (ranks as ranges, counts, first/last
     line); ranks with NO match listed."""
@@ -85,7 +99,7 @@ def _nccl(b, progress, collectives_per_step: int | None):
 
 
 def nccl(paths: list[Path] = PathsArg, fmt: str = format_option("nccl"), json_: bool = JsonOpt,
-         per_step: int = typer.Option(None, "--collectives-per-step",
+         per_step: int = typer.Option(None, "--collectives-per-step", metavar="N", min=1,
                                       help="Collectives issued per training step, to say 'one step ahead'."),
          no_redact: bool = NoRedactOpt, per_rank: bool = PerRankOpt):
     """NCCL/gloo state of EVERY rank: who never entered the stuck collective, who waited, who was ahead."""
@@ -99,7 +113,7 @@ def _diff(b, progress, max_report: int):
 
 
 def diff(paths: list[Path] = PathsArg, fmt: str = format_option("diff"), json_: bool = JsonOpt,
-         max_report: int = typer.Option(50, help="Templates shown per kind (the cut is said)."),
+         max_report: int = typer.Option(50, metavar="N", min=1, help="Templates shown per kind (the cut is said)."),
          no_redact: bool = NoRedactOpt, per_rank: bool = PerRankOpt):
     """Templates printed by only a few ranks, or missing from a few ranks: every line, numbers/paths/hex masked."""
     run_report("diff", _diff, paths, choose("diff", fmt, _json(json_)), no_redact=no_redact, with_progress=True,
@@ -126,7 +140,7 @@ def _ais(paths: list[Path], progress, workers: list[Path] | None):
 
 
 def ais(paths: list[Path] = PathsArg, fmt: str = format_option("ais"), json_: bool = JsonOpt,
-        workers: list[Path] = typer.Option(None, "--workers", help="Worker logs (SLURM/torchrun) to align clocks with "
+        workers: list[Path] = typer.Option(None, "--workers", metavar="PATH", help="Worker logs (SLURM/torchrun) to align clocks with "
                                            "and follow the chain to the failing rank."),
         no_redact: bool = NoRedactOpt):
     """AIStore daemon logs: files per daemon, stats deltas and error jumps, restarts, clocks, the storage chain."""

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from trainlog_debugger.agent.render.plain import cite, short
 from trainlog_debugger.tools.groups import parse_rank_set, rank_set
+from trainlog_debugger.tools.lines.isotime import human_time
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.ranks import ranks_str
 from trainlog_debugger.tools.sources.pattern import TIERS
@@ -22,7 +23,7 @@ def row(table: Table, *cells) -> None:
 def _time(ev: Evidence | None) -> str:
     if ev is None or not ev.time:
         return ""
-    return ev.time.iso()
+    return human_time(ev.time.iso())
 
 
 def render_scan(res, console: Console, max_patterns: int = 60, max_groups: int = 6) -> None:
@@ -196,7 +197,7 @@ def _silent_first(res, console: Console) -> None:
     console.print("[bold]silent first[/bold] (last line well before the others)")
     for s in res.silent_first[:10]:
         ev = s["last_line"]
-        _line(console, f"  rank {s['rank']}: last at {s['last_time']} ({s['seconds_before_median']:.0f}s before the "
+        _line(console, f"  rank {s['rank']}: last at {human_time(s['last_time'])} ({s['seconds_before_median']:.0f}s before the "
                        f"median)  {cite(ev)}  {short(ev.text, 100)}")
     if len(res.silent_first) > 10:
         console.print(f"  showing 10 of {len(res.silent_first)} silent ranks: "
@@ -305,7 +306,7 @@ def render_nccl(rep, console: Console, max_rows: int = 8, max_culprits: int = 5)
                   + (f"; missing {rank_text(rep.missing_ranks)}" if rep.missing_ranks else ""), markup=False)
     for g in rep.groups:
         roles = "; ".join(f"{k} {rank_text(v, 48)}" for k, v in g.roles.items())
-        start = f", started {g.start_time} (watchdog time − {g.timeout_ms} ms)" if g.start_time else ""
+        start = f", started {human_time(g.start_time)} (watchdog time − {g.timeout_ms} ms)" if g.start_time else ""
         console.print(f"PG {g.pg}{' (' + g.desc + ')' if g.desc else ''}: {g.ranks} ranks, stuck at SeqNum "
                       f"{g.stuck_seq} {g.op or ''}{start}; {roles}" + (" [wavefront]" if g.pg == rep.wavefront and len(rep.groups) > 1 else ""),
                       markup=False, highlight=False)

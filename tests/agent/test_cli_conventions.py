@@ -108,3 +108,64 @@ def test_markdown_nests_lists_for_python_markdown_too():
     md = _run(["ask", str(CASE), "--markdown", "-"]).stdout
     nested = [ln for ln in md.split("\n") if ln.lstrip().startswith("- `") and ln.startswith(" ")]
     assert nested and all(ln.startswith("    - ") for ln in nested)
+
+
+def test_every_value_option_and_argument_shows_a_metavar_in_help():
+    """Issue 29: `--engine` and `--workers` showed no metavar, so help did not say what value they take."""
+    import typer
+
+    from trainlog_debugger.agent.cli.app import app
+    group = typer.main.get_command(app)
+    missing = []
+    for name, cmd in group.commands.items():
+        for p in cmd.params:
+            if getattr(p, "is_flag", False) or getattr(p, "count", False) or getattr(p, "hidden", False):
+                continue
+            if not p.metavar:
+                missing.append(f"{name} {p.opts[0]}")
+    assert not missing, missing
+    assert "--engine hyperscan|re" in _run(["scan", "-h"]).stdout
+
+
+@pytest.mark.parametrize("args, says", [(["scan", str(CASE), "--engine", "bogus"], "choose one of: hyperscan, re"),
+                                        (["scan", str(CASE), "--workers", "0"], "--workers"),
+                                        (["grep", "x", str(CASE), "--max-lines", "0"], "--max-lines")])
+def test_a_bad_option_value_is_a_usage_error_not_an_internal_one(args, says):
+    r = _run(args)
+    assert r.returncode == 2 and r.stderr.startswith("error: ") and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert says in r.stderr and "internal error" not in r.stderr, r.stderr
+
+
+def test_a_pipe_given_as_a_path_is_read_like_stdin():
+    """`debugger ask <(zcat run.log.gz)`: the shell passes /dev/fd/N, a pipe (issue 29: it was refused)."""
+    import os
+    import threading
+
+    log = (CASE / "error-4891784-1.out").read_bytes()
+    r_fd, w_fd = os.pipe()
+
+    def feed():
+        with os.fdopen(w_fd, "wb") as w:
+            w.write(log)
+
+    t = threading.Thread(target=feed)
+    t.start()
+    try:
+        r = subprocess.run(DEBUGGER + ["ask", f"/dev/fd/{r_fd}", "--offline"], capture_output=True, text=True,
+                           timeout=300, pass_fds=(r_fd,))
+    finally:
+        os.close(r_fd)
+        t.join()
+    assert r.returncode == 0 and "data_loading_stall" in r.stdout.splitlines()[0], r.stderr
+    assert f"fd-{r_fd}.log:" in r.stdout  # cited as the pipe it was read from
+
+
+@pytest.mark.parametrize("typo", ["./tyop", "logs/run1", "rank_0.log", "~/bundle"])
+def test_a_trailing_argument_that_looks_like_a_path_is_a_missing_path_not_a_question(typo):
+    r = _run(["ask", str(CASE), typo, "--offline"])
+    assert r.returncode == 2 and r.stderr.startswith("error: no such file or directory"), r.stderr
+
+
+def test_a_one_word_question_is_still_a_question():
+    r = _run(["ask", str(CASE), "why?", "--offline"])
+    assert r.returncode == 0 and "data_loading_stall" in r.stdout, r.stderr
