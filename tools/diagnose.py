@@ -39,7 +39,7 @@ CASCADE_STEPS = (  # (pattern, what it means in the chain), in causal order
     ("pytorch.comm_aborted", "NCCL communicator aborted"),
     ("pytorch.process_down", "watchdog took the process down"),
     ("pytorch.terminate_backend_error", "process aborted on the watchdog's exception"),
-    ("torchrun.closing_signal", "launcher sent SIGTERM to the remaining workers"),
+    ("torchrun.closing_signal", "launcher sent {signal} to the remaining workers"),
     ("torchrun.child_failed", "torchrun reported the failed workers"),
     ("slurm.task_exit", "srun reported the tasks' exit"),
     ("slurm.cancelled", "SLURM cancelled the step"),
@@ -208,7 +208,7 @@ def _cascade(inputs: RuleInputs, trigger: Candidate) -> list[Finding]:
         nr = len(s.rank_counts) if s else 0
         seen = len(inputs.scan.coverage.seen_ranks)
         scope = f" on {nr} of {seen} ranks" if nr else ""
-        summary = what + scope
+        summary = what.format(signal=inputs.fields_of(evs[0], pid).get("signal") or "a signal") + scope
         if pid == "pytorch.watchdog_timeout" and inputs.nccl and inputs.nccl.groups:
             g = inputs.nccl.groups[0]
             summary = f"{what}: {g.op or 'collective'} SeqNum {g.stuck_seq}{scope}" + (
@@ -292,12 +292,29 @@ def _missing(inputs: RuleInputs, t: Candidate) -> list[str]:
 
 
 def _timeline(inputs: RuleInputs, chain: list[Finding], cap: int = 30) -> list[TimelineEvent]:
+    """Each step's cited lines in time order. The first line of a step carries the step's statement; a further
+    line is labelled with what IT says (its catalog pattern), not with the step: a rank's dump-signal line at
+    12:34 is no "stuck in data loading" of 12:04 (issue 29)."""
     events: dict[tuple, TimelineEvent] = {}
     for f in chain:
-        for ev in f.evidence[:2]:
-            events.setdefault((ev.file, ev.line), TimelineEvent(time=_t(ev), what=f.summary, evidence=ev, role=f.role))
+        for i, ev in enumerate(f.evidence[:2]):
+            what = f.summary if i == 0 else _line_says(ev, f)
+            events.setdefault((ev.file, ev.line), TimelineEvent(time=_t(ev), what=what, evidence=ev, role=f.role))
     out = sorted(events.values(), key=lambda e: by_time(e.evidence))
     return out[:cap]
+
+
+def _line_says(ev: Evidence, step: Finding) -> str:
+    """What a further line of a step says: the most specific catalog pattern it matches (its summary, on its
+    rank), else that it backs the step."""
+    from trainlog_debugger.tools.sources import patterns
+    text = ev.text[:4096]
+    best = min((p for p in patterns() if not p.fallback and p.match(text)), key=lambda p: (p.tier or 9, p.id),
+               default=None)
+    who = f" (rank {ev.rank})" if ev.rank is not None else ""
+    if best is None:
+        return f"also cited for: {step.summary}"
+    return f"{best.summary}{who}"
 
 
 def _t(ev: Evidence) -> str | None:

@@ -5,12 +5,16 @@ Why here and not trusted from the scan: evidence is assembled by several tools (
 traceback's final exception line), an LLM may add citations later, and the claim "rank 17, file:line, this text"
 is what the user acts on at 3 AM. The reading itself is tools/bundle/reread.py's (one reader for every caller);
 this module decides what a failed citation does to the diagnosis.
+
+It also makes every statement true to the lines it cites (tools.statements: the signal, retry figure, a `None`
+rank) once the lines stand: the last step before anything is shown, whoever wrote the statement.
 """
 
 from __future__ import annotations
 
 from trainlog_debugger.tools.bundle.reread import CitationProblem, check_citations
 from trainlog_debugger.tools.model import Diagnosis, Evidence, Status
+from trainlog_debugger.tools.statements import checked_statement
 
 
 def check(diag: Diagnosis, bundle) -> list[CitationProblem]:
@@ -22,6 +26,7 @@ def check(diag: Diagnosis, bundle) -> list[CitationProblem]:
 def verified(diag: Diagnosis, bundle) -> Diagnosis:
     """The diagnosis with every unverifiable citation removed, `verified` set, and the problems in `notes`. A
     trigger that loses its proof turns the diagnosis inconclusive."""
+    diag = true_to_lines(diag)
     problems = check(diag, bundle)
     if not problems:
         return diag.model_copy(update={"verified": True})
@@ -42,3 +47,29 @@ def verified(diag: Diagnosis, bundle) -> Diagnosis:
     alts = [a.model_copy(update={"evidence": [e for e in a.evidence if ok(e)]}) for a in diag.alternatives]
     return diag.model_copy(update={"chain": chain, "timeline": timeline, "alternatives": alts, "verified": False,
                                    "notes": diag.notes + [f"citation dropped: {p}" for p in sorted(set(map(str, problems)))]})
+
+
+def true_to_lines(diag: Diagnosis) -> Diagnosis:
+    """Each chain step, timeline entry and alternative says only what its cited lines hold (checked_statement); a
+    step that was changed keeps what it said in `facts.stated_as` (the JSON shows what was corrected), and the
+    headline follows its trigger."""
+    def fix(summary: str, evs) -> tuple[str, list[str]]:
+        return checked_statement(summary, [e.text for e in evs])
+
+    chain = []
+    for f in diag.chain:
+        new, changes = fix(f.summary, f.evidence)
+        chain.append(f.model_copy(update={"summary": new, "facts": {**f.facts, "stated_as": f.summary}})
+                     if changes else f)
+    timeline = []
+    for t in diag.timeline:
+        new, changes = fix(t.what, [t.evidence])
+        timeline.append(t.model_copy(update={"what": new}) if changes else t)
+    alts = []
+    for a in diag.alternatives:
+        new, changes = fix(a.summary, a.evidence)
+        alts.append(a.model_copy(update={"summary": new}) if changes else a)
+    headline = diag.headline
+    if diag.chain:
+        headline, _ = fix(headline, diag.chain[0].evidence)
+    return diag.model_copy(update={"chain": chain, "timeline": timeline, "alternatives": alts, "headline": headline})

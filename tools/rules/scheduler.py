@@ -4,6 +4,7 @@ earlier was already wrong (the diagnosis orders candidates by time)."""
 from __future__ import annotations
 
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate, restart_without
+from trainlog_debugger.tools.statements import SIGNAL_WHY, SIGNALS, signal_name
 
 
 def slurm_cancel(f: RuleInputs):
@@ -28,10 +29,25 @@ def slurm_cancel(f: RuleInputs):
 
 
 def death_signal(f: RuleInputs):
+    """The torchrun agent itself was signalled and shuts its workers down. Which signal says who sent it (the line
+    prints its number, `Received 1 death signal`, or its name): SIGHUP is the launching terminal or SSH session
+    closing, SIGTERM the scheduler or a kill, SIGINT a Ctrl-C (tools.statements.SIGNAL_WHY). Named, the reading
+    is specific and outranks the table's generic one for the same line; unnamed, it stays the weak generic one."""
     evs = f.hits("torchrun.death_signal")
-    return [candidate("scheduler.launcher_signalled", "infrastructure", "the launcher itself received a termination signal "
-                 "(scheduler cancel or preemption)", 0.45, evs[:2], f, status="cancelled", ranks=[],
-                 restart="restart as is")] if evs else []
+    if not evs:
+        return []
+    sig = signal_name(f.fields_of(evs[0], "torchrun.death_signal").get("signal") or "")
+    why, action = SIGNAL_WHY.get(sig or "", (None, None))
+    if sig is None or why is None:
+        return [candidate("scheduler.launcher_signalled", "infrastructure", "the launcher itself received a termination "
+                          "signal (scheduler cancel or preemption)", 0.45, evs[:2], f, status="cancelled", ranks=[],
+                          restart="restart as is")]
+    num = next((n for n, name in SIGNALS.items() if name == sig), None)
+    return [candidate("scheduler.launcher_signalled", "infrastructure",
+                      f"the torchrun agent received {sig}{f' (signal {num})' if num else ''} and shut its workers "
+                      f"down: {why}", 0.6, evs[:2], f, status="cancelled", ranks=[],
+                      restart="fix first" if sig == "SIGHUP" else "restart as is",
+                      facts={"signal": sig}, recommendations=[action])]
 
 
 def k8s_unschedulable(f: RuleInputs):
