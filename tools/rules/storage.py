@@ -42,7 +42,7 @@ def retries_exhausted(f: RuleInputs):
     # the line that prints the last attempt is the proof of "ran out" (a `retrying 4/5` line is not)
     evs = [e for e in f.hits("io.retrying") if e.rank in ranks]
     evs = sorted(evs, key=lambda e: -(f.fields_of(e, "io.retrying").get("attempt") or 0))
-    last = [e for e in evs if (f.fields_of(e, "io.retrying").get("attempt") or 0)
+    last = [e for e in evs if e.rank is not None and (f.fields_of(e, "io.retrying").get("attempt") or 0)
             == exhausted[e.rank].get("max_attempt")]
     evs = (last or evs)[:2]
     tries = f" ({r0['max_attempt']}/{r0['max_attempts']})" if r0.get("max_attempts") else ""
