@@ -40,11 +40,12 @@ def _console_class():
 
 
 def _make_out():
-    # soft_wrap: rich never inserts a line break of its own: a terminal wraps long lines itself, and piped output
-    # keeps every line whole (rows of file:line are meant to be grepped). Piped output lays tables out at $COLUMNS
-    # when set.
+    # On a terminal rich wraps at words whatever a renderer did not fit itself (agent/render/fit.py fits what it
+    # prints and passes soft_wrap=True), so no line is wider than the terminal and none is broken mid-token by the
+    # terminal. Piped output (soft_wrap): rich never inserts a line break, every line stays whole (rows of
+    # file:line are meant to be grepped); tables are laid out at $COLUMNS when set.
     cls = _console_class()
-    console = cls(highlight=False, soft_wrap=True)
+    console = cls(highlight=False, soft_wrap=False)
     if not console.is_terminal:
         cols = os.environ.get("COLUMNS", "")
         console = cls(highlight=False, soft_wrap=True,

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from trainlog_debugger.agent.render.fit import proof, sentence
 from trainlog_debugger.agent.render.plain import cite, short
 from trainlog_debugger.agent.render.text import row
 from trainlog_debugger.tools.sources.ais.analyze import AisReport
@@ -20,12 +21,12 @@ SIG_ORDER = ("pressure", "memory", "disk", "cpu", "stream_break", "out_of_bounds
 
 
 def _p(console: Console, text: str, style: str | None = None) -> None:
-    console.print(text, markup=False, highlight=False, style=style)
+    sentence(console, text, style)
 
 
-def _cited(console: Console, ev, indent: str = "     ", n: int = 150) -> None:
+def _cited(console: Console, ev, indent: str = "     ") -> None:
     if ev is not None:
-        _p(console, f"{indent}{cite(ev)}  {short(ev.text, n)}", "dim")
+        proof(console, f"{indent}{cite(ev)}  ", ev.text)
 
 
 def render_ais(rep: AisReport, console: Console) -> None:
@@ -185,7 +186,7 @@ def _chain(rep: AisReport, console: Console) -> None:
         for ev in f.evidence[:3]:
             aligned = ev.time.meta("aligned") if ev.time is not None else None
             tag = f" [worker clock → daemon {aligned}]" if aligned else ""
-            _p(console, f"     {cite(ev)}{tag}  {short(ev.text, 140)}", "dim")
+            proof(console, f"     {cite(ev)}{tag}  ", ev.text)
     for g in rep.gaps:
         _p(console, f"  gap: {g}", "yellow")
 

@@ -12,7 +12,8 @@ import re
 from rich.console import Console
 from rich.text import Text
 
-from trainlog_debugger.agent.render.plain import cite, short
+from trainlog_debugger.agent.render.fit import proof, sentence
+from trainlog_debugger.agent.render.plain import cite
 from trainlog_debugger.agent.render.ranksets import rank_text
 from trainlog_debugger.tools.rankdiff.analyze import DiffResult, TemplateDiff
 
@@ -49,24 +50,21 @@ _SHOWING = re.compile(r"showing \d+ of (\d+) (minority|missing) templates")
 
 
 def _rows(console: Console, rows: list[TemplateDiff], n: int, kind: str, title: str, total: int) -> None:
-    """Per template two lines: the template cut to the width (the JSON has it whole), then its ranks (the lacking
+    """Per template two lines: the template (wrapped on a terminal), then its ranks (the lacking
     ones for 'missing') as a range set, how many ranks have it, its lines and an example `file:line`; for
     'missing', where a lacking rank's log ends, once per distinct last line."""
-    width = max(console.width, 60)
     if rows:
         console.print(title, style="bold", markup=False, highlight=False)
     last_shown = None
     for d in rows[:MAX_ROWS]:
-        console.print("  " + short(d.template, width - 2), markup=False, highlight=False)
+        sentence(console, "  " + d.template)
         who = "ranks" if kind == "only" else "lacking"
         console.print(f"    {who} {rank_text(d.ranks, 28)}; {d.present_in}/{n} have it, {d.count:,} line(s), e.g. "
                       f"{cite(d.example)}", markup=False, highlight=False, style="dim")
         m = d.missing_example
         if kind == "missing" and m is not None and m.cite() != last_shown:
             last_shown = m.cite()
-            at = f"    rank {m.rank} ends at {cite(m)}  "
-            console.print(at + short(m.text.strip(), max(width - len(at), 20)), markup=False, highlight=False,
-                          style="dim")
+            proof(console, f"    rank {m.rank} ends at {cite(m)}  ", m.text)
     shown = min(len(rows), MAX_ROWS)
     if total > shown:
         label = "minority" if kind == "only" else "missing"

@@ -5,9 +5,9 @@ styles it. Long lists say what they cut."""
 from __future__ import annotations
 
 from rich.console import Console
-from rich.text import Text
 
-from trainlog_debugger.agent.render.plain import (DAEMON_KINDS, cite, clock_note, clock_time, job, ranks_line, short,
+from trainlog_debugger.agent.render.fit import fitted, proof, sentence
+from trainlog_debugger.agent.render.plain import (DAEMON_KINDS, cite, clock_note, clock_time, job, ranks_line,
                                                   verdict_line, when, why_inconclusive)
 from trainlog_debugger.tools.model import AgentSection, Diagnosis
 from trainlog_debugger.tools.ranks import ranks_str
@@ -16,21 +16,12 @@ STATUS_STYLE = {"crashed": "bold red", "hung": "bold red", "slow": "bold yellow"
                 "completed": "bold green", "inconclusive": "bold magenta"}
 
 
-def _fit(console: Console, prefix: str, text: str) -> str:
-    """`prefix` (which carries the file:line and the time: never cut) and as much of `text` as the terminal shows
-    on the same line; piped output keeps the whole line (someone will grep it)."""
-    if not console.is_terminal:
-        return prefix + text
-    room = console.width - len(prefix)
-    return prefix + (short(text, room) if room > 20 else short(text, 60))
-
-
 def render_report(d: Diagnosis, console: Console, *, full: bool = False) -> None:
     """The report an on-call engineer reads: verdict first, the trigger line with its file:line, the chain in a
     few lines, the first thing to do, what is missing, and the verdict again last. `full`: everything (timeline,
     all recommendations, alternatives, every missing item, notes)."""
-    p = lambda text="", style=None: console.print(text, markup=False, style=style, highlight=False)  # noqa: E731
-    console.print(Text(verdict_line(d), style=STATUS_STYLE.get(d.status.value, "bold")))
+    p = lambda text="", style=None: sentence(console, text, style)  # noqa: E731  (wrapped on a terminal: fit.py)
+    verdict(console, d)
     p("why: " + d.headline.split(": ", 1)[-1])
     if (w := why_inconclusive(d)):
         p(f"why inconclusive: {w}", "magenta")
@@ -44,24 +35,26 @@ def render_report(d: Diagnosis, console: Console, *, full: bool = False) -> None
         head = f"trigger  {cite(t)}" + (f"  {clock_time(t.time.iso(), t.kind, d)}" if t.time else "") + \
             (f"  rank {t.rank}" if t.rank is not None else "")
         p(head, "bold")
-        p(_fit(console, "  ", t.text.strip()), "dim")
+        proof(console, "  ", t.text)  # the decisive words always on screen: wrapped, never cut
     if chain:
         p("chain (trigger first)", "bold")
         for i, f in enumerate(chain):
             role = {"root_candidate": "trigger", "context": "supports", "cascade": "cascade"}.get(f.role.value,
                                                                                                  f.role.value)
             where = f"  [{cite(f.evidence[0])}]" if f.evidence else ""
-            p(_fit(console, f"  {'→ ' if i else ''}{role}: ", f.summary) + where)
             if full:
+                p(f"  {'→ ' if i else ''}{role}: {f.summary}{where}")
                 for ev in f.evidence[:3]:
-                    p(_fit(console, f"      {cite(ev)}  ", ev.text.strip()), "dim")
+                    proof(console, f"      {cite(ev)}  ", ev.text)
+            else:
+                fitted(console, f"  {'→ ' if i else ''}{role}: ", f.summary, where)
         if len(d.chain) > len(chain):
             p(f"  (+{len(d.chain) - len(chain)} more steps: --full)", "dim")
     if full and d.timeline:
         p("timeline", "bold")
         for e in d.timeline:
             rank = f"r{e.evidence.rank}" if e.evidence.rank is not None else "-"
-            p(_fit(console, f"  {clock_time(e.time, e.evidence.kind, d):<22} {rank:>5}  {cite(e.evidence)}  ", e.what))
+            p(f"  {clock_time(e.time, e.evidence.kind, d):<22} {rank:>5}  {cite(e.evidence)}  {e.what}")
     p()
     first = [r for r in d.recommendations if not r.startswith("collect the missing evidence")]
     recs = d.recommendations if full else first[:1]
@@ -94,7 +87,12 @@ def render_report(d: Diagnosis, console: Console, *, full: bool = False) -> None
         p(note, "dim")
     if not full:
         p("(details, timeline and alternatives: --full; machine-readable: --json)", "dim")
-    console.print(Text(verdict_line(d), style=STATUS_STYLE.get(d.status.value, "bold")))
+    verdict(console, d)
+
+
+def verdict(console: Console, d: Diagnosis) -> None:
+    """The verdict line in its status's colour, wrapped like every sentence on a terminal."""
+    sentence(console, verdict_line(d), STATUS_STYLE.get(d.status.value, "bold"), hang=2)
 
 
 def render_agent_after(d: Diagnosis, console: Console) -> None:
@@ -104,32 +102,31 @@ def render_agent_after(d: Diagnosis, console: Console) -> None:
     if d.agent is None:
         return
     render_agent(d.agent, console)
-    console.print(Text(verdict_line(d), style=STATUS_STYLE.get(d.status.value, "bold")))
+    verdict(console, d)
 
 
 def render_agent(a: AgentSection, console: Console) -> None:
     """The agent's part, apart from the deterministic report and labelled as such: its verdict as verified by
     code, the narrative, each claim with verified/removed, what it changed and why, rounds, tokens and cost."""
-    console.print()
+    p = lambda text="", style=None: sentence(console, text, style)  # noqa: E731
+    p()
     if a.outcome in ("offline", "api_error", "error", "interrupted"):  # did not run, or did not finish
-        console.print(Text.assemble(("agent", "bold"), f": {a.notice}"))
+        p(f"agent: {a.notice}")
         return
     v = a.verdict
-    head = (f"[bold]agent[/bold] ({a.model}): " + (f"{v.get('status', '?')} {v.get('category', '?')}, culprit "
-            f"{ranks_str(v.get('culprit_ranks') or []) or 'none'}, confidence {v.get('confidence', '?')}"
-            if v else f"no verified answer ({a.outcome})"))
-    console.print(head, markup=True, highlight=False)
+    p(f"agent ({a.model}): " + (f"{v.get('status', '?')} {v.get('category', '?')}, culprit "
+      f"{ranks_str(v.get('culprit_ranks') or []) or 'none'}, confidence {v.get('confidence', '?')}"
+      if v else f"no verified answer ({a.outcome})"), "bold")
     if a.question:
-        console.print(f"  question: {a.question}", markup=False)
+        p(f"  question: {a.question}")
     if a.narrative:
-        console.print(f"  {a.narrative}", markup=False)
+        p(f"  {a.narrative}")
     for c in a.claims:
         mark = "verified" if c.verified else f"REMOVED ({c.dropped_because})"
-        console.print(f"  - {c.statement}  [{mark}]", markup=False, style=None if c.verified else "dim")
+        p(f"  - {c.statement}  [{mark}]", None if c.verified else "dim")
         for ev in c.evidence[:2]:
-            console.print(f"      {cite(ev)}  {short(ev.text, 140)}", style="dim", markup=False)
+            proof(console, f"      {cite(ev)}  ", ev.text)
     for ch in a.changes:
-        console.print(f"  changed: {ch}", markup=False)
-    console.print(f"  {a.rounds} round(s), tools: {', '.join(a.tool_calls) or 'none'}; tokens in {a.tokens_in:,} / out "
-                  f"{a.tokens_out:,}; cost ${a.cost_usd:.4f}{'' if a.cost_exact else ' (estimate)'}", style="dim",
-                  markup=False)
+        p(f"  changed: {ch}")
+    p(f"  {a.rounds} round(s), tools: {', '.join(a.tool_calls) or 'none'}; tokens in {a.tokens_in:,} / out "
+      f"{a.tokens_out:,}; cost ${a.cost_usd:.4f}{'' if a.cost_exact else ' (estimate)'}", "dim")

@@ -8,7 +8,8 @@ import math
 from rich.console import Console
 from rich.text import Text
 
-from trainlog_debugger.agent.render.plain import cite, short
+from trainlog_debugger.agent.render.fit import proof
+from trainlog_debugger.agent.render.plain import cite
 from trainlog_debugger.agent.render.ranksets import rank_text
 from trainlog_debugger.tools.groups import parse_rank_set
 from trainlog_debugger.tools.steps.analyze import METRICS, StepReport
@@ -33,7 +34,7 @@ def render_steps(rep: StepReport, console: Console) -> None:
     line = Text.assemble(("bound: ", "bold"), f"{b.kind}-bound" if b.kind != "unknown" else "unknown", f" ({b.reason})")
     console.print(line)
     for ev in b.evidence[:3]:
-        console.print(f"  {cite(ev)}  {short(ev.text, 120)}", markup=False, highlight=False, style="dim")
+        proof(console, f"  {cite(ev)}  ", ev.text)
     for note in rep.notes:
         console.print(f"note: {note}", style="yellow", markup=False, highlight=False)
 
@@ -98,4 +99,4 @@ def _regressions(rep: StepReport, console: Console) -> None:
                              + (f"; also in {', '.join(r.also)}" if r.also else ""))
         console.print(head)
         for label, ev in zip(("last fast", "first slow"), r.evidence):
-            console.print(f"  {label}: {cite(ev)}  {short(ev.text, 140)}", markup=False, highlight=False, style="dim")
+            proof(console, f"  {label}: {cite(ev)}  ", ev.text)

@@ -7,7 +7,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from trainlog_debugger.agent.render.plain import cite, short
+from trainlog_debugger.agent.render.fit import proof, sentence
+from trainlog_debugger.agent.render.plain import cite
 from trainlog_debugger.tools.groups import parse_rank_set, rank_set
 from trainlog_debugger.tools.lines.isotime import human_time
 from trainlog_debugger.tools.model import Evidence
@@ -43,8 +44,8 @@ def render_scan(res, console: Console, max_patterns: int = 60, max_groups: int =
 
 
 def _line(console: Console, text: str, style: str | None = None) -> None:
-    """One line, cut at the console's width (`…`), never wrapped: a log line is long, a screen is not."""
-    console.print(Text(text, style=style or ""), no_wrap=True, overflow="ellipsis", crop=True)
+    """One line of ours, wrapped to the terminal with a hanging indent, whole in a pipe (agent/render/fit.py)."""
+    sentence(console, text, style)
 
 
 def _ranks(ranks, width: int = 32) -> str:
@@ -112,7 +113,7 @@ def _first_lines(res, console: Console, most: int = 8) -> None:
     if seen:
         console.print("[bold]first line of each tier-1/2 pattern[/bold]")
         for ev in seen[:most]:
-            _line(console, f"  {cite(ev)}  {_time(ev)}  {short(ev.text)}")
+            proof(console, f"  {cite(ev)}  {_time(ev)}  ", ev.text, None)
         if len(seen) > most:
             console.print(f"  showing {most} of {len(seen)} (debugger scan --json: patterns[].first)", style="dim")
 
@@ -153,7 +154,7 @@ def _rank_groups(res, console: Console, max_groups: int) -> None:
               "bold" if g is not usual and n * 10 < len(usual.ranks) else None)
         stop = g.first.last_line
         if stop is not None and (g is usual or g.last_template != usual.last_template):
-            _line(console, f"      stops at {cite(stop)}  {short(stop.text)}", "dim")
+            proof(console, f"      stops at {cite(stop)}  ", stop.text)
     if len(groups) > len(shown):
         rest = [g for g in groups if g not in shown]
         console.print(f"  … {len(rest)} more group(s) of {sum(len(g.ranks) for g in rest)} ranks "
@@ -197,8 +198,8 @@ def _silent_first(res, console: Console) -> None:
     console.print("[bold]silent first[/bold] (last line well before the others)")
     for s in res.silent_first[:10]:
         ev = s["last_line"]
-        _line(console, f"  rank {s['rank']}: last at {human_time(s['last_time'])} ({s['seconds_before_median']:.0f}s before the "
-                       f"median)  {cite(ev)}  {short(ev.text, 100)}")
+        proof(console, f"  rank {s['rank']}: last at {human_time(s['last_time'])} ({s['seconds_before_median']:.0f}s before "
+                       f"the median)  {cite(ev)}  ", ev.text, None)
     if len(res.silent_first) > 10:
         console.print(f"  showing 10 of {len(res.silent_first)} silent ranks: "
                       f"{_ranks([s['rank'] for s in res.silent_first], 48)}", style="dim")
@@ -213,8 +214,8 @@ def _rank_nodes(res, console: Console) -> None:
                    + "; ".join(f"{n}: {rs}" for n, rs in list(nodes.items())[:20]))
     for g in lines[:3]:
         ex = g["exemplars"][0]
-        _line(console, f"  ranks {_ranks(parse_rank_set(g['ranks']))} stated by lines like {ex['file']}:{ex['line']}  "
-                       f"{short(ex['text'])}", "dim")
+        proof(console, f"  ranks {_ranks(parse_rank_set(g['ranks']))} stated by lines like {ex['file']}:{ex['line']}  ",
+              ex["text"])
 
 
 def _skipped_and_notes(res, console: Console) -> None:
@@ -227,7 +228,7 @@ def _skipped_and_notes(res, console: Console) -> None:
             console.print(f"  showing 20 of {len(cov.skipped)} skipped files", style="dim")
     notes = res.notes + cov.notes
     for n in notes[:20]:  # a sentence: wrapped at the width, not cut
-        console.print(f"note: {n}", style="yellow", markup=False, highlight=False, soft_wrap=False)
+        sentence(console, f"note: {n}", "yellow")
     if len(notes) > 20:
         console.print(f"  showing 20 of {len(notes)} notes (debugger scan --json: notes)", style="dim")
 
@@ -236,24 +237,24 @@ def render_grep(res, console: Console, max_lines: int = 3, max_groups: int = 12)
     """`debugger grep`: the matching lines grouped by template across ranks (tools.groups: each group's ranks as a
     range set, its count, its first and last line as `file:line`; the smallest group first, so a rank whose line
     differs leads), then the ranks with NO match. `max_lines`: exemplar lines shown per group."""
-    console.print(Text.assemble(("grep ", "bold"), f"/{res.pattern}/ in {res.root}: {res.total:,} matching lines in "
-                                f"{res.files_with_matches} file(s), {len(res.ranks)} of {res.seen_ranks} ranks"))
+    sentence(console, f"grep /{res.pattern}/ in {res.root}: {res.total:,} matching lines in "
+                      f"{res.files_with_matches} file(s), {len(res.ranks)} of {res.seen_ranks} ranks", "bold")
     groups = sorted(getattr(res, "groups", None) or [], key=lambda g: len(g.ranks) or g.count)
     for g in groups[:max_groups]:
         n = len(g.ranks)
         who = f"ranks {_ranks(g.ranks)}" + ("" if n < 2 else f" ({n})") if n else "no rank"
         if g.unranked and n:
             who += f" +{g.unranked} unranked"
-        _line(console, f"  {g.count:,} line(s), {who}: {short(g.key, 120)}", "bold")
+        _line(console, f"  {g.count:,} line(s), {who}: {g.key}", "bold")
         for ev in g.exemplars[:max_lines]:
-            _line(console, f"      {cite(ev)}  {_time(ev)}  {short(ev.text)}")
+            proof(console, f"      {cite(ev)}  {_time(ev)}  ", ev.text, None)
     if len(groups) > max_groups:
         console.print(f"  showing {max_groups} of {len(groups)} line templates (debugger grep --json: groups)",
                       style="dim")
     if res.unranked_count and not groups:
         console.print(f"{res.unranked_count} matching line(s) with no rank attribution:")
         for ev in res.unranked[:max_lines * 3]:
-            _line(console, f"  {cite(ev)}  {short(ev.text, 140)}")
+            proof(console, f"  {cite(ev)}  ", ev.text, None)
     if res.seen_ranks:
         if res.ranks_without_match:
             console.print(f"[bold]ranks with NO match[/bold] ({len(res.ranks_without_match)} of {res.seen_ranks}): "
@@ -291,48 +292,43 @@ def render_nccl(rep, console: Console, max_rows: int = 8, max_culprits: int = 5)
     import re
 
     from trainlog_debugger.agent.render.ranksets import rank_text
-    width = max(console.width, 60)
     # the c10 header of a line: `[rank3]:[E1105 08:58:32.606 ProcessGroupNCCL.cpp:616] [PG ID 0 PG GUID 0 Rank 3] `
     glog = re.compile(r"^(?:\[[^\]]{1,40}\]:)*\s*(?:\[?[EWIF]\d{4} [\d:.]+ [^\]]{0,60}\]\s*)?(?:\[PG ID [^\]]{0,80}\]\s*)?")
 
-    def said(ev, room: int) -> str:
-        """What the line says, after its c10 log header (the exemplar's `file:line` locates it)."""
-        return short(glog.sub("", ev.text.strip()), max(room, 20))
+    def said(prefix: str, ev, style: str | None = "dim") -> None:
+        """What the line says, after its c10 log header (the exemplar's `file:line` locates it), never cut."""
+        proof(console, prefix, glog.sub("", ev.text.strip()), style)
 
+    p = lambda text, style=None: sentence(console, text, style)  # noqa: E731
     style = {"straggler": "bold red", "crash": "bold red", "gloo_straggler": "bold red", "fabric": "bold yellow"}
-    console.print(Text.assemble(("nccl ", "bold"), (rep.verdict, style.get(rep.verdict, "bold")), f": {rep.summary}"))
+    p(f"nccl {rep.verdict}: {rep.summary}", style.get(rep.verdict, "bold"))
     exp = f"{rep.expected_ranks}" if rep.expected_ranks else "unknown"
-    console.print(f"ranks: {rep.found_ranks} with logs of {exp} expected; {rep.with_state} with collective state"
-                  + (f"; missing {rank_text(rep.missing_ranks)}" if rep.missing_ranks else ""), markup=False)
+    p(f"ranks: {rep.found_ranks} with logs of {exp} expected; {rep.with_state} with collective state"
+      + (f"; missing {rank_text(rep.missing_ranks)}" if rep.missing_ranks else ""))
     for g in rep.groups:
         roles = "; ".join(f"{k} {rank_text(v, 48)}" for k, v in g.roles.items())
         start = f", started {human_time(g.start_time)} (watchdog time − {g.timeout_ms} ms)" if g.start_time else ""
-        console.print(f"PG {g.pg}{' (' + g.desc + ')' if g.desc else ''}: {g.ranks} ranks, stuck at SeqNum "
-                      f"{g.stuck_seq} {g.op or ''}{start}; {roles}" + (" [wavefront]" if g.pg == rep.wavefront and len(rep.groups) > 1 else ""),
-                      markup=False, highlight=False)
+        p(f"PG {g.pg}{' (' + g.desc + ')' if g.desc else ''}: {g.ranks} ranks, stuck at SeqNum "
+          f"{g.stuck_seq} {g.op or ''}{start}; {roles}" + (" [wavefront]" if g.pg == rep.wavefront and len(rep.groups) > 1 else ""))
     groups = rep.rank_groups()
     focus = set(rep.culprits) | set(rep.suspects)
-    console.print(Text.assemble(("rank groups", "bold"), f" (ranks with the same NCCL state: {len(groups)})"))
+    p(f"rank groups (ranks with the same NCCL state: {len(groups)})", "bold")
     for grp in groups[:max_rows]:
-        console.print(f"  {rank_text(grp.ranks, 40)} ({len(grp.ranks):,}): {grp.key}", markup=False, highlight=False)
+        p(f"  {rank_text(grp.ranks, 40)} ({len(grp.ranks):,}): {grp.key}")
         shown = [e for e in grp.exemplars if e.rank in focus][:2] or grp.exemplars[:1]
         for ev in shown:
-            at = cite(ev)
-            console.print(f"    {at}  {said(ev, width - len(at) - 7)}", markup=False, highlight=False, style="dim")
+            said(f"    {cite(ev)}  ", ev)
     if len(groups) > max_rows:
         rest = [r for grp in groups[max_rows:] for r in grp.ranks]
-        console.print(f"  showing {max_rows} of {len(groups)} rank groups; the rest hold ranks {rank_text(rest, 40)}",
-                      style="dim", markup=False, highlight=False)
+        p(f"  showing {max_rows} of {len(groups)} rank groups; the rest hold ranks {rank_text(rest, 40)}", "dim")
     for r in rep.culprits[:max_culprits]:
         rs = rep.ranks[r]
-        console.print(f"culprit rank {r}{' on ' + rs.node if rs.node else ''}: {rs.reason}", markup=False,
-                      highlight=False)
+        p(f"culprit rank {r}{' on ' + rs.node if rs.node else ''}: {rs.reason}")
         for ev in rs.cited(2):
-            at = cite(ev)
-            console.print(f"  {at}  {said(ev, width - len(at) - 5)}", markup=False, highlight=False)
+            said(f"  {cite(ev)}  ", ev, None)
     if len(rep.culprits) > max_culprits:
-        console.print(f"  showing the lines of {max_culprits} of {len(rep.culprits)} culprits", style="dim")
+        p(f"  showing the lines of {max_culprits} of {len(rep.culprits)} culprits", "dim")
     if rep.suspects:
-        console.print(f"suspects (no logs): {rank_text(rep.suspects)}", markup=False)
+        p(f"suspects (no logs): {rank_text(rep.suspects)}")
     for n in rep.notes:
-        console.print(f"note: {n}", style="yellow", markup=False)
+        p(f"note: {n}", "yellow")

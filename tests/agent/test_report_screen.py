@@ -87,7 +87,7 @@ def test_every_template_is_filled(diag):
 def test_an_inconclusive_answer_says_why():
     with open_bundle(INCIDENTS / "megatron-ckpt-save-slow-io-timeout") as b:
         d = investigate(b)
-    text = _render(d, 120, True)
+    text = " ".join(_render(d, 120, True).split())  # the sentence is wrapped with a hanging indent on a terminal
     assert d.status.value == "inconclusive"
     assert re.search(r"why inconclusive: the strongest lead is not decisive \(.+\); what would decide it: ", text)
 
@@ -132,3 +132,25 @@ def test_one_clock_when_storage_daemons_log_on_their_own():
     assert trig.endswith("†") and "UTC" not in trig
     assert "AIStore daemon time shown on the workers' clock" in text
     assert "UTC" not in next(ln for ln in text.split("\n") if ln.startswith("job:"))
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_nothing_is_wider_than_the_terminal_and_the_trigger_line_is_whole(diag, width):
+    """Issue 29: at 80 columns `why:`, `job:` and the chain rows were 137 columns wide (the terminal broke
+    `[error-4891784-1.ou` / `t:75]`), and the trigger's raw line was cut at the width, its decisive words lost."""
+    for full in (False, True):
+        text = _render(diag, width, True, full)
+        wide = [ln for ln in text.split("\n") if len(ln) > width]
+        assert not wide, wide[:3]
+        flat = " ".join(text.split())
+        t = diag.chain[0].evidence[0]
+        assert " ".join(t.text.split()) in flat  # wrapped, never cut
+        for f in diag.chain[:4]:
+            assert f"[{f.evidence[0].cite()}]" in text  # a citation is never split across rows
+
+
+def test_piped_output_is_never_cut_or_wrapped(diag):
+    text = _render(diag, 80, False, True)
+    for f in diag.chain:
+        for ev in f.evidence[:3]:
+            assert f"{ev.cite()}  {ev.text.strip()}" in text

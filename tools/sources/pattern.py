@@ -89,6 +89,10 @@ class Pattern:
     def match(self, line: str) -> bool:
         return self._rx.search(line) is not None
 
+    def search(self, line: str) -> re.Match | None:
+        """Where in the line the pattern matched (a renderer keeps that part of a long line in view)."""
+        return self._rx.search(line)
+
     def extract(self, line: str) -> dict:
         """Typed facts from a line the trigger found; empty when the line has no extractable fields."""
         rx = self._frx or self._rx
