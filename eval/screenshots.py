@@ -3,7 +3,7 @@ visible in a real browser, at 8, 128 and 1,024 ranks).
 
 Chromium is not a Python dependency: on Debian `apt-get install chromium`. Without it this exits 2 and says so.
 
-    python -m trainlog_debugger.eval.screenshots OUTDIR [CASE ...]    # OUTDIR/<case>.html and OUTDIR/<case>.png
+    python -m trainlog_debugger.eval.screenshots OUTDIR [CASE ...]    # OUTDIR/<case>.png
 """
 
 from __future__ import annotations
@@ -50,16 +50,20 @@ def main(argv: list[str] | None = None) -> int:
     if exe is None:
         print("error: no Chromium on PATH (Debian: apt-get install chromium)", file=sys.stderr)
         return 2
+    import tempfile
     out = Path(argv[0])
     out.mkdir(parents=True, exist_ok=True)
+    pages = Path(tempfile.mkdtemp(prefix="debugger-shots-"))  # the pages (~5 MB each, Plotly inside) are not kept
     for case in argv[1:] or DEFAULT_CASES:
-        page = out / f"{Path(case).name}.html"
+        page = pages / f"{Path(case).name}.html"
         src = Path(case) if Path(case).exists() else ROOT / "cases" / case
         subprocess.run([sys.executable, "-m", "trainlog_debugger.agent.cli.app", "ask", str(src), "--html", str(page)],
                        capture_output=True, check=False)
         charts = rendered_dom(exe, page).count('class="main-svg"')
         ok = screenshot(exe, page, out / f"{Path(case).name}.png")
         print(f"{case}: {charts} chart layers drawn; screenshot {'written' if ok else 'FAILED'}")
+    import shutil
+    shutil.rmtree(pages, ignore_errors=True)
     return 0
 
 

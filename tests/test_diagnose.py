@@ -93,6 +93,7 @@ def _all_cases():
     return dirs
 
 
+@pytest.mark.slow
 def test_every_cited_line_exists_verbatim_in_every_case():
     """Over all cases: each Evidence is re-read independently of tools/verify.py and must match."""
     for case in _all_cases():

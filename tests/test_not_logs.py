@@ -76,3 +76,28 @@ def test_a_log_no_producer_names_is_still_read_by_every_command(tmp_path):
     for cmd in (["scan"], ["nccl"], ["steps"], ["diff"]):
         r = runner.invoke(app, [*cmd, str(root)])
         assert r.exit_code == 0, (cmd, r.output)
+
+
+def _job(root, host: str, day: str, rank: int = 0):
+    return _write(root, {f"{host}.log": (
+        f"{host}:20000:20000 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.{rank + 2}<0>\n"
+        f"[rank{rank}]:[E{day} 12:34:10.579409818 ProcessGroupNCCL.cpp:616] [Rank {rank}] Watchdog caught collective "
+        f"operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+        f"600011 milliseconds before timing out.\n"
+        f"srun: error: {host}: task {rank}: Exited with exit code 1\n")})
+
+
+def test_two_unrelated_bundles_are_refused_not_merged(tmp_path):
+    """Issue 29: two jobs given together (no host in common, weeks apart) were merged into one job whose time range
+    ran backwards."""
+    a, b = _job(tmp_path / "a", "gpu-node-3", "1105"), _job(tmp_path / "b", "dgx-17", "0301", 1)
+    for cmd in (["ask"], ["scan"]):
+        r = runner.invoke(app, [*cmd, str(a), str(b)])
+        assert r.exit_code == 2, (cmd, r.output)
+        assert "look like two jobs (no host in common" in r.stderr, r.stderr
+
+
+def test_one_job_split_by_node_is_one_job(tmp_path):
+    a, b = _job(tmp_path / "a", "gpu-node-3", "1105"), _job(tmp_path / "b", "gpu-node-4", "1105", 1)
+    r = runner.invoke(app, ["ask", str(a), str(b)])
+    assert r.exit_code == 0, r.output

@@ -3,9 +3,12 @@ fails here, so the README a new user reads cannot drift from what the tool print
 
 from __future__ import annotations
 
+import pytest
+
 from trainlog_debugger.eval import readme_samples
 
 
+@pytest.mark.slow
 def test_every_readme_sample_is_current(capsys):
     code = readme_samples.main(["--check"])
     assert code == 0, capsys.readouterr().out

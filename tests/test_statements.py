@@ -10,7 +10,8 @@ import pytest
 
 from trainlog_debugger.tools.bundle.open import open_bundle
 from trainlog_debugger.tools.pipeline import investigate
-from trainlog_debugger.tools.statements import checked_statement, line_signals, signal_name
+from trainlog_debugger.tools.lines.signals import line_signals, signal_name
+from trainlog_debugger.tools.statements import checked_statement
 
 CASES = Path(__file__).resolve().parents[1] / "cases"
 SIGHUP = CASES / "real" / "yolov8-ddp-sighup-terminal-closed-nohup"

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from trainlog_debugger.tools.bundle.open import BundleError
-from trainlog_debugger.tools.bundle.recognise import NOT_LOGS, recognised
+from trainlog_debugger.tools.bundle.recognise import NOT_LOGS, recognised, unrelated_inputs
 from trainlog_debugger.tools.bundle.parallel import fewer_collections
 from trainlog_debugger.tools.diagnose import diagnose
 from trainlog_debugger.tools.investigation import Context, Investigation, Stage
@@ -84,6 +84,8 @@ def _run(bundle, progress, workers, scan) -> Investigation:
     scan = scan if scan is not None else scan_bundle(bundle, workers=workers, progress=progress, readers=[read_steps])
     if not recognised(scan, bundle):
         raise BundleError(NOT_LOGS.format(root=bundle.root, files=len(scan.files)))
+    if (why := unrelated_inputs(bundle, scan)):
+        raise BundleError(why)
     inv = Investigation(scan=scan)
     ctx = Context(bundle, inv, RuleInputs(inv, messages=catalog), workers=workers, read_in_scan=read_steps.got)
     for stage in stages():

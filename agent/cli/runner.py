@@ -145,11 +145,13 @@ def _refuse_unless_training_logs(b, rep) -> None:
     (/etc/apt, a source tree) one line and exit 2, as `ask` does, never an empty report and exit 0. A scan's own
     result is the evidence where the command made one."""
     from trainlog_debugger.tools.bundle.open import BundleError
-    from trainlog_debugger.tools.bundle.recognise import NOT_LOGS, holds_training_logs
+    from trainlog_debugger.tools.bundle.recognise import NOT_LOGS, holds_training_logs, unrelated_inputs
     from trainlog_debugger.tools.scan.result import ScanResult
     scan = rep if isinstance(rep, ScanResult) else None
     if not holds_training_logs(b, scan):
         raise BundleError(NOT_LOGS.format(root=b.root, files=len(scan.files) if scan else len(b.sources)))
+    if scan is not None and (why := unrelated_inputs(b, scan)):
+        raise BundleError(why)
 
 
 def _analyse(analyze: Callable, source, with_progress: bool, params: dict):

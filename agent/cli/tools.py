@@ -41,22 +41,19 @@ def _json(json_: bool) -> dict[str, str | None]:
     return {"--json": "json" if json_ else None}
 
 
-def schema():
-    """The JSON schema of `debugger ask --json` (the Diagnosis): a public contract, of schema_version 2 (evidence
-    that many ranks share is grouped; rank lists are range sets such as `0-4095 except 1365`)."""
+def schema(command: str = typer.Argument("ask", metavar="COMMAND",
+                                          help="The command whose --json to describe: ask (default), scan, nccl, grep, "
+                                               "diff, steps, fr, ais or catalog.")):
+    """The JSON schema of a command's --json document (default: `ask`, the Diagnosis): a public contract, of
+    schema_version 2 (evidence that many ranks share is grouped; rank lists are range sets such as
+    `0-4095 except 1365`; times RFC 3339 or null). Every document starts with schema_version, tool_version,
+    generated_at and bundle."""
+    from trainlog_debugger.agent.cli.schemas import COMMANDS
+    if command not in ("ask", *COMMANDS):
+        raise typer.BadParameter(f"{command!r} prints no JSON; choose one of: ask, {', '.join(COMMANDS)}")
     with guarded():
-        from trainlog_debugger.tools.groups import SCHEMA_VERSION
-        from trainlog_debugger.tools.model import Diagnosis
-        print_json(versioned_schema(Diagnosis.model_json_schema(), SCHEMA_VERSION))
-
-
-def versioned_schema(schema: dict, version: int) -> dict:
-    """`schema` with its contract's version on top (`"schema_version": 2`: a keyword JSON Schema ignores, so the
-    schema stays valid) and, unless the model declares it already, the document's own `schema_version` property."""
-    props = schema.setdefault("properties", {})
-    props.setdefault("schema_version", {"const": version, "type": "integer", "title": "Schema Version",
-                                        "description": "The version of this JSON contract."})
-    return {"schema_version": version, **schema}
+        from trainlog_debugger.agent.cli.schemas import schema_of
+        print_json(schema_of(command))
 
 
 def scan(paths: list[Path] = PathsArg, fmt: str = format_option("scan"), json_: bool = JsonOpt,

@@ -44,13 +44,36 @@ def _secs(ev: Evidence | None) -> float | None:
 
 
 def _ranks_by_node(inv) -> list[tuple[int, str]]:
-    """(rank, node) ordered by node then rank: ranks of one node sit together on the y axis."""
+    """(rank, node) ordered by node in natural order (`gpu-node-2` before `gpu-node-100`), then rank: ranks of one
+    node sit together and, as schedulers place ranks, row i is rank i (sorted as strings, rank 2 sat on row 362 of
+    1,024)."""
+    from trainlog_debugger.tools.bundle.source import natural_key
     out = []
     for r, rs in inv.scan.ranks.items():
         node = (rs.nodes[0] if rs.nodes else None) or (inv.nccl.ranks[r].node if inv.nccl and r in inv.nccl.ranks
                                                        else None) or "?"
         out.append((r, node))
-    return sorted(out, key=lambda x: (x[1], x[0]))
+    first = {}
+    for r, n in out:
+        first[n] = min(first.get(n, r), r)
+    return sorted(out, key=lambda x: (first[x[1]], natural_key(x[1]), x[0]))
+
+
+def _rank_ticks(rows: list[tuple[int, str]], most: int = 40) -> tuple[list[float], list[str]]:
+    """Y-axis ticks labelled by global rank: one per node with its rank range (`0-7 gpu-node-17`) while there are
+    few nodes; else ranks at evenly spaced rows (`rank 512`), never bare row numbers."""
+    from trainlog_debugger.tools.groups import rank_set
+    nodes: dict[str, list[int]] = {}
+    pos: dict[str, list[int]] = {}
+    for i, (r, n) in enumerate(rows):
+        nodes.setdefault(n, []).append(r)
+        pos.setdefault(n, []).append(i)
+    if len(nodes) <= most:
+        return ([sum(pos[n]) / len(pos[n]) for n in nodes],
+                [f"{rank_set(sorted(rs))}  {n}" if n != "?" else rank_set(sorted(rs)) for n, rs in nodes.items()])
+    step = max(1, len(rows) // most)
+    at = list(range(0, len(rows), step))
+    return [float(i) for i in at], [f"rank {rows[i][0]}" for i in at]
 
 
 def rank_time_figure(d: Diagnosis, inv):
@@ -102,47 +125,39 @@ def rank_time_figure(d: Diagnosis, inv):
         if g.start_time and (gs := seconds_of(g.start_time, ignore_year=True)) is not None:
             fig.add_vline(x=gs - zero, line={"color": "#6d4c41", "dash": "dash"},
                           annotation_text=f"stuck {g.op or 'collective'} started", annotation_position="bottom right")
-    nodes = Counter(n for _, n in rows)
-    ticks, pos = [], 0
-    for n, c in nodes.items():
-        ticks.append((pos + (c - 1) / 2, n))
-        pos += c
+    tickvals, ticktext = _rank_ticks(rows)
     fig.update_layout(title="rank × time: each rank's activity and where its log stops (red: culprit, orange: "
                             "stopped early)", height=min(1400, max(320, 8 * len(rows) if len(rows) <= 128 else
                                                                   2 * len(rows))),
                       xaxis_title="seconds after the first timed line",
-                      yaxis={"tickvals": [t[0] for t in ticks] if len(ticks) <= 64 else None,
-                             "ticktext": [t[1] for t in ticks] if len(ticks) <= 64 else None,
-                             # past 64 nodes the ticks would be row numbers, not ranks: better none than misleading
-                             "showticklabels": len(ticks) <= 64,
-                             "title": "ranks, grouped by node", "autorange": "reversed"},
-                      margin={"l": 110, "r": 20, "t": 50, "b": 40}, showlegend=False)
+                      yaxis={"tickvals": tickvals, "ticktext": ticktext, "title": "global rank (node)",
+                             "autorange": "reversed"},
+                      margin={"l": 170, "r": 20, "t": 50, "b": 40}, showlegend=False)
     return fig
 
 
 def nccl_grid_figure(inv):
-    """The collective role of every rank as a grid: one row per node, one cell per rank on it."""
+    """The collective role of every rank as a grid by GLOBAL rank: row k holds ranks k·W … k·W+W-1 (W the ranks per
+    node where every node has as many, else 32), each cell one rank, its node in the hover; the row labelled with
+    its first and last rank, integer columns. The culprit's cell is annotated."""
     import plotly.graph_objects as go
     rep = inv.nccl
     if rep is None or not rep.ranks or rep.verdict == "no_collective_state":
         return None
-    rows = _ranks_by_node(inv)
-    by_node: dict[str, list[int]] = {}
-    for r, n in rows:
-        by_node.setdefault(n, []).append(r)
-    for r, rs in rep.ranks.items():  # ranks with no log: NCCL knows them as missing
-        if all(r not in v for v in by_node.values()):
-            by_node.setdefault(rs.node or "no log", []).append(r)
-    width = max(len(v) for v in by_node.values())
-    z, text = [], []
-    for n, ranks in by_node.items():
-        zrow, trow = [], []
-        for r in sorted(ranks):
-            role = rep.ranks[r].role if r in rep.ranks else "no_state"
-            zrow.append(ROLE_CODES.get(role, 6))
-            trow.append(f"rank {r} ({_e(n)}): {role}")
-        z.append(zrow + [None] * (width - len(zrow)))
-        text.append(trow + [""] * (width - len(trow)))
+    node_of = dict(_ranks_by_node(inv))
+    ranks = sorted(set(node_of) | set(rep.ranks))
+    per_node = Counter(node_of.values())
+    w = next(iter(per_node.values())) if per_node and len(set(per_node.values())) == 1 else 32
+    w = max(1, min(w, 64))
+    top = ranks[-1] if ranks else 0
+    nrows = top // w + 1
+    z = [[None] * w for _ in range(nrows)]
+    text = [[""] * w for _ in range(nrows)]
+    for r in ranks:
+        role = rep.ranks[r].role if r in rep.ranks else "no_state"
+        node = node_of.get(r) or (rep.ranks[r].node if r in rep.ranks else None) or "no log"
+        z[r // w][r % w] = ROLE_CODES.get(role, 6)
+        text[r // w][r % w] = f"rank {r} ({_e(node)}): {role}"
     n_codes = len(ROLE_COLORS)
     scale = []
     for i, c in enumerate(ROLE_COLORS):
@@ -150,11 +165,18 @@ def nccl_grid_figure(inv):
     fig = go.Figure(go.Heatmap(z=z, text=text, hoverinfo="text", colorscale=scale, zmin=-0.5, zmax=n_codes - 0.5,
                                xgap=1, ygap=1, colorbar={"tickvals": list(range(n_codes)),
                                                          "ticktext": list(ROLE_CODES)}))
+    step = max(1, nrows // 40)
+    rows_at = list(range(0, nrows, step))
+    for r in list(rep.culprits)[:8]:
+        fig.add_annotation(x=r % w, y=r // w, text=f"rank {r}", showarrow=True, arrowhead=2, ax=30, ay=-20,
+                           font={"color": "#b71c1c"})
     fig.update_layout(title=f"collective state of every rank ({rep.verdict}: {_e(rep.summary)[:90]})",
-                      height=min(1200, max(260, 22 * len(z) + 120)), xaxis_title="rank on the node",
-                      yaxis={"tickvals": list(range(len(z))) if len(z) <= 64 else None,
-                             "ticktext": list(by_node) if len(z) <= 64 else None, "autorange": "reversed"},
-                      margin={"l": 110, "r": 20, "t": 50, "b": 40})
+                      height=min(1200, max(260, 22 * nrows + 120)),
+                      xaxis={"title": f"rank mod {w}", "tickmode": "linear", "dtick": 1 if w <= 16 else 4,
+                             "tick0": 0},
+                      yaxis={"tickvals": rows_at, "ticktext": [f"ranks {k * w}-{k * w + w - 1}" for k in rows_at],
+                             "autorange": "reversed"},
+                      margin={"l": 120, "r": 20, "t": 50, "b": 40})
     return fig
 
 
@@ -199,10 +221,10 @@ def to_html(d: Diagnosis, inv) -> str:
     chain = "".join(f"<li><b>{_e(f.role.value)}</b>: {_e(f.summary)} "
                     + " ".join(link(e) for e in f.evidence[:3]) + "</li>" for f in d.chain)
     timeline = "".join(f"<tr><td>{_e(human_time(t.time) if t.time else '-')}</td><td>"
-                       f"{'-' if t.evidence.rank is None else t.evidence.rank}</td><td>{link(t.evidence)}</td>"
+                       f"{'-' if t.evidence.rank is None else t.evidence.rank}</td><td class=\"cite\">{link(t.evidence)}</td>"
                        f"<td>{_e(t.what)}</td></tr>" for t in d.timeline)
-    lines = "".join(f'<tr id="{a}"><td><code>{_e(e.cite())}</code></td><td><code>{_e(e.text)}</code></td></tr>'
-                    for a, e in list(cited.items())[:MAX_CITED])
+    lines = "".join(f'<tr id="{a}"><td class="cite"><code>{_e(e.cite())}</code></td><td><code>{_e(e.text)}</code>'
+                    f'</td></tr>' for a, e in list(cited.items())[:MAX_CITED])
     recs = "".join(f"<li>{_e(r)}</li>" for r in d.recommendations)
     missing = "".join(f"<li>{_e(m)}</li>" for m in d.missing)
     alts = "".join(f"<li>{_e(a.category)}: {_e(a.summary)} — rejected: {_e(a.rejected_because)}</li>"
@@ -228,6 +250,8 @@ def to_html(d: Diagnosis, inv) -> str:
 body{{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1280px;color:#212121}}
 .verdict{{font-size:1.4em;font-weight:600;color:{color}}} code{{font-size:.9em}} table{{border-collapse:collapse}}
 td,th{{border-bottom:1px solid #eee;padding:2px 8px;text-align:left;vertical-align:top}} .dim{{color:#757575}}
+td.cite,td:first-child{{white-space:nowrap}} td code{{white-space:pre-wrap;word-break:break-all}}
+td.cite code,a code{{white-space:nowrap;word-break:normal}}
 </style></head><body>
 <div class="verdict">{_e(verdict_line(d))}</div>
 <p>{_e(d.headline)}</p>

@@ -1,7 +1,7 @@
 """A Diagnosis as a Markdown post-mortem: `debugger ask --format markdown` (or `--markdown FILE`), and the file the
 Slack bot attaches to its thread. Same content and order as the terminal report (headline, job, chain trigger
 first, timeline with file:line, recommendations, missing evidence, key files, alternatives, notes, the agent's
-part), every claim with its file:line.
+part), in the terminal's words (agent/render/plain.py), every claim with every file:line it cites.
 
 Pure: it imports no rich (the Slack bot loads this module, and rich is a terminal library; tests/test_layers.py
 rule `i_slack_no_rich`). Nested list items are indented 4 spaces: CommonMark nests under `1. ` with 3, Python-
@@ -11,7 +11,7 @@ event is written `/` so it cannot split the table's cell.
 
 from __future__ import annotations
 
-from trainlog_debugger.agent.render.plain import cite, clock_time, culprit, job, when, why_inconclusive
+from trainlog_debugger.agent.render.plain import cite, clock_time, culprit, job, ranks_line, when, why_inconclusive
 from trainlog_debugger.tools.model import Diagnosis
 
 
@@ -22,6 +22,8 @@ def to_markdown(d: Diagnosis) -> str:
            + ("" if d.verified else " (citations not all verified)"), f"- job: {job(d)}"]
     if when(d):
         out.append(f"- when: {when(d)}")
+    if ranks_line(d):
+        out.append(f"- {ranks_line(d)}")
     if why_inconclusive(d):
         out.append(f"- why inconclusive: {why_inconclusive(d)}")
     if d.restart:
@@ -29,7 +31,7 @@ def to_markdown(d: Diagnosis) -> str:
     out += ["", "## Root-cause chain", ""]
     for i, f in enumerate(d.chain, 1):
         out.append(f"{i}. **{f.role.value}** — {f.summary}")
-        for ev in f.evidence[:2]:
+        for ev in f.evidence:  # every citation of the step (the terminal's --full shows the first three)
             out.append(f"    - `{cite(ev)}`: `{ev.text.strip()[:300]}`")  # 4 spaces: Python-Markdown nests
     if d.timeline:
         out += ["", "## Timeline", "", "| time | rank | file:line | event |", "|---|---|---|---|"]

@@ -13,6 +13,8 @@ A verdict line reads, for every format alike:
 
 from __future__ import annotations
 
+import re
+
 from trainlog_debugger.tools.lines.isotime import duration, human_time, shift_iso
 from trainlog_debugger.tools.model import Diagnosis, Evidence
 from trainlog_debugger.tools.ranks import ranks_str
@@ -36,9 +38,17 @@ def culprit(d: Diagnosis) -> str:
     parts = []
     if d.culprit_ranks:
         parts.append(f"rank{'s' if len(d.culprit_ranks) > 1 else ''} {ranks_str(d.culprit_ranks)}")
-    if d.culprit_nodes:
-        parts.append(f"node{'s' if len(d.culprit_nodes) > 1 else ''} {', '.join(d.culprit_nodes[:6])}")
+    hosts = [n for n in d.culprit_nodes if not _AIS_DAEMON.match(n)]
+    daemons = [n for n in d.culprit_nodes if _AIS_DAEMON.match(n)]
+    if hosts:
+        parts.append(f"node{'s' if len(hosts) > 1 else ''} {', '.join(hosts[:6])}")
+    if daemons:  # AIStore names its daemons t[ID] (target) and p[ID] (proxy): a storage daemon, not a node
+        kind = "storage target" if all(n.startswith("t") for n in daemons) else "storage daemon"
+        parts.append(f"{kind}{'s' if len(daemons) > 1 else ''} {', '.join(daemons[:6])}")
     return "; ".join(parts) or "no single culprit"
+
+
+_AIS_DAEMON = re.compile(r"^[tp]\[[A-Za-z0-9_-]{1,64}\]$")
 
 
 def verdict_line(d: Diagnosis) -> str:
@@ -91,11 +101,14 @@ def when(d: Diagnosis) -> str | None:
 
 
 def job(d: Diagnosis) -> str:
+    """The job in a phrase. A rank count the logs do not state (only the highest rank seen) says so: `at least 6
+    ranks (highest rank seen)`, never `6 ranks` as a fact (issue 29)."""
     j = d.job
-    placed = f"{j.ranks} ranks" if j.ranks else None
+    inferred = d.coverage.expected_from == "max rank seen"
+    placed = (f"at least {j.ranks} ranks (highest rank seen)" if inferred else f"{j.ranks} ranks") if j.ranks else None
     if placed and j.nodes:
         placed += f" on {j.nodes} node{'s' if j.nodes > 1 else ''}" + (f" ({j.ranks_per_node} per node)"
-                                                                      if j.ranks_per_node else "")
+                                                                      if j.ranks_per_node and not inferred else "")
     bits = [j.framework, j.launcher, placed, "resumed from a checkpoint" if j.resumed_from_checkpoint else None]
     return ", ".join(b for b in bits if b) or "unknown"
 

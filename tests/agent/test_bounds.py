@@ -151,6 +151,7 @@ def test_five_follow_ups_complete_within_the_budget(opened):
     assert len(state["ledger"]) == 6
 
 
+@pytest.mark.slow
 def test_through_the_stand_in_five_follow_ups_complete_and_the_prompt_is_cached(opened):
     """The same chat through the real ChatAnthropic: usage is the size of each request body. Every body marks the
     system prompt and the tool list for caching, every tool_result still has its tool_use after compaction, and

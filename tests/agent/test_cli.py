@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 from pathlib import Path
 
@@ -91,6 +93,7 @@ def _case_dirs():
     return dirs
 
 
+@pytest.mark.slow
 def test_scan_and_grep_run_on_every_case():
     """Every bundled case and every real incident scans without error, and no cited line is invented."""
     dirs = _case_dirs()

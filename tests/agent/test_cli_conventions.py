@@ -34,6 +34,7 @@ def test_grep_exits_1_when_nothing_matched():
     assert _run(["grep", "Watchdog caught", str(CASE)]).returncode == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [["scan", str(BIG)], ["ask", str(BIG), "--full"], ["ask", str(BIG), "--json"]])
 def test_a_closed_pipe_exits_quietly_with_0(args):
     p = subprocess.Popen(DEBUGGER + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -66,6 +67,7 @@ def test_a_single_log_on_stdin():
     assert "stdin.log:" in r.stdout  # cited as the file it was read into
 
 
+@pytest.mark.slow
 def test_every_command_takes_json():
     for cmd in (["schema"], ["catalog"], ["scan", str(CASE)], ["nccl", str(CASE)], ["grep", "NCCL", str(CASE)],
                 ["diff", str(CASE)], ["steps", str(CASE)], ["fr", str(CASE)], ["ais", str(CASE)]):

@@ -61,3 +61,30 @@ def test_log_text_is_escaped(tmp_path):
         i = run(b)
     page = to_html(i.diagnosis, i)
     assert '<script>alert("x")</script>' not in page and "&lt;b&gt;bold&lt;/b&gt;" in page
+
+
+def test_rows_are_labelled_by_global_rank_in_natural_node_order(inv):
+    """Issue 29: nodes sorted as strings put `gpu-node-100` first, so rank 2 sat on row 362 of 1,024, and the
+    rows had no rank labels."""
+    fig = rank_time_figure(inv.diagnosis, inv)
+    ys = list(fig.data[1].y)
+    hover = list(fig.data[1].hovertext)
+    row_of = {int(re.match(r"rank (\d+) ", h).group(1)): y for h, y in zip(hover, ys)}
+    for r in (0, 2, max(row_of)):
+        assert abs(row_of[r] - r) <= 8, (r, row_of[r])  # scheduler placement: row ≈ rank
+    labels = list(fig.layout.yaxis.ticktext)
+    assert labels and all(re.match(r"(?:rank )?\d+", t) for t in labels), labels[:5]
+    assert labels[0].startswith(("0-", "rank 0"))
+
+
+def test_the_nccl_grid_is_by_global_rank_with_integer_columns(inv):
+    grid = nccl_grid_figure(inv)
+    if grid is None:
+        return
+    w = len(grid.data[0].z[0])
+    text = grid.data[0].text
+    for r in (0, 2, len(inv.scan.coverage.seen_ranks) - 1):
+        assert text[r // w][r % w].startswith(f"rank {r} "), (r, text[r // w][r % w])
+    assert grid.layout.xaxis.dtick in (1, 4) and grid.layout.yaxis.ticktext[0] == f"ranks 0-{w - 1}"
+    culprits = inv.diagnosis.culprit_ranks
+    assert {a.text for a in grid.layout.annotations} >= {f"rank {r}" for r in culprits[:8]}

@@ -21,6 +21,7 @@ EXE = browser()
 pytestmark = pytest.mark.skipif(EXE is None, reason="no Chromium on PATH")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["gen-slurm-8r-a", "gen-128r-026", "gen-1024r-027"])
 def test_charts_are_drawn_by_the_browser(case, tmp_path):
     with open_bundle(CASES / case) as b:
@@ -36,6 +37,7 @@ def test_charts_are_drawn_by_the_browser(case, tmp_path):
     assert inv.diagnosis.status.upper() in dom and inv.diagnosis.category in dom
 
 
+@pytest.mark.slow
 def test_a_screenshot_is_taken(tmp_path):
     with open_bundle(CASES / "gen-slurm-8r-a") as b:
         inv = run(b)

@@ -116,6 +116,7 @@ def test_no_call_starts_past_the_deadline(monkeypatch):
     assert s.bodies == []
 
 
+@pytest.mark.slow
 def test_a_hung_endpoint_cannot_outlive_the_deadline(monkeypatch):
     """The stand-in takes 6 s to answer; with 2 s left, the request's own timeout is cut to what is left."""
     def slow(body, n):

@@ -55,6 +55,7 @@ def _answer(d, t) -> dict:
                         "citations": [{"file": t.file, "line": t.line, "quote": t.text.strip()[:40]}]}]}
 
 
+@pytest.mark.slow
 def test_an_on_prem_model_runs_the_same_investigation(bundle, tmp_path):
     d, inv, schemas = bundle
     diag = inv.diagnosis
@@ -99,6 +100,7 @@ def test_an_on_prem_model_runs_the_same_investigation(bundle, tmp_path):
     assert agent["cost_usd"] == 0.0
 
 
+@pytest.mark.slow
 def test_without_an_endpoint_nothing_is_sent_anywhere(bundle, tmp_path):
     """OPENAI_API_KEY alone is not enough: the endpoint is never defaulted to a vendor's."""
     d, inv, _ = bundle
@@ -115,6 +117,7 @@ def test_a_typo_in_the_provider_is_bad_usage(tmp_path):
     assert r.stderr.startswith("error: --model opnai:qwen2.5-72b: unknown provider") and r.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["anthropic", "openai"])
 def test_retry_after_120_mid_run_ends_in_seconds_with_the_tokens_spent(bundle, tmp_path, kind):
     """The issue's case: `retry-after: 120` was waited out in full (twice, by the SDK), then reported 0 tokens.

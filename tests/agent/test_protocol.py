@@ -179,6 +179,7 @@ def test_judging_a_call():
     assert P.judge(same, "grep", calls, {"grep": 1}, 1, {"grep"})[0] == "nudge", "a tool still required stays"
 
 
+@pytest.mark.slow
 def test_through_the_cli_an_answer_with_no_tool_call_is_sent_back(opened, tmp_path):
     """`debugger ask --json` with a key, against the stand-in: the model answers in round 1; the stand-in sees
     that answer come back as an error tool_result naming the tools, then the model looks and answers."""

@@ -92,6 +92,7 @@ def test_an_inconclusive_answer_says_why():
     assert re.search(r"why inconclusive: the strongest lead is not decisive \(.+\); what would decide it: ", text)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed: the 120x40 terminal check needs it")
 @pytest.mark.parametrize("case", SCALES)
 def test_the_verdict_is_on_screen_when_ask_ends_in_a_120x40_terminal(case, tmp_path):

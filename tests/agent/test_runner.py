@@ -23,7 +23,8 @@ CASE = ROOT / "cases" / "gen-slurm-8r-a"
 FR = ROOT / "tests" / "sources" / "flight_recorder" / "fixtures" / "gloo-2.13"
 AIS = ROOT / "cases" / "gen-ais-8r-a" / "ais_logs"
 cli = CliRunner()
-VOLATILE = [re.compile(r"\d+(\.\d+)? ?(s|MB/s|GB/s)\b"), re.compile(r'"seconds": [0-9.e-]+')]
+VOLATILE = [re.compile(r"\d+(\.\d+)? ?(s|MB/s|GB/s)\b"), re.compile(r'"seconds": [0-9.e-]+'),
+            re.compile(r'"generated_at": "[^"]+"')]
 
 
 def _same(a: str) -> str:
@@ -106,7 +107,10 @@ def test_a_new_report_type_is_one_registry_entry_and_one_call(monkeypatch, capsy
         return _Toy(n)
 
     R.run_report("toy", analyze, [tmp_path], "json", bundle=False, options={"markdown": {"never": "passed"}}, n=3)
-    assert json.loads(capsys.readouterr().out) == {"n": 3} and seen == {"paths": [tmp_path], "progress": None}
+    doc = json.loads(capsys.readouterr().out)
+    assert doc.pop("generated_at") and doc.pop("tool_version")  # every document's head (agent/render/data.py)
+    assert doc == {"schema_version": 2, "bundle": [str(tmp_path)], "n": 3}
+    assert seen == {"paths": [tmp_path], "progress": None}
     with pytest.raises(SystemExit) as e:
         R.run_report("toy", analyze, [], "markdown", bundle=False, exit_code=lambda rep: 1 if rep.n else 0, n=4)
     assert e.value.code == 1 and capsys.readouterr().out == "toy of 4\n"

@@ -74,6 +74,7 @@ def _script(inv):
     return respond
 
 
+@pytest.mark.slow
 def test_the_whole_graph_against_the_stand_in(bundle, tmp_path):
     d, inv = bundle
     with StandIn(_script(inv)) as s:
@@ -111,6 +112,7 @@ def test_the_whole_graph_against_the_stand_in(bundle, tmp_path):
     assert out["category"] == inv.diagnosis.category
 
 
+@pytest.mark.slow
 def test_a_one_shot_question_reaches_the_model(bundle, tmp_path):
     d, inv = bundle
     seen = []
@@ -134,6 +136,7 @@ def test_a_one_shot_question_reaches_the_model(bundle, tmp_path):
     (429, "rate_limit_error", "rate-limiting"),
     (529, "overloaded_error", "overloaded"),
 ])
+@pytest.mark.slow
 def test_api_errors_fall_back_to_the_deterministic_report(bundle, tmp_path, status, kind, says):
     d, inv = bundle
     with StandIn(lambda body, n: error(status, kind, "stand-in says no")) as s:
@@ -144,6 +147,7 @@ def test_api_errors_fall_back_to_the_deterministic_report(bundle, tmp_path, stat
     assert out["agent"]["outcome"] == "api_error" and out["category"] == inv.diagnosis.category
 
 
+@pytest.mark.slow
 def test_unreachable_api_and_no_key(bundle, tmp_path):
     d, _ = bundle
     r = _cli([str(d), "--json"], "http://127.0.0.1:9", tmp_path)  # nothing listens on the discard port
@@ -185,6 +189,7 @@ def _popen(args, base_url: str, home: Path) -> subprocess.Popen:
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
+@pytest.mark.slow
 def test_the_deterministic_verdict_is_on_stdout_before_the_agent_ends(bundle, tmp_path):
     d, inv = bundle
     verdict = verdict_line(inv.diagnosis)
@@ -220,6 +225,7 @@ def _interrupt_when_asked(p: subprocess.Popen, s: StandIn) -> None:
     p.send_signal(signal.SIGINT)
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_the_agent_keeps_the_report_and_exits_130(bundle, tmp_path):
     d, inv = bundle
     served: list = []
@@ -241,6 +247,7 @@ def test_ctrl_c_during_the_agent_keeps_the_report_and_exits_130(bundle, tmp_path
     assert replies == 0
 
 
+@pytest.mark.slow
 def test_ctrl_c_with_json_prints_one_document_marked_interrupted(bundle, tmp_path):
     d, inv = bundle
     md = tmp_path / "pm.md"

@@ -44,6 +44,7 @@ def long_lines(tmp_path_factory):
     ("lines", {"rank": 3, "pattern": "(a|aa)+$"}),
     ("histogram", {"pattern": "(a|aa)+$"}),
 ])
+@pytest.mark.slow
 def test_a_catastrophic_regex_is_a_tool_error_within_10_s(long_lines, tool, args):
     b, inv = long_lines
     box = Toolbox(b, inv)
@@ -107,6 +108,7 @@ def test_a_malformed_input_is_an_error_result_naming_the_field(opened, name, arg
     assert json.loads(box.render(res)[0])["status"] == "error"
 
 
+@pytest.mark.slow
 def test_malformed_tool_inputs_through_the_cli_end_with_the_report(tmp_path, opened):
     """Round 1: three malformed calls (a string for the arguments, a wrong type, a tool that does not exist);
     round 2: well-formed calls; round 3: an answer. Each malformed call gets an error tool_result naming what is

@@ -77,6 +77,7 @@ def _liar(rank5_line: int) -> dict:
         ]}
 
 
+@pytest.mark.slow
 def test_invented_entities_and_a_healthy_culprit_through_every_output(crash, tmp_path):
     d, rank5_line = crash
     reads = [{"file": "error-4891784-0.out", "line": 14, "before": 0, "after": 8},
@@ -121,6 +122,7 @@ def test_invented_entities_and_a_healthy_culprit_through_every_output(crash, tmp
     assert INVENTED not in slack and "sentences dropped" in slack and "unconfirmed" in slack
 
 
+@pytest.mark.slow
 def test_none_and_completed_on_an_ecc_crash_are_refused(tmp_path):
     """The real ECC crash (bigscience tr1-13B): the model says the job ended well, citing the ECC line itself."""
     d = tmp_path / "bundle"

@@ -71,6 +71,7 @@ def _ran(lc) -> dict[str, float]:
             for p in ("remote_scan", "diff_sources", "remote_steps")}
 
 
+@pytest.mark.slow
 def test_scan_diff_steps_on_the_cluster_equal_the_local_run(cluster, monkeypatch):
     said = []
     for name in NAMES:
@@ -147,6 +148,7 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_an_unreachable_scheduler_is_one_line_and_exit_2(monkeypatch):
     monkeypatch.setenv(ENV, f"tcp://127.0.0.1:{_closed_port()}")
     monkeypatch.setenv(TIMEOUT_ENV, "1")

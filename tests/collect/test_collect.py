@@ -88,6 +88,7 @@ def test_manifest_layout_and_absent_tools_skipped(job, tmp_path):
     assert "ptrace refused" in r.stderr and "1 processes not dumped" in r.stderr
 
 
+@pytest.mark.slow
 def test_present_tools_are_run_per_port_and_dmesg_falls_back(job, tmp_path):
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -125,6 +126,7 @@ def test_present_tools_are_run_per_port_and_dmesg_falls_back(job, tmp_path):
     assert dc["timed_out"] and "timeout" in dc["error"] and dc["seconds"] < 15
 
 
+@pytest.mark.slow
 def test_refusals_are_one_line_and_exit_2(job, tmp_path):
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -208,6 +210,7 @@ def test_ibstat_ports_and_failure_explanations():
 
 # --- real py-spy ------------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_real_dumps_name_the_rank_outside_the_collective(tmp_path):
     py = pyspy_python()
     if py is None:
@@ -229,6 +232,7 @@ def test_real_dumps_name_the_rank_outside_the_collective(tmp_path):
         job.stop()
 
 
+@pytest.mark.slow
 def test_real_ptrace_refusal_is_recorded_with_its_fix(tmp_path):
     """As an unprivileged user against a root process, py-spy is refused (the real message, not a stand-in)."""
     py, spy, setpriv = pyspy_python(), find_pyspy(), shutil.which("setpriv")

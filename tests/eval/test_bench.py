@@ -7,6 +7,8 @@ has that many files and that share of catalog hits, with the manifest counting e
 
 from __future__ import annotations
 
+import pytest
+
 import json
 
 from trainlog_debugger.eval.bench.logs import generate
@@ -52,6 +54,7 @@ def _catalog_hits(root, man) -> tuple[int, dict[str, int]]:
     return lines, per
 
 
+@pytest.mark.slow
 def test_hit_rate_and_file_count(tmp_path):
     root, man = generate(tmp_path, 4 / 1024, seed=7, ranks=16, hits=0.1)
     assert len(man["files"]) == 16 and len(list(root.rglob("*.*"))) == 16

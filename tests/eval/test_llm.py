@@ -56,6 +56,7 @@ def test_a_replay_that_no_longer_matches_fails_instead_of_scoring_the_determinis
     assert "agent did not answer" in err
 
 
+@pytest.mark.slow
 def test_careful_answers_with_tools_and_verification_does_not_lower_its_scores(capsys):
     code, rep, _ = _run(MIX, capsys, scripted="careful")
     assert code == 0, [r["error"] for r in rep["cases"]]
@@ -68,6 +69,7 @@ def test_careful_answers_with_tools_and_verification_does_not_lower_its_scores(c
     assert m["after"]["category_accuracy"] >= m["before"]["category_accuracy"]
 
 
+@pytest.mark.slow
 def test_the_liar_after_verification_is_no_worse_than_the_deterministic_answer(capsys):
     """The liar invents Xid 79 on gpu-node-99, blames a healthy rank it cites, says `completed`: before
     verification it scores badly; after, nothing of the lie may remain where it would lower the score."""

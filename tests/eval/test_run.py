@@ -153,6 +153,7 @@ def full_report():
     return evaluate(paths)
 
 
+@pytest.mark.slow
 def test_offline_beats_the_regex_baseline(full_report):
     ours, base = full_report["totals"], full_report["baseline_totals"]
     assert ours["cases"] >= 50 and ours["errors"] == 0

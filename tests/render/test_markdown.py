@@ -43,3 +43,16 @@ def test_a_bar_in_an_event_cannot_split_the_timeline_table(diag):
 def test_short_marks_the_cut_and_carriage_returns():
     assert short("x" * 200, 10) == "x" * 9 + "…"
     assert short("a\rb") == "a␍b"
+
+
+def test_the_post_mortem_keeps_every_citation_and_the_terminals_words(diag):
+    """Issue 29: the post-mortem uses the terminal's words (plain.py) and keeps every citation of every step."""
+    from trainlog_debugger.agent.render.plain import job, ranks_line
+    md = to_markdown(diag)
+    for f in diag.chain:
+        assert f.summary in md
+        for ev in f.evidence:
+            assert f"`{ev.cite()}`" in md
+    for t in diag.timeline:
+        assert f"`{t.evidence.cite()}`" in md
+    assert f"- job: {job(diag)}" in md and f"- {ranks_line(diag)}" in md

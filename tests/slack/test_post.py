@@ -4,6 +4,8 @@ agent/render/slack_blocks.py): through its real HTTP endpoint, against the fake 
 
 from __future__ import annotations
 
+import pytest
+
 import time
 
 from conftest import HF
@@ -24,6 +26,7 @@ def _total(args: dict) -> int:
     return len(args.get("text") or "") + sum(B.text_length(b) for b in blocks)
 
 
+@pytest.mark.slow
 def test_two_429s_on_every_call_lose_nothing(start, bundle_root):
     """Slack refuses each call twice (HTTP 429, Retry-After), then accepts: every message, edit and upload still
     arrives, each exactly once, after the wait Slack asked for."""

@@ -84,6 +84,7 @@ def test_no_trigger_hits_an_ordinary_line(buf):
     assert sorted({pats[i].id for i in hits}) == []
 
 
+@pytest.mark.slow
 def test_no_trigger_costs_more_than_its_share(buf):
     ids = [p.id for p in patterns()]
     groups = [tuple(ids[i:i + GROUP]) for i in range(0, len(ids), GROUP)]

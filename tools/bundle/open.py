@@ -53,8 +53,11 @@ class Bundle:
     (None when nothing had to be extracted). Also removed at garbage collection / exit."""
 
     def __init__(self, root: str, sources: list[Source], skipped: list[Skipped], notes: list[str],
-                 tmpdir: Path | None):
+                 tmpdir: Path | None, inputs: list[str] | None = None):
         self.root, self.sources, self.tmpdir = root, sources, tmpdir
+        # the prefix each input's files carry (`a/x.log` for input `a` when several were given; [] for one input):
+        # what tools.bundle.recognise.unrelated_inputs compares
+        self.inputs = list(inputs or [])
         self._skipped, self._notes = skipped, notes
         self._cleanup = weakref.finalize(self, shutil.rmtree, str(tmpdir), True) if tmpdir else None
 
@@ -201,4 +204,5 @@ def open_bundle(paths: str | Path | Sequence[str | Path], *, max_extract_bytes: 
         if loader.tmp:
             shutil.rmtree(loader.tmp, ignore_errors=True)
         raise
-    return Bundle(root, loader.sources, loader.skipped, loader.notes, loader.tmp)
+    return Bundle(root, loader.sources, loader.skipped, loader.notes, loader.tmp,
+                  inputs=sorted(used - {""}) if len(items) > 1 else [])

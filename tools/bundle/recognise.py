@@ -81,3 +81,37 @@ def _heads_speak(bundle) -> bool:
         except READ_ERRORS:
             continue
     return False
+
+
+UNRELATED_GAP_S = 6 * 3600  # two inputs whose logs are this far apart in time, on no common host: not one job
+
+
+def unrelated_inputs(bundle, scan) -> str | None:
+    """One line saying why two inputs of one command are not one job, or None. Several paths are read as ONE job
+    (a node's directory each, the launcher's log beside the ranks'): that is right when they share a host or their
+    times overlap. Two inputs on disjoint hosts whose logs are more than UNRELATED_GAP_S apart are two jobs, and
+    merging them made one job whose time range ran backwards (issue 29). Inputs whose times or hosts are unknown
+    are not judged (nothing says they differ)."""
+    inputs = getattr(bundle, "inputs", [])
+    if len(inputs) < 2:
+        return None
+    facts = []
+    for name in inputs:
+        files = [f for f in scan.files if f.rel == name or f.rel.startswith(f"{name}/")]
+        nodes = set().union(*(f.nodes for f in files)) if files else set()
+        times = [t for f in files for t in (f.first_time, *(ll.time for ll in f.last_lines.values()))
+                 if t is not None and (t.job_seconds() is not None)]
+        secs = [t.job_seconds() for t in times]
+        years = {t.year for t in times if t.year is not None}
+        facts.append((name, nodes, (min(secs), max(secs)) if secs else None, years))
+    for i, (a, na, sa, ya) in enumerate(facts):
+        for b, nb, sb, yb in facts[i + 1:]:
+            if not (na and nb and sa and sb) or na & nb:
+                continue
+            years_apart = bool(ya and yb and not ya & yb)
+            gap = max(sb[0] - sa[1], sa[0] - sb[1])
+            if years_apart or gap > UNRELATED_GAP_S:
+                apart = "in different years" if years_apart else f"{gap / 3600:.0f} h apart"
+                return (f"{a} and {b} look like two jobs (no host in common, their logs {apart}): analyse them "
+                        f"separately, or give one job's files together")
+    return None

@@ -4,7 +4,7 @@ earlier was already wrong (the diagnosis orders candidates by time)."""
 from __future__ import annotations
 
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate, restart_without
-from trainlog_debugger.tools.statements import SIGNAL_WHY, SIGNALS, signal_name
+from trainlog_debugger.tools.lines.signals import SIGNAL_WHY, SIGNALS, signal_name
 
 
 def slurm_cancel(f: RuleInputs):

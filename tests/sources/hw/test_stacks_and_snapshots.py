@@ -36,6 +36,7 @@ def add_stacks(root, nodes: int, *, odd: int | None = None, per_node: int = 8):
                            f'Thread {pid} (idle): "MainThread"', *frames]) + "\n")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nodes", [2, 128], ids=["8-ranks", "1024-ranks"])
 def test_dumps_all_in_one_collective_and_a_port_down_name_the_node(tmp_path, nodes):
     names = bundle(tmp_path, nodes, logs=False, bad="port_down", bad_node=1)
@@ -48,6 +49,7 @@ def test_dumps_all_in_one_collective_and_a_port_down_name_the_node(tmp_path, nod
     assert "ibstat" in ev.file and "Down" in (tmp_path / ev.file).read_text().split("\n")[ev.line - 1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nodes,odd", [(2, 5), (128, 901)], ids=["8-ranks", "1024-ranks"])
 def test_a_rank_outside_the_collective_wins_over_healthy_snapshots(tmp_path, nodes, odd):
     bundle(tmp_path, nodes, logs=False, bad=None)
