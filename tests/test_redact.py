@@ -356,6 +356,7 @@ def _fast_path(text: str, hosts: bool = False) -> tuple[str, int]:
     return r.redact(text), r.secrets_found
 
 
+@pytest.mark.slow
 def test_precheck_never_skips_a_line_the_full_pattern_matches(corpus):
     texts = corpus + SECRET_TEXTS + NEAR_MISSES
     assert [t for t in texts if not _may_hold_secret(t) and _SECRET_RE.search(t)] == []

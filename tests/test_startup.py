@@ -55,6 +55,7 @@ def test_a_scan_for_a_machine_loads_no_front_end_and_no_pydantic(tmp_path, opts)
     _same_scan(r.stdout, typer_run.stdout)  # the fast path is the Typer command, without Typer
 
 
+@pytest.mark.slow
 def test_the_text_view_is_the_typer_commands_too(tmp_path):
     volatile = re.compile(r"\d+(\.\d+)? ?(s|MB/s|GB/s)\b")
     env = dict(os.environ, COLUMNS="200", NO_COLOR="1")  # wide enough for whole pattern ids

@@ -28,14 +28,30 @@ from pathlib import Path
 
 def _console_class():
     from rich.console import Console
+    from rich.segment import Segment
+
+    from trainlog_debugger.agent.render.plain import UNSAFE, visible
 
     class _Console(Console):
-        """rich's Console, except that a closed pipe (`| head -1`) ends the command quietly with exit code 0, as
-        ripgrep and git do (rich's own handler exits 1)."""
+        """rich's Console, except that
+        - a closed pipe (`| head -1`) ends the command quietly with exit code 0, as ripgrep and git do (rich's own
+          handler exits 1);
+        - no text reaches the terminal with a control character in it (issue 30): a log line or the agent's answer
+          holding OSC 52 (clipboard write), OSC 8 (hyperlink), OSC 0 (title), CSI 2J (clear) or CSI 6n (report the
+          cursor, whose reply lands in the shell's input) is shown with its controls made visible (`␛]52;c;…`).
+          Checked on every segment rich renders, so no renderer can forget it; rich's own control segments (cursor
+          moves of a progress bar) and its styles are not text and pass as they are."""
 
         def on_broken_pipe(self) -> None:
             quiet_pipe()
             raise SystemExit(0)
+
+        def render(self, renderable, options=None):
+            for seg in super().render(renderable, options):
+                if seg.control is None and UNSAFE.search(seg.text):
+                    yield Segment(visible(seg.text), seg.style, None)
+                else:
+                    yield seg
     return _Console
 
 
@@ -54,8 +70,7 @@ def _make_out():
 
 
 def _make_err():
-    from rich.console import Console
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return _console_class()(stderr=True, highlight=False, soft_wrap=True)
 
 
 class LazyConsole:

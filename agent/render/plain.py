@@ -21,6 +21,22 @@ from trainlog_debugger.tools.ranks import ranks_str
 
 MAX_TEXT = 160
 DAEMON_KINDS = ("ais_target", "ais_proxy")
+# what a terminal would act on: C0 controls but tab and newline, DEL, the C1 controls (U+0080-U+009F: 8-bit CSI/OSC)
+UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    """`text` with every control character a terminal would act on shown instead (ESC as `␛`, BEL as `␇`, other
+    C0 as their Unicode control pictures, DEL as `␡`, C1 as `\x9b`): a log line cannot clear the screen, set the
+    title, write the clipboard or swallow the rest of the output (issue 30). Tab and newline are kept."""
+    return UNSAFE.sub(_picture, text)
+
+
+def _picture(m: re.Match) -> str:
+    c = ord(m.group(0))
+    if c < 0x20:
+        return chr(0x2400 + c)
+    return "␡" if c == 0x7F else f"\\x{c:02x}"
 
 
 def short(text: str, n: int = MAX_TEXT) -> str:

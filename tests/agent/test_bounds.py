@@ -128,6 +128,7 @@ def test_older_tool_results_are_stubbed_and_may_be_asked_for_again(opened):
     assert max(m.sizes) < 9_000 + 3_500, m.sizes
 
 
+@pytest.mark.slow
 def test_five_follow_ups_complete_within_the_budget(opened):
     """One chat, the first question and five follow-ups, each reading ~10,000 tokens of tool results: every
     request is counted before it is sent and the history compacted, so the sixth question is answered like the

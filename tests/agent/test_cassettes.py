@@ -33,6 +33,7 @@ def _replay(opened, name):
     return inv, secs
 
 
+@pytest.mark.slow
 def test_tool_loop(opened):
     inv, (sec,) = _replay(opened, "tool_loop.handwritten")
     assert sec.outcome == "answered" and sec.tool_calls == ["where_ranks_stop", "nccl_state", "read_lines", "grep"]

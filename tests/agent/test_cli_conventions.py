@@ -29,6 +29,7 @@ def test_an_unwritable_output_path_fails_before_the_analysis(tmp_path):
     assert r.stdout == ""  # nothing was analysed
 
 
+@pytest.mark.slow
 def test_grep_exits_1_when_nothing_matched():
     assert _run(["grep", "no-such-text-anywhere-xyz", str(CASE)]).returncode == 1
     assert _run(["grep", "Watchdog caught", str(CASE)]).returncode == 0
@@ -60,6 +61,7 @@ def test_help_short_flag_version_and_completion():
     assert _run(["--version"]).stdout.startswith("debugger ")
 
 
+@pytest.mark.slow
 def test_a_single_log_on_stdin():
     log = (CASE / "error-4891784-1.out").read_text()
     r = _run(["ask", "-"], input=log)
@@ -89,6 +91,7 @@ def test_a_format_the_command_lacks_or_two_that_disagree_are_one_line_and_exit_2
     assert r.stderr.startswith("error: ") and says in r.stderr and f" {args[0]} --help`" in r.stderr
 
 
+@pytest.mark.slow
 def test_html_page_is_written(tmp_path):
     pytest.importorskip("plotly")
     out = tmp_path / "pm.html"
@@ -168,6 +171,7 @@ def test_a_trailing_argument_that_looks_like_a_path_is_a_missing_path_not_a_ques
     assert r.returncode == 2 and r.stderr.startswith("error: no such file or directory"), r.stderr
 
 
+@pytest.mark.slow
 def test_a_one_word_question_is_still_a_question():
     r = _run(["ask", str(CASE), "why?", "--offline"])
     assert r.returncode == 0 and "data_loading_stall" in r.stdout, r.stderr

@@ -52,6 +52,7 @@ def _ok(kind: str):
     return message(text("fine")) if kind == "anthropic" else completion("fine")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["anthropic", "openai"])
 def test_a_retry_after_over_the_cap_ends_at_once(kind, monkeypatch):
     s, spec = _vendor(kind, [_too_many(kind, "120")], monkeypatch)
@@ -69,6 +70,7 @@ def test_a_retry_after_over_the_cap_ends_at_once(kind, monkeypatch):
     assert M.error_outcome(got.value) == "api_error"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["anthropic", "openai"])
 def test_a_retry_after_under_the_cap_is_honoured(kind, monkeypatch):
     s, spec = _vendor(kind, [_too_many(kind, "1"), _ok(kind)], monkeypatch)
@@ -135,6 +137,7 @@ def test_a_hung_endpoint_cannot_outlive_the_deadline(monkeypatch):
     assert M.error_outcome(got.value) == "deadline"
 
 
+@pytest.mark.slow
 def test_a_failure_without_retry_after_is_retried_twice_with_backoff(monkeypatch):
     s, spec = _vendor("anthropic", [error(529, "overloaded_error", "Overloaded")], monkeypatch)
     with s:

@@ -39,6 +39,7 @@ def _render(d, width: int, terminal: bool, full: bool = False) -> str:
     return c.export_text(styles=False)
 
 
+@pytest.mark.slow
 def test_verdict_first_and_last_and_one_screen(diag):
     text = _render(diag, 120, True)
     lines = text.rstrip("\n").split("\n")

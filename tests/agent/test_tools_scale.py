@@ -36,6 +36,7 @@ def big(tmp_path_factory):
         yield b, run(b)
 
 
+@pytest.mark.slow
 def test_grep_at_1024_ranks_keeps_the_ranks_without_a_match(big):
     b, inv = big
     box = Toolbox(b, inv)

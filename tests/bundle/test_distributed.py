@@ -224,6 +224,7 @@ def test_a_batch_whose_worker_dies_is_read_here_with_a_note(cluster, monkeypatch
     assert len(notes) == 1 and "KilledWorker" in notes[0]
 
 
+@pytest.mark.slow
 def test_a_generated_cascade_names_the_same_culprit_on_the_cluster(cluster, monkeypatch, tmp_path):
     """Issue 28's at-scale hang, small: 64 ranks as 8 per-node torchrun outputs, one rank stalled in a data read
     and every other rank in the watchdog cascade. `ask` names the manifest's culprit locally, and the same with

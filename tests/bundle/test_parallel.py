@@ -88,6 +88,7 @@ def test_fewer_collections_restores_the_threshold_after_the_last_of_overlapping_
         gc.set_threshold(*before)
 
 
+@pytest.mark.slow
 def test_the_whole_investigation_runs_with_fewer_collections(monkeypatch):
     """tools.pipeline.run raises the threshold for every stage, not only the scan: the diagnosis after it walks the
     scan's objects too (a third of its time at 4,096 ranks went to collections). It comes back when the run ends,

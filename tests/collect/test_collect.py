@@ -158,6 +158,7 @@ def test_refusals_are_one_line_and_exit_2(job, tmp_path):
     assert not (tmp_path / "o4").exists()
 
 
+@pytest.mark.slow
 def test_other_hosts_share_out_and_no_host_is_overwritten(job, tmp_path):
     bindir = tmp_path / "bin"
     bindir.mkdir()

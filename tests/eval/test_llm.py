@@ -84,6 +84,7 @@ def test_the_liar_after_verification_is_no_worse_than_the_deterministic_answer(c
         assert not v["after"]["all_clear"] and "gpu-node-99" not in v["after"]["culprit_nodes"]
 
 
+@pytest.mark.slow
 def test_the_table_prints_each_model_before_and_after(capsys):
     from rich.console import Console
     console = Console(width=200, force_terminal=False)

@@ -61,6 +61,7 @@ def test_zip_of_many_compressible_members_stops_on_ratio(tmp_path, cli_env):
     assert snapshot(z) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["gz", "bz2"])
 def test_single_stream_bomb_of_text(tmp_path, cli_env, fmt):
     """A .gz read in place and a .bz2 copied out: both stop at the ratio budget while decompressing."""
@@ -96,6 +97,7 @@ def test_tar_of_many_tiny_files_stops_on_files_budget(tmp_path, cli_env):
     assert any("200 files" in n and "DEBUGGER_MAX_FILES" in n for n in rep["notes"]), rep["notes"]
 
 
+@pytest.mark.slow
 def test_directory_of_many_files_is_capped_with_a_note(tmp_path, cli_env):
     d = tmp_path / "ranks"
     d.mkdir()

@@ -140,6 +140,7 @@ def test_non_utf8_file_names_keep_json_valid(tmp_path, cli_env):
     assert files == {"rank_0.log", "rank_1-\\xff\\xfe.log"}
 
 
+@pytest.mark.slow
 def test_sigterm_and_sighup_remove_the_temp_dir(tmp_path, cli_env):
     t = tmp_path / "many.tar.gz"
     write_tar(t, ((f"logs/rank_{i}.log", rank_log(i)) for i in range(4000)))

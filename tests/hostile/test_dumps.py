@@ -48,6 +48,7 @@ def dumps(tmp_path):
     return d
 
 
+@pytest.mark.slow
 def test_bombs_are_skipped_and_the_rest_analysed(dumps, cli_env):
     res = run_cli(["fr", "--json", dumps], env=cli_env, timeout=60)
     assert_clean(res, rc_in=(0,), max_rss_mb=700, max_s=40)

@@ -396,6 +396,7 @@ def _naive(files: dict[str, list[str]], n_ranks_hint: dict[str, int | None]):
     return have, ranks
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_matches_a_per_line_reference(tmp_path_factory, data):

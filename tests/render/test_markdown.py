@@ -37,7 +37,7 @@ def test_a_bar_in_an_event_cannot_split_the_timeline_table(diag):
     t = diag.timeline[0].model_copy(update={"what": "read a|b failed"})
     md = to_markdown(diag.model_copy(update={"timeline": [t]}))
     row = next(ln for ln in md.splitlines() if "read a" in ln)
-    assert "read a/b failed" in row and row.count("|") == 5
+    assert "read a\\|b failed" in row and row.replace("\\|", "").count("|") == 5  # GFM's escaped bar
 
 
 def test_short_marks_the_cut_and_carriage_returns():
@@ -56,3 +56,19 @@ def test_the_post_mortem_keeps_every_citation_and_the_terminals_words(diag):
     for t in diag.timeline:
         assert f"`{t.evidence.cite()}`" in md
     assert f"- job: {job(diag)}" in md and f"- {ranks_line(diag)}" in md
+
+
+def test_log_text_and_narrative_cannot_break_out_of_the_post_mortem(diag):
+    """Issue 30: a backtick in a cited line ended its code span and the `<img>` after it rendered live; log text
+    and the narrative went in unescaped; control characters reached the file."""
+    from trainlog_debugger.agent.render.markdown import code, md
+    ev = diag.chain[0].evidence[0].model_copy(update={
+        "text": "GET `x` failed <img src=https://evil.example/p.png> [click](https://evil.example) \x1b]52;c;aGk=\x07"})
+    f = diag.chain[0].model_copy(update={"evidence": [ev], "summary": "read <b>failed</b> see https://evil.example"})
+    out = to_markdown(diag.model_copy(update={"chain": [f]}))
+    line = next(ln for ln in out.splitlines() if "GET" in ln)
+    assert "``GET `x` failed <img src=https://evil.example/p.png>" in line  # one span, opened by two backticks
+    assert "\x1b" not in out and "\x07" not in out and "␛]52" in out
+    assert "\\<b\\>failed\\</b\\>" in out and "`https://evil.example`" in out
+    assert code("a ``b`` c") == "```a ``b`` c```" and code("`x") == "`` `x ``"
+    assert md("[x](javascript:alert(1))") == "\\[x\\](`javascript:alert(1))`"

@@ -394,6 +394,7 @@ PREFIXES = ["", "[rank3]:", "[default3]:", "[default3]:[rank3]:", "[rank3]:[rank
             "[rank2]:\r[rank6]:", "[rankx1]:[rank6]:", "(RayWorker pid=7, ip=10.0.0.1) [rank1]:"]
 
 
+@pytest.mark.slow
 def test_fast_rank_agrees_with_attribution():
     """The scan's shortcut for a line opening with `[rankN]:` must give the rank that full attribution gives, on
     real lines and on every wrapper combination (a disagreement would move a hit to another rank)."""

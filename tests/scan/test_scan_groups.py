@@ -169,6 +169,7 @@ def test_the_text_fits_80_columns_and_names_the_culprit_group(bundle):
     assert any(x.startswith("  ranks 0-15 except 5 (15 ranks): node00/rank_0.log:") for x in lines)
 
 
+@pytest.mark.slow
 def test_per_rank_on_the_fast_path_is_the_typer_commands(bundle):
     from trainlog_debugger.agent.cli.fast import parse
     assert parse(["scan", "a", "--per-rank", "--json"]).keywords == {"per_rank": True, "json_": True}

@@ -34,6 +34,7 @@ CASES = [  # (bad, tools, category, a word of the cited line)
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nodes", [2, 128], ids=["8-ranks-2-nodes", "1024-ranks-128-nodes"])
 @pytest.mark.parametrize("bad,tools,category,word", CASES)
 def test_logs_and_snapshots_name_the_node_and_its_ranks(tmp_path, nodes, bad, tools, category, word):

@@ -84,6 +84,7 @@ def test_missing_rank_file_is_inconclusive_and_names_the_gap(tmp_path, ranks):
     assert 5 in rep.missing_ranks and 5 in rep.suspects
 
 
+@pytest.mark.slow
 def test_1024_ranks_one_outlier_in_the_middle(tmp_path):
     job, _ = g.data_loading_straggler(ranks=1024, culprit=517, seed=9)
     rep = _report(tmp_path, job)

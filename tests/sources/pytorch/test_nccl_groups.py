@@ -32,6 +32,7 @@ def _json(rep) -> dict:
     return json.loads(dumps(rep.to_json()))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ranks", [64, 512])
 def test_cascade_groups_the_waiting_ranks_and_isolates_the_culprit(tmp_path, ranks):
     rep, culprit = _cascade(tmp_path, ranks)
