@@ -121,7 +121,8 @@ def job(d: Diagnosis) -> str:
     ranks (highest rank seen)`, never `6 ranks` as a fact (issue 29)."""
     j = d.job
     inferred = d.coverage.expected_from == "max rank seen"
-    placed = (f"at least {j.ranks} ranks (highest rank seen)" if inferred else f"{j.ranks} ranks") if j.ranks else None
+    n = f"{j.ranks} rank{'s' if j.ranks != 1 else ''}"
+    placed = (f"at least {n} (highest rank seen)" if inferred else n) if j.ranks else None
     if placed and j.nodes:
         placed += f" on {j.nodes} node{'s' if j.nodes > 1 else ''}" + (f" ({j.ranks_per_node} per node)"
                                                                       if j.ranks_per_node and not inferred else "")

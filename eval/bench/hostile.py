@@ -80,6 +80,20 @@ def build(root: Path, scale: float) -> dict[str, Path]:
     for i in range(n(100_000)):
         (d / f"rank_{i}.log").write_bytes(WATCHDOG.replace(b"{r}", str(i).encode()))
     out[f"directory of {n(100_000):,} rank files"] = d
+    # one long line with a hit every 70 bytes (issue 30: the line start was searched back to the buffer's start for
+    # every hit, 186 s at 30 MB), and the same kind of text as one Cloud Logging JSON array
+    ll = root / "long_line"
+    ll.mkdir()
+    hit = b"[rank0]: NCCL WARN NET/IB : Got completion with error 12, vendor err 129 "
+    ll.joinpath("rank_0.log").write_bytes(b"[rank0]: start\n" + hit * n(400_000) + b"\n")
+    out[f"one {len(hit) * n(400_000) / 1e6:.0f} MB line, a hit every {len(hit)} bytes"] = ll
+    ca = root / "cloud_array"
+    ca.mkdir()
+    entry = ('{"timestamp": "2024-11-05T12:34:%02dZ", "severity": "ERROR", "textPayload": "[rank%d]: NCCL WARN NET/IB '
+             ': Got completion with error 12", "labels": {"task": "workerpool0-%d"}}')
+    with open(ca / "export.json", "w", encoding="utf-8") as f:
+        f.write("[" + ",".join(entry % (i % 60, i % 8, i % 8) for i in range(n(400_000))) + "]")
+    out[f"Cloud Logging JSON array of {n(400_000):,} entries"] = ca
     return out
 
 

@@ -75,3 +75,25 @@ def test_bounded_int_and_ranges():
     assert parse_ranges("0-3,7") == [0, 1, 2, 3, 7]
     assert parse_ranges(f"0-{HUGE}") == [] and parse_ranges("0-999999999") == []
     assert len(parse_ranges(",".join(f"{i}-{i + 9}" for i in range(0, 10**6, 10)), limit=1000)) <= 1000
+
+
+@pytest.fixture
+def huge_metrics(tmp_path):
+    """Issue 30: one 5,000-digit number in a Megatron iteration line, a NaN-loss line, a grad-norm line or a
+    'lagging ranks' list ended the run with Python's int-conversion error."""
+    d = tmp_path / "job"
+    d.mkdir()
+    (d / "rank_0.log").write_text("\n".join([
+        f" iteration {HUGE}/ 1000 | consumed samples: 100 | elapsed time per iteration (ms): 812.3 | lm loss: 2.31 |"
+        f" grad norm: {HUGE}.5 | number of skipped iterations: 0 | number of nan iterations: 0 |",
+        f" iteration 10/ 1000 | consumed samples: 100 | elapsed time per iteration (ms): {HUGE} | lm loss: nan |",
+        f"[rank0]: found NaN in loss at step {HUGE}",
+        f"[rank0]: lagging ranks: [{HUGE}, 3, 5]",
+        watchdog(0).strip()]) + "\n")
+    return d
+
+
+@pytest.mark.parametrize("cmd", [["steps", "--json"], ["ask", "--json", "--offline"], ["scan", "--json"], ["diff"]])
+def test_a_huge_number_in_a_metric_line_is_not_a_crash(huge_metrics, cmd, cli_env):
+    res = run_cli([*cmd, huge_metrics], env=cli_env, timeout=60)
+    assert_clean(res, rc_in=(0,), max_rss_mb=600, max_s=30)

@@ -562,3 +562,23 @@ def test_rank_labels_count_only_a_few_known_ranks():
     _Counting.counts = 0
     assert labels.rank_labels(_Counting(b"[rank7]: a\n[rank7]: b\n"), {7}) == {7}
     assert 0 < _Counting.counts <= 2 + labels.COUNTED
+
+
+def test_line_starts_of_many_hits_on_long_lines_are_exact_in_both_engines():
+    """Issue 30: the Hyperscan engine now searches only between one hit and the next for the line start (searching
+    back to the buffer's start for every hit was quadratic on one long line); the starts are the same as a
+    split's, whatever the mix of long lines, short lines and hits per line."""
+    from trainlog_debugger.tools.scan.engine import available_engines, make_engine
+    from trainlog_debugger.tools.sources.pattern import P
+    pats = [P("t.hit", 1, "network", "root_candidate", r"completion with error", "completion with error",
+              "Got completion with error 12", "x")]
+    hit = b"NET/IB : Got completion with error 12, vendor err 129 "
+    lines = [b"start", hit * 5000, b"quiet", hit, b"", hit * 3 + b"tail", b"end"]
+    buf = b"\n".join(lines) + b"\n"
+    want, pos = set(), 0
+    for ln in lines:
+        if b"completion with error" in ln:
+            want.add((pos, 0))
+        pos += len(ln) + 1
+    for name in available_engines():
+        assert make_engine(pats, name).candidates(buf) == want, name

@@ -28,7 +28,7 @@ from datetime import date
 NAN = float("nan")
 
 MEGATRON_LINE = re.compile(
-    rb"iteration  *(\d+)/ *\d+ \|(?:[^|\n]*\|)*? elapsed time per iteration \(ms\): ([0-9.]+)")
+    rb"iteration  *(\d{1,12})/ *\d{1,12} \|(?:[^|\n]*\|)*? elapsed time per iteration \(ms\): ([0-9.]{1,24})")
 TIMER_HEADER = re.compile(rb" across ranks \(ms\):")
 TRAIN_STEP = re.compile(rb"train_step_timing in s(?:=|: ?)([0-9.]+(?:[eE][-+]?[0-9]+)?)")
 # 'step N': the 's' is checked by hand, so that the pattern keeps its literal prefix
