@@ -89,7 +89,7 @@ class Nodes:
             for f in facts.chain[:caps.BRIEF_CHAIN]:
                 for e in f.evidence[:caps.BRIEF_LINES]:
                     if redact(f'"{e.cite()}"') in text and redact(e.text)[:SHOWN_HEAD] in text:
-                        shown[e.cite()] = e.text
+                        shown[e.cite()] = redact(e.text)  # as the model saw it: the history keeps it
             msg = HumanMessage(text, id=mid)
         else:
             repair = unanswered(state["messages"])

@@ -163,16 +163,48 @@ class Session:
                                       "changes": [u(c) for c in sec.changes]})
 
 
+def private_dir(d: Path) -> Path:
+    """`d`, created with mode 0700 for every component that does not exist yet (mkdir's `parents=True` makes them
+    0755), and tightened to 0700 where it exists, is ours and is open to others; OSError where it belongs to another
+    user or is not a directory. Why (issue 30): the history holds what the model was shown about a user's logs."""
+    import stat
+    missing = []
+    p = d
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    for q in reversed(missing):
+        q.mkdir(mode=0o700)
+    st = os.stat(d, follow_symlinks=False)
+    if not stat.S_ISDIR(st.st_mode):
+        raise NotADirectoryError(str(d))
+    if st.st_uid != os.getuid():
+        raise PermissionError(f"{d} belongs to another user")
+    if st.st_mode & 0o077:
+        os.chmod(d, 0o700)
+    return d
+
+
+def private_db(path: Path):
+    """A SQLite connection to `path`, the file created 0600 before SQLite opens it (its journal and WAL files take
+    the database's mode) and tightened to 0600 where it exists."""
+    import sqlite3
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+    return sqlite3.connect(str(path), check_same_thread=False)
+
+
 def _sqlite_saver():
     """The on-disk checkpointer; None (history off, one line on stderr by the caller) when it cannot be opened."""
     import sqlite3
 
     from langgraph.checkpoint.sqlite import SqliteSaver
-    d = state_dir()
     try:
-        d.mkdir(parents=True, exist_ok=True, mode=0o700)
-        conn = sqlite3.connect(str(d / "history.sqlite"), check_same_thread=False)
-        saver = SqliteSaver(conn)
+        saver = SqliteSaver(private_db(private_dir(state_dir()) / "history.sqlite"))
         saver.setup()
         return saver
     except (OSError, sqlite3.Error):

@@ -209,7 +209,7 @@ class Toolbox:
         for ln in res.lines:
             head = json.dumps(self.scrub(ln["text"].strip()), ensure_ascii=False)[1:SHOWN_HEAD + 1].rstrip("\\")
             if json.dumps(self.scrub(ln["at"]), ensure_ascii=False) in kept and head in kept:
-                shown[ln["at"]] = ln["text"]
+                shown[ln["at"]] = self.scrub(ln["text"])  # what the model saw; the history keeps it (issue 30)
         return kept, shown
 
 

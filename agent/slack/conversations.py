@@ -27,7 +27,8 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from trainlog_debugger.agent.graph.session import AgentOptions, offline_section, state_dir, with_agent
+from trainlog_debugger.agent.graph.session import (AgentOptions, offline_section, private_db, private_dir, state_dir,
+                                                  with_agent)
 from trainlog_debugger.agent.llm import model as M
 from trainlog_debugger.tools.bundle.open import open_bundle
 from trainlog_debugger.tools.model import AgentSection, Diagnosis
@@ -62,10 +63,8 @@ def sqlite_saver():
 
     from langgraph.checkpoint.memory import MemorySaver
     from langgraph.checkpoint.sqlite import SqliteSaver
-    d = state_dir()
     try:
-        d.mkdir(parents=True, exist_ok=True, mode=0o700)
-        saver = SqliteSaver(sqlite3.connect(str(d / "slack-history.sqlite"), check_same_thread=False))
+        saver = SqliteSaver(private_db(private_dir(state_dir()) / "slack-history.sqlite"))
         saver.setup()
         return saver
     except (OSError, sqlite3.Error) as e:

@@ -113,3 +113,46 @@ def test_redact_hosts_masks_them_for_the_model_and_unmasks_them_for_the_user(ope
     assert all(n not in sent for n in {node, *d.culprit_nodes}), "a host name reached the model"
     assert sec.verdict["culprit_nodes"] == [node] and node in sec.narrative
     assert sec.claims[0].verified and node in sec.claims[0].statement
+
+
+def test_the_history_on_disk_is_private_and_holds_no_secret(tmp_path, monkeypatch):
+    """Issue 30: history.sqlite held every planted secret verbatim (the `shown` channel kept the raw lines the
+    model was shown), was mode 0644, and its parents were created 0755."""
+    import os
+    import stat
+
+    from standin import plant_secrets
+    secret, password = "hf_" + "Zq8" * 11, "s3cr3t-Pa55"
+    bundle = plant_secrets(CASE, tmp_path / "bundle", secret, password)
+    home = tmp_path / "state" / "deep" / "home"
+    monkeypatch.setenv("DEBUGGER_HOME", str(home))
+    with open_bundle(bundle) as b:
+        inv = run(b)
+        t = inv.diagnosis.chain[0].evidence[0]
+        model = ScriptedModel(script=[looked(9), reply(tool_call("read_lines", {"file": t.file, "line": t.line}, 2)),
+                                      reply(tool_call("submit_answer", _answer(inv), 3))])
+        Session(b, inv, [str(bundle)], AgentOptions(), model=model).chat(None)
+    assert any(secret[:12] in str(m.content) or "HF_TOKEN" in str(m.content) for r in model.requests for m in r), \
+        "the planted lines were not shown (the test would prove nothing)"
+    db = home / "history.sqlite"
+    for f in [db, *home.glob("history.sqlite-*")]:
+        data = f.read_bytes()
+        assert secret.encode() not in data and password.encode() not in data, f.name
+    assert stat.S_IMODE(os.stat(db).st_mode) == 0o600
+    for d in (home, home.parent, home.parent.parent):
+        assert stat.S_IMODE(os.stat(d).st_mode) == 0o700, d
+
+
+def test_an_existing_home_open_to_others_is_tightened(tmp_path, monkeypatch):
+    import os
+    import stat
+
+    from trainlog_debugger.agent.graph.session import private_db, private_dir
+    home = tmp_path / "home"
+    home.mkdir(mode=0o777)
+    os.chmod(home, 0o777)
+    (home / "history.sqlite").write_bytes(b"")
+    os.chmod(home / "history.sqlite", 0o644)
+    private_db(private_dir(home) / "history.sqlite").close()
+    assert stat.S_IMODE(os.stat(home).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(home / "history.sqlite").st_mode) == 0o600
