@@ -467,3 +467,34 @@ def test_reports_objects_are_redacted_and_keep_their_types():
     assert type(out[2].span) is _Span and out[2].span.rank == 3
     assert out[3] is report[3] and r.secrets_found == 4
     assert finding.evidence[0] is ev and HF in ev.text  # the originals are untouched
+
+
+@pytest.mark.parametrize("line, kept", [
+    ("DB_PASS=hunter2x", "DB_PASS="), ("pass=hunter2x", "pass="), ("user_pass: s3cr3tvalue", "user_pass: "),
+    ("Cookie: session=abc123def; theme=dark", "Cookie: "),
+    ("HF_TOKEN\thf_abcdefghijklmnopqrstuvwxyz0123456789", "HF_TOKEN\t"),
+    ("AWS_SECRET_ACCESS_KEY\twJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "AWS_SECRET_ACCESS_KEY\t"),
+    ("[default1]:[rank5]: MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj", "[default1]:[rank5]: "),
+])
+def test_secret_forms_that_got_past_the_redactor(line, kept):
+    """Issue 30: `pass=`, `Cookie:`, tab-separated keys and a PEM body line behind a log prefix leaked."""
+    assert redact_secrets(line).startswith(kept + "[REDACTED]"), redact_secrets(line)
+
+
+@pytest.mark.parametrize("line", [
+    "torch.distributed.DistStoreError: wait timeout after 300000ms, keys: /default_pg/0//cpu//0/1",
+    "compass: north", "bypass=abc", "max_tokens\t512", "passed: 12 tests"])
+def test_what_is_not_a_secret_stays(line):
+    """The store keys a c10d timeout names are a proof, not a key (issue 30: they were masked)."""
+    assert redact_secrets(line) == line
+
+
+def test_diff_templates_are_redacted_before_the_numbers_are_masked():
+    """Issue 30: masking digits first turned AKIA…7EXAMPLE into AKIA…<NUM>EXAMPLE, which the redactor no longer
+    knew, so `diff` and the agent's rank_diff carried keys out."""
+    from trainlog_debugger.tools.rankdiff.mask import template_of
+    for line in ("[rank3]: export AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE",
+                 "[rank3]: git clone https://ghp_abcdefghijklmnopqrstuvwxyz0123456789@github.com/org/repo",
+                 "[rank3]: auth eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl"):
+        t = template_of(line)
+        assert "[REDACTED]" in t and "AKIAIOSFODNN" not in t and "ghp_abcdefgh" not in t and "eyJzdWIi" not in t, t

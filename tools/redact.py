@@ -33,7 +33,9 @@ SECRET_MARK = "[REDACTED]"
 
 # A NAME is a secret's name when it ENDS in one of these (case-insensitive): `HF_TOKEN`, `apiKey`, `x-api-key`,
 # `aws_secret_access_key`, `AWS_ACCESS_KEY_ID`, `Authorization`. `TOKENIZERS_PARALLELISM` or `HF_TOKEN_PATH` do not.
-_SUFFIX = r"(?:tokens?|keys?|key[_-]id|secrets?|passwords?|passwd|pwd|credentials?|auth|authorization)"
+# `pass` only as a word of its own (`pass=`, `DB_PASS`), not the end of one (`compass`, `bypass`)
+_SUFFIX = (r"(?:tokens?|keys?|key[_-]id|secrets?|passwords?|passwd|(?<![a-z])pass|pwd|credentials?|auth|"
+           r"authorization|cookies?)")
 _NAME = rf"(?i:(?:[A-Za-z_][\w.-]*?)?{_SUFFIX})"
 
 
@@ -88,7 +90,7 @@ _SECRET_RE = re.compile(
             # NAME=value, NAME: value, "name": "value", environ['NAME'] = 'v', Megatron's `name ....... value`.
             # An unquoted name needs a blank after ':' (not `host:port`, not `a::b`).
             rf"(?P<kv>(?<![\w.-])(?P<kv_name>{_NAME})(?P<kv_nq>\\?[\"'])?\]?"
-            r"(?:[ \t]*=(?!=)[ \t]*|(?(kv_nq)[ \t]*:[ \t]*|:(?:[ \t]+|(?=\\?[\"'])))|[ \t]+\.{3,}[ \t]+)"
+            r"(?:[ \t]*=(?!=)[ \t]*|(?(kv_nq)[ \t]*:[ \t]*|:(?:[ \t]+|(?=\\?[\"'])))|[ \t]+\.{3,}[ \t]+|\t+)"
             rf"{_value('kv')})",
             # Bearer <token> anywhere (a digit is required: 'Bearer authentication failed' is prose).
             r"(?P<bearer>(?i:\bbearer)[ \t]+(?P<bearer_val>(?=[\w.~+/=-]*\d)[\w.~+/=-]{12,}))",
@@ -117,7 +119,7 @@ _SECRET_RE = re.compile(
 # IGNORECASE folds `ſ` to `s` and the Kelvin sign to `k`, str.lower does not, so other text takes the full path.
 # An alternative added to _SECRET_RE must add its literal here; tests/test_redact.py runs both paths on corpora.
 _HINT_RE = re.compile(
-    r"token|key|secret|passw|pwd|credential|auth|bearer|sig=|signature=|wandb|eyj|" + _SHAPE_PREFIX.pattern.lower()
+    r"token|key|secret|pass|pwd|credential|auth|cookie|bearer|sig=|signature=|wandb|eyj|" + _SHAPE_PREFIX.pattern.lower()
 )
 
 
@@ -130,7 +132,8 @@ def _may_hold_secret(text: str) -> bool:
 
 
 # Names whose value is a password-like secret: numbers are not exempt there (`PASSWORD=123456` is a password).
-_PASSWORDISH = re.compile(r"(?i)(?:passwords?|passwd|pwd|secrets?|credentials?|auth|authorization)$")
+_PASSWORDISH = re.compile(r"(?i)(?:passwords?|passwd|(?<![a-z])pass|pwd|secrets?|credentials?|auth|authorization|"
+                          r"cookies?)$")
 # The shell's working directory, in every env dump: a path, not a password.
 _NOT_SECRET_NAMES = frozenset({"pwd", "oldpwd"})
 _NULLISH = frozenset(
@@ -155,7 +158,14 @@ def _benign(name: str, value: str) -> bool:
         return True
     if _SHAPE_RE.search(v) or _PASSWORDISH.search(n):
         return False
+    # `keys: /default_pg/0//cpu//0/1` (a c10d store-timeout line names the store keys it waited for): a path of
+    # store keys, not a key (issue 30: masking it changed a proof)
+    if n.endswith("keys") and _STORE_KEYS.fullmatch(v):
+        return True
     return bool(_NUMBER.fullmatch(v) or _IDENT.fullmatch(v))
+
+
+_STORE_KEYS = re.compile(r"/[\w./-]*")
 
 
 def _pem_body(body: str) -> str:
@@ -238,7 +248,10 @@ def _trie_regex(words: Iterable[str]) -> str:
 # A line that is nothing but base64 (a PEM key's body seen one line at a time, as a grep hit or a window that cut
 # the BEGIN line off; a key pasted into a log). Such a line is never evidence of anything else, so it goes whole.
 # Digits AND letters required, so a row of dashes or a long word is not taken for one.
-_B64_LINE = re.compile(r"(?m)^([ \t]*(?:\[[^\]\n]{0,40}\]:?[ \t]*)?)(?=[A-Za-z0-9+/]*\d)(?=[A-Za-z0-9+/]*[A-Za-z])"
+# The prefix a log puts before it: up to four `[...]:` labels (`[default1]:[rank5]:`), or a `host:pid:tid [n] ` /
+# `12:00:01 INFO:`-like head of at most 60 characters ending in `: `.
+_B64_LINE = re.compile(r"(?m)^([ \t]*(?:\[[^\]\n]{0,40}\]:?[ \t]*){0,4}(?:[\w.:/ -]{1,60}?:[ \t]+)?)"
+                       r"(?=[A-Za-z0-9+/]*\d)(?=[A-Za-z0-9+/]*[A-Za-z])"
                        r"[A-Za-z0-9+/]{40,}={0,2}[ \t]*$")
 
 

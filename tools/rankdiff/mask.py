@@ -54,6 +54,21 @@ _MASKS: list[tuple[re.Pattern, bytes]] = [
 ]
 
 
+_REDACTOR: list = []
+
+
+def _secrets_out(k: bytes) -> bytes:
+    """The line with its secrets redacted BEFORE the masks run (issue 30): masking first turned `AKIA…7EXAMPLE` into
+    `AKIA…<NUM>EXAMPLE` and `ghp_…` into pieces the redactor no longer knew, so templates (`diff`, the agent's
+    rank_diff) carried the keys out. Digits are zeroed already; a zeroed secret still has its shape."""
+    if not _REDACTOR:
+        from trainlog_debugger.tools.redact import Redactor
+        _REDACTOR.append(Redactor())
+    s = k.decode("utf-8", "surrogateescape")
+    out = _REDACTOR[0].redact(s)
+    return k if out == s else out.encode("utf-8", "surrogateescape")
+
+
 def template_of_key(key: bytes) -> str:
     """Template of a digit-zeroed line (no '\\n'). Pure function of `key`: see the module docstring."""
     k = key.rstrip(b"\r")
@@ -66,6 +81,7 @@ def template_of_key(key: bytes) -> str:
         k = k[:MAX_TEMPLATE_BYTES]
     if b"[rank" in k:
         k = RANK_LABEL0.sub(b"", k)
+    k = _secrets_out(k)
     for rx, rep in _MASKS:
         k = rx.sub(rep, k)
     return k.strip().decode("utf-8", "replace")
