@@ -24,6 +24,7 @@ def _doc(args):
     return json.loads(r.stdout) if r.exit_code in (0, 1) and r.stdout.strip() else None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bundle", BUNDLES, ids=lambda p: p.name)
 @pytest.mark.parametrize("command", ["ask", "scan", "nccl", "grep", "diff", "steps", "ais"])
 def test_every_document_conforms_to_its_schema(command, bundle):

@@ -363,6 +363,7 @@ def test_precheck_never_skips_a_line_the_full_pattern_matches(corpus):
     assert all(_fast_path(t) == _full_path(t) for t in texts if _may_hold_secret(t))  # the others are unchanged
 
 
+@pytest.mark.slow
 def test_precheck_skips_most_log_lines_and_no_secret(corpus):
     assert sum(map(_may_hold_secret, corpus)) < len(corpus) / 20
     assert all(_may_hold_secret(line) for line, _, _ in SECRET_LINES)

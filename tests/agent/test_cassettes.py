@@ -41,6 +41,7 @@ def test_tool_loop(opened):
     assert sec.tokens_in > 0 and sec.cost_usd > 0
 
 
+@pytest.mark.slow
 def test_a_fabricated_citation_and_an_invented_culprit_are_removed(opened):
     inv, (sec,) = _replay(opened, "fabricated_citation.handwritten")
     assert not sec.claims[0].verified and "quote is not in that line" in sec.claims[0].dropped_because

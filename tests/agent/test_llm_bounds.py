@@ -107,6 +107,7 @@ def test_the_cap_and_the_deadline_come_from_the_environment(monkeypatch):
     assert "deadline of 2 s" in M.describe_api_error(got.value) and "retry after 3 s" in M.describe_api_error(got.value)
 
 
+@pytest.mark.slow
 def test_no_call_starts_past_the_deadline(monkeypatch):
     s, spec = _vendor("openai", [_ok("openai")], monkeypatch)
     with s:

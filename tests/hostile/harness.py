@@ -72,10 +72,12 @@ def _tree_rss(proc: psutil.Process) -> int:
 
 
 def run_cli(args: list[str], *, env: dict | None = None, timeout: float = 60, cwd: str | None = None,
-            on_start: Callable[[subprocess.Popen], None] | None = None, stdin: bytes | None = None) -> Result:
+            on_start: Callable[[subprocess.Popen], None] | None = None, stdin: bytes | None = None,
+            new_session: bool = False) -> Result:
     """`python -m trainlog_debugger.agent.cli.app ARGS` with TMPDIR at a fresh private dir. `env` is added to the
     current environment. `on_start(popen)` runs in a thread once the child started (e.g. to send it a signal);
-    `popen.tmpdir` is the child's TMPDIR.
+    `popen.tmpdir` is the child's TMPDIR. `new_session`: the child leads its own process group (a signal to the
+    group, as a terminal's Ctrl-C sends it, reaches it and its workers, not the test runner).
     On timeout the tree is killed and `timed_out` set (rc is then the kill's)."""
     tmp = tempfile.mkdtemp(prefix="hostile-tmp-")
     e = dict(os.environ)
@@ -85,7 +87,7 @@ def run_cli(args: list[str], *, env: dict | None = None, timeout: float = 60, cw
     t0 = time.monotonic()
     popen = subprocess.Popen([sys.executable, "-m", MODULE, *map(str, args)], env=e, cwd=cwd,
                              stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=new_session)
     popen.tmpdir = tmp          # for on_start callbacks (e.g. wait for the extraction dir, then signal)
     ps = psutil.Process(popen.pid)
     peak = [0]

@@ -134,6 +134,7 @@ def test_members_budget_and_nesting_budget_name_their_variables(tmp_path, cli_en
     assert any("DEBUGGER_MAX_NESTING" in r for r in skipped_reasons(rep))
 
 
+@pytest.mark.slow
 def test_temp_filesystem_free_space_budget(tmp_path, cli_env):
     """Asking to keep more free space than any disk has: the first check stops extraction, naming TMPDIR."""
     z = tmp_path / "big.zip"

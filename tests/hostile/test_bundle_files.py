@@ -44,6 +44,7 @@ def test_growing_file_is_read_to_its_size_at_open_and_marked(tmp_path):
                            f"now {f.stat().st_size:,})"]
 
 
+@pytest.mark.slow
 def test_a_writer_that_never_stops_does_not_hang_ask(tmp_path, cli_env):
     f = tmp_path / "rank_0.log"
     f.write_bytes(rank_log(0))
@@ -174,3 +175,36 @@ def test_stale_temp_dirs_of_killed_runs_are_removed(tmp_path):
     assert clean_stale_tmpdirs(str(tmp_path)) == [str(made["dead"])]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["unrelated-dir"] + [made[k].name for k in ("alive", "other-host", "no-marker")])
+
+
+@pytest.fixture(scope="module")
+def big_bundle(tmp_path_factory):
+    """~270 MB over 64 rank files: a parallel scan in forked workers (over PARALLEL_MIN_BYTES), a minute with the
+    pure-Python engine on 2 cores."""
+    d = tmp_path_factory.mktemp("big")
+    block = "".join(f"[rank{{r}}]: iteration {i} | loss 2.3{i % 10} | elapsed time per iteration (ms): 812.{i % 10} "
+                    f"| NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC retrying 1/5\n" for i in range(2000))
+    for r in range(64):
+        b = block.replace("{r}", str(r)).encode()
+        with open(d / f"rank_{r}.log", "wb") as f:
+            for _ in range(int(4e6 // len(b)) + 1):
+                f.write(b)
+    return d
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, group", [(signal.SIGTERM, False), (signal.SIGHUP, False), (signal.SIGINT, True)],
+                         ids=["SIGTERM-pid", "SIGHUP-pid", "SIGINT-group"])
+def test_a_signal_stops_a_parallel_scan_now(big_bundle, cli_env, sig, group):
+    """Issue 30: Ctrl-C, and SIGTERM or SIGHUP to the PID only, were honoured after every queued batch ran (the
+    executor's exit waited for them), and then the exit waited on the workers' queue forever."""
+    def hit(popen):
+        time.sleep(3)  # the workers are forked and busy
+        hit.at = time.monotonic()
+        os.killpg(popen.pid, sig) if group else popen.send_signal(sig)
+
+    res = run_cli(["scan", "--json", str(big_bundle)], env=dict(cli_env, DEBUGGER_ENGINE="re"), on_start=hit,
+                  timeout=120, new_session=group)
+    assert res.rc == 128 + sig, (res.rc, res.stderr)
+    assert time.monotonic() - hit.at < 15, "the scan went on after the signal"
+    assert not res.tmp_left, res.tmp_left

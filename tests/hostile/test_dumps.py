@@ -60,6 +60,7 @@ def test_bombs_are_skipped_and_the_rest_analysed(dumps, cli_env):
     assert len(real) == 4 and not set(real) & set(why)  # every real dump was read
 
 
+@pytest.mark.slow
 def test_memory_bomb_stops_at_the_load_budget(monkeypatch):
     monkeypatch.setattr(unpickle, "LOAD_MEMORY", 32 << 20)
     with pytest.raises(DumpRefused, match=r"^over budget: loading it needs more than 32 MiB"):

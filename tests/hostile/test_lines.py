@@ -5,6 +5,8 @@ whose lines end in CR alone (classic Mac, progress redraws) used to be one line;
 
 import json
 
+import pytest
+
 from harness import assert_clean, run_cli
 
 from trainlog_debugger.tools.scan.engine import make_engine
@@ -16,6 +18,7 @@ WATCHDOG = ("[rank0]:[E1105 12:34:56.789012345 ProcessGroupNCCL.cpp:616] [Rank 0
             "for 600016 milliseconds before timing out.")
 
 
+@pytest.mark.slow
 def test_grep_over_one_huge_line_stays_bounded(tmp_path, cli_env):
     """150 MB without a newline (more than two 64 MiB read chunks), a match in every piece."""
     d = tmp_path / "blob"

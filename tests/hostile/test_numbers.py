@@ -36,6 +36,7 @@ def hostile_bundle(tmp_path):
     return d
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cmd", [["scan"], ["nccl", "--json"], ["ask", "--json", "--offline"]])
 def test_huge_claims_end_in_seconds_with_a_note(hostile_bundle, cmd, cli_env):
     before = snapshot(hostile_bundle)

@@ -44,6 +44,7 @@ def _times(obj, path=""):
         yield path, obj
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bundle", BUNDLES, ids=lambda p: p.name)
 @pytest.mark.parametrize("cmd", COMMANDS, ids=lambda c: c[0])
 def test_every_json_time_is_rfc3339_or_null_and_the_document_says_what_wrote_it(bundle, cmd):

@@ -48,6 +48,7 @@ def in_pty(args: list[str], cols: int, rows: int = 40) -> str:
     return ANSI.sub("", out.decode("utf-8", "replace")).replace("\r", "")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cols", [80, 120])
 @pytest.mark.parametrize("args", COMMANDS, ids=lambda a: " ".join(x for x in a if not x.startswith("/")))
 def test_no_row_is_wider_than_the_terminal(args, cols):

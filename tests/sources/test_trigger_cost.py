@@ -126,6 +126,7 @@ def _costs_more(buf: bytes, base: list[bytes], costly: bytes, cheap: bytes, trie
     return False
 
 
+@pytest.mark.slow
 def test_a_literal_ending_like_common_words_costs_more_than_its_prefix(buf):
     """Hyperscan's literal matcher keys on a literal's last bytes: `StopIteration` ends as `iteration` does, three
     times in every Megatron iteration line, and each such spot is a near-miss to confirm; the prefix `StopIter`
