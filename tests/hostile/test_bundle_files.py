@@ -208,3 +208,58 @@ def test_a_signal_stops_a_parallel_scan_now(big_bundle, cli_env, sig, group):
     assert res.rc == 128 + sig, (res.rc, res.stderr)
     assert time.monotonic() - hit.at < 15, "the scan went on after the signal"
     assert not res.tmp_left, res.tmp_left
+
+
+def _swapped_walk(monkeypatch, root: Path, outside: Path):
+    """os.walk as it goes when `root/ranks` is swapped for a symlink to `outside` after the walk listed it as a
+    directory and before it reads what is inside: the next step lists the symlink's target (the race of issue 30,
+    made deterministic)."""
+    from trainlog_debugger.tools.bundle import walk as W
+    real_walk = os.walk
+
+    def walk(top, *a, **kw):
+        for d, dirs, files in real_walk(top, *a, **kw):
+            if Path(d) != root:
+                continue
+            yield d, dirs, files
+            # os.walk checked `ranks` was no link and is about to list it: the swap lands in between
+            (root / "ranks").rename(root / "ranks.orig")
+            (root / "ranks").symlink_to(outside, target_is_directory=True)
+            yield os.path.join(d, "ranks"), [], sorted(os.listdir(root / "ranks"))
+            return
+    monkeypatch.setattr(W.os, "walk", walk)
+
+
+def test_a_directory_swapped_for_a_symlink_mid_walk_is_not_read(tmp_path, monkeypatch):
+    """Issue 30: O_NOFOLLOW protects the last component only; a DIRECTORY swapped for a symlink after the walk
+    decided to descend made the tool read and report files outside the bundle (10/10 scan, 5/5 ask)."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "rank_0.log").write_text("[rank0]: OUTSIDE-SECRET RuntimeError: CUDA error: an illegal memory access\n")
+    root = tmp_path / "bundle"
+    (root / "ranks").mkdir(parents=True)
+    (root / "ranks" / "rank_0.log").write_text("[rank0]: iteration 10 | loss 2.31\n")
+    (root / "launcher.log").write_text("[rank1]: iteration 10 | loss 2.30\n")
+    _swapped_walk(monkeypatch, root, outside)
+    with open_bundle(root) as b:
+        assert all("OUTSIDE" not in s.open().read().decode() for s in b.sources)
+        refused = [s for s in b.skipped if s.rel == "ranks/rank_0.log"]
+        assert refused and "outside the bundle" in refused[0].reason, b.skipped
+
+
+def test_a_file_opened_through_a_swapped_directory_is_refused_at_read_time(tmp_path):
+    """The same swap after the walk: a worker opening the indexed path reads where the descriptor really is."""
+    from trainlog_debugger.tools.bundle.source import ReadRefused
+    root = tmp_path / "bundle"
+    (root / "ranks").mkdir(parents=True)
+    (root / "ranks" / "rank_0.log").write_text("[rank0]: iteration 10 | loss 2.31\n")
+    with open_bundle(root) as b:
+        src = b.sources[0]
+        outside = tmp_path / "elsewhere"
+        outside.mkdir()
+        (outside / "rank_0.log").write_text("[rank0]: OUTSIDE\n")
+        (root / "ranks").rename(root / "ranks.orig")
+        (root / "ranks").symlink_to(outside, target_is_directory=True)
+        src.ident = None  # even with the inode check out of the way, the directory check stands
+        with pytest.raises(ReadRefused, match="outside the bundle"):
+            src.open()

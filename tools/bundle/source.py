@@ -78,12 +78,13 @@ class Source:
     nul: bool = False   # NUL runs seen (copytruncate): open() drops NUL bytes from the stream
     max_out: int = 0    # gzip: decompressed bytes allowed (compression ratio budget); 0 = no cap
     partial: str = ""   # why this source is known to be incomplete ('' = whole); also in Bundle.notes
+    within: str = ""    # the real path of the walked directory it was found in: open() refuses a file outside it
 
     def open(self) -> BinaryIO:
         """Binary stream of the (decompressed) content, opened read-only, never through a link, at most `size`
         bytes of the file. Reads may raise READ_ERRORS (EOFError on a truncated .gz, ReadRefused); see
         read_error_reason()."""
-        raw: io.RawIOBase = _Bounded(_open_nofollow(self.path, self.ident), self.size)
+        raw: io.RawIOBase = _Bounded(_open_nofollow(self.path, self.ident, self.within), self.size)
         if self.gzip:
             raw = _Capped(gzip.GzipFile(fileobj=io.BufferedReader(raw), mode="rb"), self.max_out, self.rel)
         if self.nul:
@@ -91,8 +92,12 @@ class Source:
         return io.BufferedReader(raw, 1 << 16)
 
 
-def _open_nofollow(path: Path, ident: tuple[int, int] | None) -> int:
-    """A read-only descriptor of `path`, refused unless it is a regular file (and the one indexed, when `ident`)."""
+def _open_nofollow(path: Path, ident: tuple[int, int] | None, within: str = "") -> int:
+    """A read-only descriptor of `path`, refused unless it is a regular file (and the one indexed, when `ident`) and,
+    when `within` is given, unless the file it opened lies under that directory. O_NOFOLLOW guards the last
+    component only: a DIRECTORY swapped for a symlink after the walk decided to descend led the tool to read and
+    report files outside the bundle (issue 30). The check reads where the opened descriptor really is
+    (/proc/self/fd), so no swap between the check and the read can fool it."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
@@ -103,7 +108,20 @@ def _open_nofollow(path: Path, ident: tuple[int, int] | None) -> int:
     if not stat.S_ISREG(st.st_mode) or (ident is not None and (st.st_dev, st.st_ino) != ident):
         os.close(fd)
         raise ReadRefused("replaced by another file after the bundle was indexed: not read")
+    if within and not _opened_within(fd, path, within):
+        os.close(fd)
+        raise ReadRefused("reached through a directory replaced by a symlink: outside the bundle, not read")
     return fd
+
+
+def _opened_within(fd: int, path: Path, within: str) -> bool:
+    """Whether the file open on `fd` lies under `within` (a real path): by the descriptor where the system says
+    (Linux /proc), else by the real path of `path` now."""
+    try:
+        real = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        real = os.path.realpath(path)
+    return real == within or real.startswith(within.rstrip(os.sep) + os.sep)
 
 
 class _Bounded(io.RawIOBase):

@@ -83,6 +83,7 @@ class _Loader:
         self.unchecked = 0              # bytes written since the last statvfs of the temp filesystem
         self.files_over = 0             # files not indexed: the files budget was reached
         self.files_note = ""
+        self.within = ""                # while a directory is walked: its real path (files outside it are refused)
 
     def budget_text(self, name: str, what: str) -> str:
         return f"{what}; {self.budget.hint(name)}"
@@ -120,6 +121,13 @@ class _Loader:
         reaches anyway, outside ones are listed as skipped); each inode (hard links) counted once."""
         real_root, seen, links = os.path.realpath(root), set(), []
         under = os.path.join(os.fspath(root), "")  # what os.walk's paths start with
+        outer, self.within = self.within, real_root
+        try:
+            self._walk(root, prefix, real_root, seen, links, under)
+        finally:
+            self.within = outer
+
+    def _walk(self, root: Path, prefix: str, real_root: str, seen: set, links: list, under: str) -> None:
 
         def relof(path: str) -> str:
             # os.walk joins names onto `root` as given: the path below it is a slice (relpath calls getcwd twice
@@ -186,7 +194,9 @@ class _Loader:
             return self.skip(rel, read_error_reason(exc))
 
     def _add_file(self, path: Path, rel: str, depth: int, ident: tuple[int, int] | None) -> bool:
-        fd = _open_nofollow(path, ident)
+        # a file of the walked directory must lie in it; our own extracted copies (in the private temp dir) need no check
+        within = "" if self.tmp is not None and os.fspath(path).startswith(os.fspath(self.tmp) + os.sep) else self.within
+        fd = _open_nofollow(path, ident, within)
         st = os.fstat(fd)
         ident, size = (st.st_dev, st.st_ino), st.st_size
         with io.BufferedReader(_Bounded(fd, size)) as f:
@@ -201,7 +211,7 @@ class _Loader:
         kind = _magic(head)
 
         def reopen() -> BinaryIO:   # the same file again, never by its name alone (it may be swapped meanwhile)
-            return io.BufferedReader(_Bounded(_open_nofollow(path, ident), size))
+            return io.BufferedReader(_Bounded(_open_nofollow(path, ident, within), size))
 
         if kind in _OPENERS:
             try:
@@ -229,7 +239,8 @@ class _Loader:
                                                  or _source_code_reason(rel, src_kind))
         if why:
             return self.skip(rel, why)
-        src = Source(rel, path, src_kind, size, gzip=kind == "gz", ident=ident, nul=nul and src_kind != FR_DUMP)
+        src = Source(rel, path, src_kind, size, gzip=kind == "gz", ident=ident, nul=nul and src_kind != FR_DUMP,
+                     within=within)
         if kind == "gz":
             src.max_out = max(self.budget.ratio_min_bytes, self.budget.max_ratio * size)
             if size <= GZIP_VERIFY_BYTES:
