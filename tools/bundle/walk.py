@@ -119,7 +119,9 @@ class _Loader:
     def walk(self, root: Path, prefix: str) -> None:
         """Recursive and sorted; symlinks are never followed (inside ones point at what the walk
         reaches anyway, outside ones are listed as skipped); each inode (hard links) counted once."""
-        real_root, seen, links = os.path.realpath(root), set(), []
+        real_root = os.path.realpath(root)
+        seen: set[tuple[int, int]] = set()
+        links: list[tuple[str, str]] = []
         under = os.path.join(os.fspath(root), "")  # what os.walk's paths start with
         outer, self.within = self.within, real_root
         try:
