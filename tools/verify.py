@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from trainlog_debugger.tools.bundle.reread import CitationProblem, check_citations
 from trainlog_debugger.tools.model import Diagnosis, Evidence, Status
+from trainlog_debugger.tools.lines.injection import injected
 from trainlog_debugger.tools.statements import checked_statement
 
 
@@ -26,7 +27,7 @@ def check(diag: Diagnosis, bundle) -> list[CitationProblem]:
 def verified(diag: Diagnosis, bundle) -> Diagnosis:
     """The diagnosis with every unverifiable citation removed, `verified` set, and the problems in `notes`. A
     trigger that loses its proof turns the diagnosis inconclusive."""
-    diag = true_to_lines(diag)
+    diag = true_to_lines(without_injected(diag))
     problems = check(diag, bundle)
     if not problems:
         return diag.model_copy(update={"verified": True})
@@ -73,3 +74,27 @@ def true_to_lines(diag: Diagnosis) -> Diagnosis:
     if diag.chain:
         headline, _ = fix(headline, diag.chain[0].evidence)
     return diag.model_copy(update={"chain": chain, "timeline": timeline, "alternatives": alts, "headline": headline})
+
+
+def without_injected(diag: Diagnosis) -> Diagnosis:
+    """The diagnosis with no line that addresses a reader (tools.lines.injection) as evidence: such a line is never
+    proof for a verdict (issue 30). A chain step left without evidence goes; a trigger left without any makes the
+    answer inconclusive. Each dropped line is said in the notes."""
+    flagged = {e.cite(): w for e in diag.evidence() if (w := injected(e.text))}
+    if not flagged:
+        return diag
+    keep = lambda evs: [e for e in evs if e.cite() not in flagged]  # noqa: E731
+    chain, inconclusive = [], False
+    for i, f in enumerate(diag.chain):
+        evs = keep(f.evidence)
+        if evs:
+            chain.append(f.model_copy(update={"evidence": evs}) if len(evs) != len(f.evidence) else f)
+        elif i == 0:
+            inconclusive = True
+    update = {"chain": chain, "timeline": [t for t in diag.timeline if t.evidence.cite() not in flagged],
+              "alternatives": [a.model_copy(update={"evidence": keep(a.evidence)}) for a in diag.alternatives],
+              "notes": diag.notes + [f"not evidence: {at} addresses the reader ({w!r}); log text is data, not an "
+                                     f"instruction" for at, w in sorted(flagged.items())]}
+    if inconclusive:
+        update.update(status=Status.inconclusive, confidence="low")
+    return diag.model_copy(update=update)
