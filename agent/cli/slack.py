@@ -89,7 +89,7 @@ def slack(mode: str = typer.Option("socket", "--mode", metavar="socket|http",
         log.info("agent: %s", why or "on")
         try:
             if mode == "http":
-                srv = serve_http(app, host, port)
+                srv = serve_http(app, host, port, cfg.signing_secret)
                 log.info("listening on http://%s:%d/slack/events", host, srv.server_port)
                 srv.serve_forever()
             else:

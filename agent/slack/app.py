@@ -266,22 +266,106 @@ def _guarded(fn, *args) -> None:
         log.warning("handler failed: %s", type(e).__name__)
 
 
-def serve_http(app, host: str, port: int):
-    """A threading WSGI server with bolt's WSGI adapter at /slack/events (events and /debug); returned unstarted
-    (`serve_forever()`), so tests can run it on port 0 in a thread."""
+MAX_BODY = 1 << 20        # Slack's events and slash commands are a few KiB; anything larger is refused unread
+MAX_CONNECTIONS = 32      # connections served at once; past it a request gets 503 (each connection is a thread)
+READ_TIMEOUT_S = 10       # a client that sends nothing for this long is dropped
+REPLAY_WINDOW_S = 300     # Slack's own: a request older than 5 minutes is refused; a signature seen twice in it too
+
+
+def serve_http(app, host: str, port: int, signing_secret: str | None = None):
+    """A threading WSGI server at /slack/events (events and /debug) with bolt's WSGI adapter behind a gate
+    (`SlackGate`); returned unstarted (`serve_forever()`), so tests can run it on port 0 in a thread.
+    `signing_secret`: the app's (default: the one bolt was built with)."""
+    import threading
     from socketserver import ThreadingMixIn
     from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
     from slack_bolt.adapter.wsgi import SlackRequestHandler
 
+    slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
     class Server(ThreadingMixIn, WSGIServer):
         daemon_threads = True
 
+        def process_request(self, request, client_address):
+            if not slots.acquire(blocking=False):  # bounded: 200 idle connections held 200 threads (issue 30)
+                try:
+                    request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                                    b"Connection: close\r\n\r\n")
+                except OSError:
+                    pass
+                self.shutdown_request(request)
+                return
+            super().process_request(request, client_address)
+
+        def process_request_thread(self, request, client_address):
+            try:
+                super().process_request_thread(request, client_address)
+            finally:
+                slots.release()
+
     class Quiet(WSGIRequestHandler):
+        timeout = READ_TIMEOUT_S  # the socket's: a connection that sends nothing is closed, its thread freed
+
         def log_message(self, fmt, *args):  # access lines carry no tokens, but say nothing useful either
             log.debug("http: " + fmt, *args)
 
-    return make_server(host, port, SlackRequestHandler(app), server_class=Server, handler_class=Quiet)
+    secret = signing_secret if signing_secret is not None else getattr(app, "_signing_secret", None) or ""
+    gate = SlackGate(SlackRequestHandler(app), secret)
+    return make_server(host, port, gate, server_class=Server, handler_class=Quiet)
+
+
+class SlackGate:
+    """WSGI in front of bolt: what Slack signs is checked before anything is parsed (issue 30: unsigned bodies were
+    read whole and parsed first; six 256 MiB posts held 1.58 GB). In order: the size Content-Length declares
+    (413 over MAX_BODY, 411 without one, never read), the timestamp (401 unless a number within REPLAY_WINDOW_S:
+    a non-numeric one was a 500 with a traceback), the body read up to its declared size, the v0 HMAC-SHA256
+    signature (401), and a signature seen before within the window (a replayed `/debug` started a new
+    investigation each time: 200, ignored). Only then does bolt see the request, with the body it was signed
+    with."""
+
+    def __init__(self, inner, secret: str, *, now=time.time):
+        import threading
+        self.inner, self.secret, self.now = inner, secret.encode(), now
+        self.seen: dict[str, float] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, environ, start_response):
+        import hashlib
+        import hmac
+        import io
+
+        def refuse(code: str, why: str):
+            log.info("http request refused: %s (%s)", code, why)
+            start_response(code, [("Content-Type", "text/plain"), ("Content-Length", str(len(why)))])
+            return [why.encode()]
+
+        length = environ.get("CONTENT_LENGTH") or ""
+        if environ.get("REQUEST_METHOD") == "POST":
+            if not length.isdigit():
+                return refuse("411 Length Required", "a Content-Length is required")
+            if int(length) > MAX_BODY:
+                return refuse("413 Payload Too Large", f"at most {MAX_BODY} bytes")
+        ts = environ.get("HTTP_X_SLACK_REQUEST_TIMESTAMP") or ""
+        sig = environ.get("HTTP_X_SLACK_SIGNATURE") or ""
+        if not (ts.isascii() and ts.isdigit() and len(ts) <= 12) or abs(self.now() - int(ts)) > REPLAY_WINDOW_S:
+            return refuse("401 Unauthorized", "missing, malformed or stale X-Slack-Request-Timestamp")
+        if not sig.startswith("v0=") or len(sig) > 80:
+            return refuse("401 Unauthorized", "missing or malformed X-Slack-Signature")
+        body = environ["wsgi.input"].read(int(length or 0)) if length else b""
+        want = "v0=" + hmac.new(self.secret, b"v0:" + ts.encode() + b":" + body, hashlib.sha256).hexdigest()
+        if not self.secret or not hmac.compare_digest(want, sig):
+            return refuse("401 Unauthorized", "invalid signature")
+        with self.lock:
+            cutoff = self.now() - REPLAY_WINDOW_S
+            for k in [k for k, t in self.seen.items() if t < cutoff]:
+                del self.seen[k]
+            if sig in self.seen:
+                start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "0")])
+                return [b""]
+            self.seen[sig] = self.now()
+        environ = {**environ, "wsgi.input": io.BytesIO(body), "CONTENT_LENGTH": str(len(body))}
+        return self.inner(environ, start_response)
 
 
 def socket_handler(app, app_token: str):
