@@ -152,3 +152,20 @@ def test_bad_budget_value_is_one_line(tmp_path, cli_env):
     res = run_cli(["scan", str(tmp_path)], env=dict(cli_env, DEBUGGER_MAX_FILES="lots"))
     assert_clean(res, rc_in=(2,))
     assert "DEBUGGER_MAX_FILES='lots' is not a number" in res.stderr[-1]
+
+
+def test_a_core_file_too_big_to_extract_does_not_hide_the_logs_after_it(tmp_path, cli_env):
+    """Issue 30: a tarball with a large core file before the logs gave no answer: the member over the extraction
+    budget ended the whole (compressed) stream. It is skipped, said, and the logs after it are read."""
+    import os
+    t = write_tar(tmp_path / "job.tar.gz", [("job/core.12345", os.urandom(24 << 20))]
+                  + [(f"job/rank_{r}.log", rank_log(r)) for r in range(4)])
+    res = run_cli(["ask", "--json", "--offline", t], env=dict(cli_env, DEBUGGER_MAX_EXTRACT_BYTES=str(8 << 20)),
+                  timeout=120)
+    assert_clean(res, rc_in=(0,), max_s=60)
+    import json
+    d = json.loads(res.stdout)
+    assert d["coverage"]["seen_count"] == 4, d["coverage"]
+    skipped = {s["file"]: s["reason"] for s in d["coverage"]["skipped"]}
+    assert "extraction cap reached" in skipped.get("job.tar.gz!job/core.12345", ""), skipped
+    assert not any(k.endswith("!*") for k in skipped), skipped  # nothing after it was given up

@@ -263,3 +263,17 @@ def test_a_file_opened_through_a_swapped_directory_is_refused_at_read_time(tmp_p
         src.ident = None  # even with the inode check out of the way, the directory check stands
         with pytest.raises(ReadRefused, match="outside the bundle"):
             src.open()
+
+
+def test_a_cut_gzip_gives_the_lines_before_the_break(tmp_path):
+    """Issue 30: a small truncated .gz read 0 lines and still said "partial"."""
+    import gzip as gz
+    from trainlog_debugger.tools.scan.driver import scan_bundle
+    data = "".join(f"[rank0]: iteration {i} | loss 2.3{i % 10}\n" for i in range(3000)).encode()
+    z = gz.compress(data)
+    (tmp_path / "rank_0.log.gz").write_bytes(z[: len(z) * 2 // 3])
+    with open_bundle(tmp_path) as b:
+        res = scan_bundle(b)
+    f = res.files[0]
+    assert f.error == "truncated gzip" and f.lines > 500, (f.lines, f.notes)
+    assert any(n.startswith("read stopped at byte ") and "truncated gzip" in n for n in f.notes)

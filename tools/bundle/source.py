@@ -170,8 +170,11 @@ class _Capped(io.RawIOBase):
     """A decompressed stream that raises ReadRefused past `cap` bytes (0 = no cap): the ratio budget of a .gz read
     in place, enforced while streaming."""
 
+    PIECE = 1 << 18  # read from the gzip stream at most this much at a time: what a cut stream loses
+
     def __init__(self, inner, cap: int, rel: str):
         self.inner, self.cap, self.rel, self.pos = inner, cap, rel, 0
+        self.cut: BaseException | None = None
 
     def readable(self) -> bool:
         return True
@@ -180,7 +183,19 @@ class _Capped(io.RawIOBase):
         return True
 
     def readinto(self, b) -> int:
-        data = self.inner.read(len(b))
+        """Up to len(b) decompressed bytes. A truncated or corrupt stream first gives what it held (the read that
+        hits the break ends there, like an end of file), then raises on the next read: a cut .gz read 0 lines and
+        still said "partial" when one big read raised and took the data decompressed before the break with it
+        (issue 30)."""
+        if self.cut is not None:
+            raise self.cut
+        try:
+            data = self.inner.read(min(len(b), self.PIECE))
+        except (EOFError, OSError, zlib.error) as exc:
+            self.cut = exc
+            if self.pos == 0:
+                raise
+            return 0
         self.pos += len(data)
         if self.cap and self.pos > self.cap:
             b_ = Budget.from_env()

@@ -84,6 +84,7 @@ class _Loader:
         self.files_over = 0             # files not indexed: the files budget was reached
         self.files_note = ""
         self.within = ""                # while a directory is walked: its real path (files outside it are refused)
+        self.read_through = 0           # bytes of compressed-tar members decompressed only to reach later members
 
     def budget_text(self, name: str, what: str) -> str:
         return f"{what}; {self.budget.hint(name)}"
@@ -288,7 +289,12 @@ class _Loader:
                 for name, kind, size, opener, why in members:
                     got = self.member(rel, depth, name, kind, size, opener, why)
                     last = name
-                    # A tar is a stream: skipping on means reading (decompressing) what is skipped.
+                    # A tar is a stream: skipping on means reading (decompressing) what is skipped. One member too
+                    # big to extract (a core file before the logs) is read through and the rest extracted, as long
+                    # as what is read through stays within the compression-ratio budget of the file (a bomb does
+                    # not); before, that one member ended the archive and the logs after it were never read.
+                    if got == "cap" and compressed and not self.stop and self.can_read_through(size):
+                        continue
                     if fmt == "tar" and (self.stop or (got == "cap" and compressed)):
                         self.unread.append(rel)
                         self.skip(f"{rel}!*", f"{self.stop or 'extraction cap reached (' + self.limit + ')'}: "
@@ -301,6 +307,16 @@ class _Loader:
                 where = f" after member {_clean(last)}" if last else ""
                 self.skip(f"{rel}!*", f"truncated or corrupt archive{where} ({exc}); earlier members kept")
         return False
+
+    def can_read_through(self, size: int) -> bool:
+        """Whether a compressed tar member of `size` bytes that is not extracted may be read through to reach the
+        members after it: the bytes decompressed so far from the user's file, this member's included, stay within
+        the compression-ratio budget against that file's size."""
+        through = self.read_through + max(size, 0)
+        if self.from_top + through > max(self.budget.ratio_min_bytes, self.budget.max_ratio * self.top_size):
+            return False
+        self.read_through = through
+        return True
 
     def tar_end(self, tf: tarfile.TarFile, rel: str, last: str) -> None:
         """tarfile ends quietly at a header it cannot read (cut inside it, or garbage): say where, if anything but
