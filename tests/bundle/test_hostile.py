@@ -133,12 +133,21 @@ def test_actual_bytes_counted_when_size_unknown(tmp_path):
         assert b.notes == ["extraction stopped at 1 MiB total; raise it with DEBUGGER_MAX_EXTRACT_BYTES=4M: 1 members not extracted"]
 
 
-def test_compressed_tar_bomb_stops_reading(tmp_path):
+def test_compressed_tar_bomb_stops_reading(tmp_path, monkeypatch):
+    """A member over the extraction cap is read through (its logs after it are extracted: a core file before the
+    logs, issue 30) while what is read through stays within the compression-ratio budget; a bomb past that budget
+    stops the archive, as before."""
     t = tmp_path / "bomb.tar.gz"
     with tarfile.open(t, "w:gz") as tf:
         add(tf, "rank_0.log", LOG)
         add(tf, "zeros.bin", bytes(4 << 20))
         add(tf, "rank_1.log", LOG)
+    with open_bundle(t, max_extract_bytes=1 << 20) as b:  # 4 MiB read through: under the ratio budget's floor
+        assert [s.rel for s in b.sources] == ["bomb.tar.gz!rank_0.log", "bomb.tar.gz!rank_1.log"]
+        r = reasons(b)
+        assert r["bomb.tar.gz!zeros.bin"].startswith("extraction cap reached (1 MiB total; raise it with DEBUGGER_MAX_EXTRACT_BYTES=4M)")
+        assert "bomb.tar.gz!*" not in r
+    monkeypatch.setenv("DEBUGGER_RATIO_FROM", str(1 << 20))  # the ratio budget's floor at 1 MiB: 4 MiB is a bomb
     with open_bundle(t, max_extract_bytes=1 << 20) as b:
         assert [s.rel for s in b.sources] == ["bomb.tar.gz!rank_0.log"]
         r = reasons(b)

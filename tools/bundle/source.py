@@ -17,7 +17,7 @@ import stat
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from trainlog_debugger.tools.bundle.budget import Budget, human as _human
 
@@ -87,6 +87,8 @@ class Source:
         raw: io.RawIOBase = _Bounded(_open_nofollow(self.path, self.ident, self.within), self.size)
         if self.gzip:
             raw = _Capped(gzip.GzipFile(fileobj=io.BufferedReader(raw), mode="rb"), self.max_out, self.rel)
+            if not self.nul:
+                return cast(BinaryIO, raw)  # its own read(): a break gives the bytes before it, then the error
         if self.nul:
             raw = _NoNul(raw)
         return io.BufferedReader(raw, 1 << 16)
@@ -175,6 +177,9 @@ class _Capped(io.RawIOBase):
     def __init__(self, inner, cap: int, rel: str):
         self.inner, self.cap, self.rel, self.pos = inner, cap, rel, 0
         self.cut: BaseException | None = None
+        # read1: one decompression step a call (GzipFile.read loops over them in a BufferedReader, which drops what
+        # it had when a later step raises)
+        self._read = getattr(inner, "read1", inner.read)
 
     def readable(self) -> bool:
         return True
@@ -182,25 +187,37 @@ class _Capped(io.RawIOBase):
     def seekable(self) -> bool:
         return True
 
-    def readinto(self, b) -> int:
-        """Up to len(b) decompressed bytes. A truncated or corrupt stream first gives what it held (the read that
-        hits the break ends there, like an end of file), then raises on the next read: a cut .gz read 0 lines and
-        still said "partial" when one big read raised and took the data decompressed before the break with it
-        (issue 30)."""
+    def read(self, n: int = -1) -> bytes:
+        """Up to `n` decompressed bytes (all, when n < 0), read from the gzip stream in pieces. A truncated or
+        corrupt stream first gives what it held (the read that hits the break returns the bytes before it), then
+        raises on the next read: one big read that raised took the data decompressed before the break with it,
+        and a cut .gz read 0 lines and still said "partial" (issue 30). No BufferedReader goes on top: its own
+        loop of raw reads would drop a short read the same way."""
         if self.cut is not None:
             raise self.cut
-        try:
-            data = self.inner.read(min(len(b), self.PIECE))
-        except (EOFError, OSError, zlib.error) as exc:
-            self.cut = exc
-            if self.pos == 0:
-                raise
-            return 0
-        self.pos += len(data)
-        if self.cap and self.pos > self.cap:
-            b_ = Budget.from_env()
-            raise ReadRefused(f"compression ratio budget: more than {_human(self.cap)} decompressed "
-                              f"(over {b_.max_ratio}:1), {b_.hint('max_ratio')}")
+        want = n if n is not None and n >= 0 else 1 << 62
+        out = bytearray()
+        while len(out) < want:
+            try:
+                data = self._read(min(want - len(out), self.PIECE))
+            except (EOFError, OSError, zlib.error) as exc:
+                if not out:
+                    self.cut = exc
+                    raise
+                self.cut = exc
+                break
+            if not data:
+                break
+            out += data
+            self.pos += len(data)
+            if self.cap and self.pos > self.cap:
+                b_ = Budget.from_env()
+                raise ReadRefused(f"compression ratio budget: more than {_human(self.cap)} decompressed "
+                                  f"(over {b_.max_ratio}:1), {b_.hint('max_ratio')}")
+        return bytes(out)
+
+    def readinto(self, b) -> int:
+        data = self.read(len(b))
         b[:len(data)] = data
         return len(data)
 
