@@ -78,4 +78,20 @@ def _key(k: Any) -> str:
 def dumps(obj: Any, indent: int | None = 2, *, plain: bool = False) -> str:
     """`obj` as JSON text; `plain`: it is plain JSON data already (a Report's to_json()), not walked again.
     `indent=None` writes one line with json's C encoder; any indent runs its pure-Python encoder (~5x slower)."""
-    return json.dumps(obj if plain else to_jsonable(obj), indent=indent, ensure_ascii=False)
+    data = obj if plain else to_jsonable(obj)
+    try:
+        return json.dumps(data, indent=indent, ensure_ascii=False, allow_nan=False)
+    except ValueError:  # a NaN or an infinity (a flight recorder's durations, a loss): JSON has none, null says it
+        return json.dumps(_finite(data), indent=indent, ensure_ascii=False, allow_nan=False)
+
+
+def _finite(obj: Any) -> Any:
+    """`obj` with every NaN and infinity as None (issue 30: `fr --json` wrote a bare `NaN`, which no strict JSON
+    reader accepts)."""
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj

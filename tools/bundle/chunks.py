@@ -58,6 +58,9 @@ def chunks(stream, size: int = CHUNK, *, known_size: int | None = None,
             carry = b""
         else:
             cut = buf.rfind(b"\n") + 1
+            if cut == 0 and len(buf) < size:  # no line end yet in a short read: wait for more (or the end)
+                carry = buf                   # (a 24-byte file with no final newline was "longer than 64 MiB")
+                continue
             if cut == 0:  # one line longer than a chunk: hand it on in pieces, say so
                 long_line = True
                 cut = len(buf)

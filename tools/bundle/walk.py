@@ -43,11 +43,32 @@ def _one_line(s: str) -> str:
 
 
 def _binary_reason(head: bytes) -> str | None:
-    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
-        return "UTF-16 text (convert it to UTF-8 to scan it)"
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff") or _utf16_without_bom(head):
+        return "UTF-16 text (convert it to UTF-8 to scan it: iconv -f UTF-16 -t UTF-8)"
     if b"\x00" in head or (head and len(head) - len(head.translate(None, _CTRL)) > len(head) // 10):
         return "binary file (no text)"
     return None
+
+
+def _utf8(b: bytes) -> bool:
+    """Whether `b` is UTF-8 text (a character cut at its end allowed): a pickle or an ELF is not."""
+    try:
+        b.decode("utf-8")
+        return True
+    except UnicodeDecodeError as e:
+        return e.start >= len(b) - 3
+
+
+def _utf16_without_bom(head: bytes) -> bool:
+    """Text written as UTF-16 with no byte-order mark (a Windows tool's log): every other byte NUL, the others
+    printable ASCII, in at least 64 bytes. Said as UTF-16, not as "binary" (issue 30)."""
+    h = head[: 4096 - 4096 % 2]
+    if len(h) < 64:
+        return False
+    for zeros, text in ((h[1::2], h[0::2]), (h[0::2], h[1::2])):
+        if zeros.count(0) >= 0.95 * len(zeros) and sum(32 <= c < 127 or c in (9, 10, 13) for c in text) >= 0.9 * len(text):
+            return True
+    return False
 
 
 # Program source, not output: a training script quotes the very messages we look for (`raise RuntimeError("NCCL
@@ -205,7 +226,11 @@ class _Loader:
         with io.BufferedReader(_Bounded(fd, size)) as f:
             head = f.read(HEAD_BYTES)
             nul = b"\x00" in head and not _magic(head) and not head.startswith((b"\xff\xfe", b"\xfe\xff"))
-            nul = nul and b"\x00" not in _NUL_RUN.sub(b"", head)    # runs only: scattered NULs mean binary
+            # runs (copytruncate), or a few stray NULs in text (issue 30: one NUL in the first 8 KiB dropped the
+            # file): read, without the NULs; many scattered NULs mean binary (or UTF-16, said as such)
+            rest = _NUL_RUN.sub(b"", head)
+            nul = nul and (b"\x00" not in rest or (rest.count(b"\x00") <= max(8, len(rest) // 1000)
+                                                   and b"\n" in rest and _utf8(rest.replace(b"\x00", b""))))
             if nul and not head.strip(b"\x00"):
                 after = _after_nul_run(f, fd, size)
                 if after is None:
