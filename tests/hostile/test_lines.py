@@ -62,3 +62,19 @@ def test_cr_only_line_ends_are_lines(tmp_path, cli_env):
     wd = next(p for p in rep["patterns"] if p["id"] == "pytorch.watchdog_timeout")
     assert wd["first"]["line"] == 3 and wd["first"]["text"] == WATCHDOG
     assert any("carriage return only" in n for n in f["notes"])
+
+
+def test_a_cr_only_file_keeps_its_citations(tmp_path):
+    """Issue 30: the scan reads CR as a line end in a CR-only file, the re-reading of citations did not, so every
+    citation of such a file was dropped ('no such line') and its answer turned inconclusive."""
+    from trainlog_debugger.tools.pipeline import investigate
+    from trainlog_debugger.tools.bundle.open import open_bundle
+    (tmp_path / "rank_0.log").write_bytes(b"[rank0]: iteration 1 loss 2.3\r[rank0]: iteration 2 loss 2.3\r"
+                                          b"[rank0]: RuntimeError: CUDA error: an illegal memory access was "
+                                          b"encountered\r[rank0]: done\r")
+    (tmp_path / "rank_1.log").write_text("[rank1]: iteration 1 loss 2.3\n" + WATCHDOG.replace("rank0", "rank1")
+                                         .replace("Rank 0", "Rank 1") + "\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.verified and d.status.value == "crashed" and d.culprit_ranks == [0], (d.status, d.notes)
+    assert d.chain[0].evidence[0].cite() == "rank_0.log:3"

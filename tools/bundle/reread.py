@@ -39,7 +39,7 @@ def read_lines(source, wanted: Iterable[int], *, chunk_size: int = CHUNK) -> dic
     if not targets:
         return out
     ti, base = 0, 0
-    with source.open() as fh:
+    with lines_of(source) as fh:
         for ch in chunks(fh, chunk_size):
             buf = ch.buf
             n = buf.count(b"\n") + (0 if buf.endswith(b"\n") else 1)
@@ -52,6 +52,53 @@ def read_lines(source, wanted: Iterable[int], *, chunk_size: int = CHUNK) -> dic
             if ti >= len(targets):
                 break
     return out
+
+
+CR_PROBE = 64 << 10  # as the scan decides (tools/scan/labels.py cr_lines): a file whose first 64 KiB hold CRs, no LF
+
+
+class _CrAsLf:
+    """A stream whose CR line ends read as LF: the line numbers the scan gave a CR-only file (classic Mac output,
+    progress redraws) are the lines a citation of it names (issue 30: every citation of such a file was dropped
+    as 'no such line', turning its answer inconclusive)."""
+
+    def __init__(self, fh, head: bytes):
+        self.fh, self.head = fh, head
+
+    def read(self, n: int = -1) -> bytes:
+        if self.head:
+            out, self.head = self.head, b""
+            return out.replace(b"\r", b"\n")
+        return self.fh.read(n).replace(b"\r", b"\n")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.fh.close()
+
+
+def lines_of(source):
+    """`source` opened for reading by lines as the scan numbered them (a CR-only file's CRs as line ends)."""
+    fh = source.open()
+    try:
+        head = fh.read(CR_PROBE)
+    except BaseException:
+        fh.close()
+        raise
+    if b"\n" not in head and head.count(b"\r") >= 2:
+        return _CrAsLf(fh, head)
+    return _Prefixed(fh, head)
+
+
+class _Prefixed(_CrAsLf):
+    """The stream with its probed head given back first, as it was."""
+
+    def read(self, n: int = -1) -> bytes:
+        if self.head:
+            out, self.head = self.head, b""
+            return out
+        return self.fh.read(n)
 
 
 @dataclass(frozen=True)
