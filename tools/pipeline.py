@@ -101,13 +101,34 @@ def _run(bundle, progress, workers, scan) -> Investigation:
         raise RuntimeError("tools.pipeline.STAGES drew no diagnosis (FIRST_ANSWER is missing)")
     # what the input itself made the analysis refuse or cut (an implausible number, a budget, a partial file, a
     # capped dump) is said in the answer, never silent: for every caller (ask, eval, the agent, Slack)
-    extra = [n for n in inv.notes + scan.input_notes() if n not in diag.notes]
+    extra = [n for n in inv.notes + scan.input_notes() + not_read(inv, bundle) if n not in diag.notes]
     if extra:
         diag = diag.model_copy(update={"notes": list(diag.notes) + extra})
     inv.diagnosis = verified(diag, bundle)
     return inv
 
 
+
+
+def not_read(inv: Investigation, bundle, cap: int = 6) -> list[str]:
+    """What of the input the answer does not rest on, in words (issue 30: `ask` never mentioned refused
+    flight-recorder dumps or a file deleted mid-run): dumps the flight-recorder reader refused, files whose reading
+    stopped on an error, and how many files were skipped and why. At most `cap` of each, then how many more."""
+    out: list[str] = []
+    fr = getattr(inv, "fr", None)
+    refused = list(getattr(fr, "skipped", None) or [])
+    out += [f"flight-recorder dump {s.get('file')} not read: {s.get('reason')}" for s in refused[:cap]]
+    broken = [f for f in inv.scan.files if f.error]
+    out += [f"{f.rel}: read stopped ({f.error}); the lines before it were read" for f in broken[:cap]]
+    skipped = [s for s in getattr(bundle, "skipped", []) if not s.reason.startswith("case label file")]
+    if skipped:
+        reasons: dict[str, int] = {}
+        for s in skipped:
+            reasons[s.reason.split(":")[0][:60]] = reasons.get(s.reason.split(":")[0][:60], 0) + 1
+        out.append(f"{len(skipped)} file(s) not read: " + "; ".join(f"{r} ({n})" for r, n in list(reasons.items())[:4])
+                   + (" …" if len(reasons) > 4 else "") + " (`--json` coverage.skipped lists them)")
+    more = len(refused) - cap + max(0, len(broken) - cap)
+    return out + ([f"{more} more file(s) not read in full (`debugger scan`)"] if more > 0 else [])
 
 
 def investigate(bundle, *, progress: Callable[[int, int], None] | None = None, workers: int | None = None) -> Diagnosis:

@@ -90,3 +90,21 @@ def test_bytes_where_strings_belong_are_read():
     buf = io.BytesIO()
     pickle.dump(d, buf)
     assert frdump.load_dump(buf.getvalue())["version"] == b"2.4"
+
+
+def test_ask_says_what_it_did_not_read(tmp_path):
+    """Issue 30: `ask` never mentioned a refused flight-recorder dump, nor files skipped or cut short."""
+    import shutil
+
+    from trainlog_debugger.tools.bundle.open import open_bundle
+    from trainlog_debugger.tools.pipeline import investigate
+    case = Path(__file__).resolve().parents[2] / "cases" / "gen-slurm-8r-a"
+    for f in case.glob("*.out"):
+        shutil.copy(f, tmp_path / f.name)
+    (tmp_path / "nccl_trace_rank_3").write_bytes(b"\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00}\x94garbage")
+    (tmp_path / "core.bin").write_bytes(bytes(range(256)) * 64)
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    notes = " | ".join(d.notes)
+    assert "flight-recorder dump nccl_trace_rank_3 not read: corrupt or truncated pickle" in notes, notes
+    assert "1 file(s) not read: binary file (no text) (1)" in notes, notes
