@@ -270,7 +270,6 @@ def opened(paths: list[Path]):
     stdin (`kubectl logs pod | debugger ask -`), and a pipe given as a path (`<(zcat run.log.gz)`, `/dev/stdin`)
     is read the same way: each copied into a private temporary directory removed afterwards."""
     import shutil
-    import tempfile
 
     from trainlog_debugger.tools.bundle.open import BundleError, open_bundle
     tmp = None
@@ -286,12 +285,12 @@ def opened(paths: list[Path]):
             else:
                 real.append(str(p))
                 continue
-            tmp = tmp or tempfile.mkdtemp(prefix="debugger-stdin-")
+            tmp = tmp or _stdin_dir()
             dest = os.path.join(tmp, name)
             while os.path.exists(dest):
                 dest = dest[:-4] + "~.log"
             try:
-                _copy_stream(stream, dest, str(p))
+                _copy_stream(stream, dest, "stdin" if str(p) == "-" else str(p))
             finally:
                 if stream is not sys.stdin.buffer:
                     stream.close()
@@ -325,15 +324,52 @@ def _pipe_name(p: Path) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in p.name)[:64] or "pipe"
 
 
+def _stdin_dir() -> str:
+    """A private temp dir named and marked as the bundle's are (`trainlog-bundle-<pid>-…` with its `.owner`), so a
+    run killed while it copied stdin leaves nothing the next run does not sweep (issue 30: it was never swept)."""
+    import socket
+    import tempfile
+
+    from trainlog_debugger.tools.bundle.walk import OWNER_FILE, TMP_PREFIX
+    tmp = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{os.getpid()}-stdin-")
+    with open(os.path.join(tmp, OWNER_FILE), "x") as fh:
+        fh.write(f"{socket.gethostname()} {os.getpid()}\n")
+    return tmp
+
+
+SNIFF_BYTES = 1 << 20  # the first MiB of a piped log is judged before the rest is copied
+
+
 def _copy_stream(stream, dest: str, what: str) -> None:
+    """Copy a piped log into `dest`, refusing early (issue 30: stdin wrote up to 8 GiB before refusing, and a
+    small TMPDIR filled to an "internal error"): after its first MiB when nothing in it is a training job's log,
+    past STDIN_LIMIT, and when the temp filesystem falls under its free-space floor (the extraction budget's)."""
+    from trainlog_debugger.tools.bundle.budget import Budget
     from trainlog_debugger.tools.bundle.open import BundleError
+    from trainlog_debugger.tools.bundle.recognise import speaks_training
+    floor = Budget.from_env().min_free
     with open(dest, "wb") as fh:
-        n = 0
+        n, head, judged = 0, b"", False
         while chunk := stream.read(1 << 20):
             n += len(chunk)
             if n > STDIN_LIMIT:
                 raise BundleError(f"{what} holds more than {STDIN_LIMIT >> 30} GiB: save it to a file")
-            fh.write(chunk)
+            if not judged:
+                head += chunk
+                if len(head) >= SNIFF_BYTES:
+                    judged = True
+                    if not speaks_training(head):
+                        raise BundleError(f"no training-job log in the first MiB of {what}: nothing copied further")
+            try:
+                fh.write(chunk)
+                if n % (64 << 20) < len(chunk):
+                    sv = os.statvfs(os.path.dirname(dest))
+                    if sv.f_bavail * sv.f_frsize < floor:
+                        raise BundleError(f"the temp filesystem is nearly full while copying {what} (set TMPDIR "
+                                          f"to a larger one, or save the log to a file)")
+            except OSError as e:
+                raise BundleError(f"cannot copy {what} into the temp dir ({e.strerror or e}): set TMPDIR to a "
+                                  "larger one, or save the log to a file") from None
 
 
 @contextmanager

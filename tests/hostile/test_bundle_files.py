@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tarfile
 import time
 from pathlib import Path
@@ -295,3 +296,28 @@ def test_small_oddities_are_read_and_said_rightly(tmp_path):
     assert not any("longer than" in n for f in res.files for n in f.notes)
     assert {f.rel: f.lines for f in res.files} == {"a.log": 1, "b.log": 2}
     assert dumps({"t": float("nan"), "u": [float("inf")]}, indent=None) == '{"t": null, "u": [null]}'
+
+
+def test_stdin_that_is_no_log_is_refused_after_its_first_mib(tmp_path, cli_env):
+    """Issue 30: stdin `-` wrote up to 8 GiB before refusing."""
+    import base64
+    noise = base64.b64encode(os.urandom(3 << 20))
+    res = run_cli(["ask", "--offline", "-"], env=cli_env, stdin=noise, timeout=60)
+    assert res.rc == 2 and res.stderr[-1] == "error: no training-job log in the first MiB of stdin: nothing copied further"
+    assert not res.tmp_left, res.tmp_left
+
+
+def test_a_killed_stdin_copy_is_swept_by_the_next_run(tmp_path):
+    """Issue 30: the temp of a run killed while it copied stdin was never removed."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    p = subprocess.Popen([sys.executable, "-m", "trainlog_debugger", "ask", "--offline", "-"], env=env,
+                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p.stdin.write(b"[rank0]: iteration 1 loss 2.3\n" * 1000)
+    p.stdin.flush()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not list(tmp_path.glob("trainlog-bundle-*stdin*")):
+        time.sleep(0.05)
+    assert list(tmp_path.glob("trainlog-bundle-*stdin*")), "no stdin temp was made"
+    p.kill()
+    p.wait(10)
+    assert clean_stale_tmpdirs(str(tmp_path)) and not list(tmp_path.glob("trainlog-bundle-*"))

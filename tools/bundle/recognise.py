@@ -13,7 +13,7 @@ import re
 from trainlog_debugger.tools.bundle.source import READ_ERRORS
 from trainlog_debugger.tools.sources.detect import GENERIC
 
-__all__ = ["NOT_LOGS", "holds_training_logs", "recognised"]
+__all__ = ["NOT_LOGS", "holds_training_logs", "recognised", "speaks_training", "unrelated_inputs"]
 
 NOT_LOGS = ("no training-job logs recognised in {root}: {files} file(s) read, none has a line of PyTorch, NCCL, a "
             "launcher, a scheduler, a trainer or a storage daemon")
@@ -71,12 +71,18 @@ def holds_training_logs(bundle, scan=None) -> bool:
     return recognised(scan_bundle(bundle), bundle)
 
 
+def speaks_training(head: bytes) -> bool:
+    """Whether the first bytes of a stream hold a training-stack failure line or a training loop's line (what a
+    piped log is judged by before it is copied whole)."""
+    return bool(_STACK_LOG_LINE.search(head) or _TRAINING_LINE.search(head))
+
+
 def _heads_speak(bundle) -> bool:
     for src in bundle.sources[:_HEAD_FILES]:
         try:
             with src.open() as fh:
                 head = fh.read(_HEAD_BYTES)
-                if _STACK_LOG_LINE.search(head) or _TRAINING_LINE.search(head):
+                if speaks_training(head):
                     return True
         except READ_ERRORS:
             continue
