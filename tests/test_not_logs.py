@@ -101,3 +101,20 @@ def test_one_job_split_by_node_is_one_job(tmp_path):
     a, b = _job(tmp_path / "a", "gpu-node-3", "1105"), _job(tmp_path / "b", "gpu-node-4", "1105", 1)
     r = runner.invoke(app, ["ask", str(a), str(b)])
     assert r.exit_code == 0, r.output
+
+
+def test_documentation_is_not_read_as_logs(tmp_path):
+    """Issue 30: /usr/share/doc got a confident verdict from an HTML page that explains EADDRINUSE and an API
+    reference (JSON with HTML in its strings). Pages, manuals and changelogs quote every error they document."""
+    root = _write(tmp_path / "doc", {
+        "nodejs/api/errors.html": "<p><code>EADDRINUSE</code> (Address already in use): an attempt to bind a server "
+                                  "failed.</p>\n" * 5,
+        "nodejs/api/all.json": '{"desc": "' + "<p>The <code>EADDRINUSE</code> error: <a href=#x>address already in "
+                                              "use</a></p>" * 30 + '"}\n',
+        "pkg/changelog.Debian": "pkg (1.2) unstable; urgency=low\n  * fix: RuntimeError: CUDA error: out of memory\n",
+        "pkg/README.md": "If you see `NCCL error: unhandled system error`, set NCCL_DEBUG=INFO.\n",
+        "train/rank_0.log": "[rank0]: iteration 10 | loss 2.31\n"})
+    with open_bundle(root) as b:
+        assert [s.rel for s in b.sources] == ["train/rank_0.log"]
+        reasons = {s.rel: s.reason for s in b.skipped}
+    assert all(r.startswith("documentation, not a log") for r in reasons.values()) and len(reasons) == 4, reasons

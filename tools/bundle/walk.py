@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable
 
 from trainlog_debugger.tools.bundle.budget import Budget, human as _human
-from trainlog_debugger.tools.sources.detect import HEAD_BYTES, sniff
+from trainlog_debugger.tools.sources.detect import GENERIC, HEAD_BYTES, sniff
 from trainlog_debugger.tools.sources.flight_recorder.format import FR_DUMP
 from trainlog_debugger.tools.bundle.archives import (_OPENERS, _UNREADABLE, _clean, _looks_tar, _magic, _printable,
                                                      _safe_name, _tar_members, _unsafe, _zip_members)
@@ -78,10 +78,38 @@ SOURCE_CODE_SUFFIXES = (".py", ".pyi", ".pyx", ".c", ".cc", ".cpp", ".cxx", ".h"
                         ".go", ".rs", ".java", ".scala", ".kt", ".js", ".ts", ".rb", ".swift", ".ipynb")
 
 
+# Documentation, not output (issue 30: /usr/share/doc got a confident verdict from an HTML page that explains
+# EADDRINUSE): pages and manuals quote every error they document.
+DOC_SUFFIXES = (".html", ".htm", ".xhtml", ".css", ".svg", ".md", ".markdown", ".rst", ".adoc", ".tex", ".texi",
+                ".info", ".man", ".1", ".3", ".5", ".7", ".8", ".pod")
+_DOC_NAME = re.compile(r"(?:^|/)(?:changelog|changes|news|readme|copyright|license|licence|authors|thanks|todo|"
+                       r"history)(?:[._-][\w.-]*)?$", re.I)
+
+
+_HTML_TAG = re.compile(rb"</?(?:p|code|a|div|span|h[1-6]|li|ul|ol|pre|table|tr|td|em|strong|br)\b[^>\n]{0,200}>")
+
+
+def _doc_head(head: bytes, kind: str) -> str | None:
+    """A generic file whose head is markup-dense (an API reference as JSON with HTML in its strings, a saved
+    page under another name): documentation. Twenty tags and one per 2 KiB at least: a proxy's error page quoted
+    in a log is a few tags in a lot of text."""
+    if kind != GENERIC:
+        return None
+    n = len(_HTML_TAG.findall(head))
+    if n >= 20 and n * 2048 >= len(head):
+        return "documentation, not a log (markup throughout: it quotes the errors it documents)"
+    return None
+
+
 def _source_code_reason(rel: str, kind: str) -> str | None:
     name = rel.rsplit("!", 1)[-1].lower()
-    if kind != FR_DUMP and name.endswith(SOURCE_CODE_SUFFIXES):
+    if kind == FR_DUMP:
+        return None
+    if name.endswith(SOURCE_CODE_SUFFIXES):
         return "program source, not a log (its strings would read as log lines)"
+    bare = name[:-3] if name.endswith(".gz") else name
+    if kind == GENERIC and (bare.endswith(DOC_SUFFIXES) or _DOC_NAME.search(bare)):
+        return "documentation, not a log (it quotes the errors it documents)"
     return None
 
 
@@ -264,7 +292,7 @@ class _Loader:
         src_kind = sniff(rel, head)
         nul = nul or (kind == "gz" and b"\x00" in head)
         why = None if src_kind == FR_DUMP else (_binary_reason(head.replace(b"\x00", b"") if nul else head)
-                                                 or _source_code_reason(rel, src_kind))
+                                                 or _source_code_reason(rel, src_kind) or _doc_head(head, src_kind))
         if why:
             return self.skip(rel, why)
         src = Source(rel, path, src_kind, size, gzip=kind == "gz", ident=ident, nul=nul and src_kind != FR_DUMP,
