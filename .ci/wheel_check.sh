@@ -27,7 +27,7 @@ floor=$(sed -n 's/^ *"typer>=\([0-9.]*\).*/\1/p' "$REPO/pyproject.toml")
 
 # 1. The wheel, from the files the package is made of (tracked and new, not ignored, not deleted).
 mkdir "$T/src" "$T/dist"
-(cd "$REPO" && git ls-files -z -co --exclude-standard -- pyproject.toml setup.py README.md agent tools eval prompts \
+(cd "$REPO" && git ls-files -z -co --exclude-standard -- pyproject.toml setup.py README.md entry agent tools eval prompts \
   | tar --null -T - --ignore-failed-read -cf - 2>/dev/null) | tar -xf - -C "$T/src"
 # The other distribution: `dummy-tools`, which owns a top-level package named `tools`.
 mkdir -p "$T/dummy/tools"
@@ -70,6 +70,9 @@ say "agent package data loads (tokenizer, prompts, graph)"
 "$V/debugger" ask --help > ask-help.txt || die "debugger ask --help exited $?"
 grep -q -- "--json" ask-help.txt || die "debugger ask --help does not show --json: $(cat ask-help.txt)"
 "$V/debugger" --version | grep -q "^debugger [0-9]" || die "debugger --version: $("$V/debugger" --version 2>&1)"
+"$V/python" -m trainlog_debugger --version | grep -q "^debugger [0-9]" \
+  || die "python -m trainlog_debugger --version: $("$V/python" -m trainlog_debugger --version 2>&1)"
+"$V/debugger" schema scan | grep -q '"schema_version": 2' || die "debugger schema scan: the schemas are package data"
 "$V/debugger" ask "$CASE" --json > ask.json || die "debugger ask $CASE --json exited $?"
 # the Slack app manifest is package data: `debugger slack --manifest` prints it from the wheel, with no token
 env -u SLACK_BOT_TOKEN -u SLACK_APP_TOKEN "$V/debugger" slack --manifest > manifest.yaml \

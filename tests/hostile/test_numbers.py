@@ -98,3 +98,22 @@ def huge_metrics(tmp_path):
 def test_a_huge_number_in_a_metric_line_is_not_a_crash(huge_metrics, cmd, cli_env):
     res = run_cli([*cmd, huge_metrics], env=cli_env, timeout=60)
     assert_clean(res, rc_in=(0,), max_rss_mb=600, max_s=30)
+
+
+def test_a_claimed_world_of_a_million_ranks_holds_no_state_per_missing_rank(tmp_path):
+    """Issue 30: WORLD_SIZE=1000000 (the allowed maximum) with two logs made a state and a row per missing rank
+    (`nccl` 38 s and 1.46 GB) and 999,998 named culprits (ask's JSON 15.8 MB)."""
+    from trainlog_debugger.tools.bundle.open import open_bundle
+    from trainlog_debugger.tools.pipeline import run
+    from trainlog_debugger.tools.sources.pytorch.collectives import MISSING_STATES
+    for r in range(2):
+        (tmp_path / f"rank_{r}.log").write_text(
+            f"[rank{r}]: using world size: 1000000, data-parallel size: 1000000\n" + watchdog(r))
+    with open_bundle(tmp_path) as b:
+        inv = run(b)
+    rep, d = inv.nccl, inv.diagnosis
+    assert len(rep.missing_ranks) == 999_998 and len(rep.ranks) <= MISSING_STATES + 2 and rep.found_ranks == 2
+    missing = next(g for g in rep.rank_groups() if g.facts.get("role") == "missing")
+    assert len(missing.ranks) == 999_998
+    assert d.culprit_ranks == [] and d.status.value == "inconclusive"
+    assert len(d.model_dump_json()) < 100_000

@@ -48,7 +48,7 @@ def straggler(f: RuleInputs):
     last = rs.last_line.text if rs.last_line else ""
     ev = ([own[0]] if own else []) + ([retries[-1]] if retries and not own else []) + rs.cited(2)
     who = f"rank{'s' if len(culprits) > 1 else ''} {', '.join(map(str, culprits[:8]))}"
-    base = (f"{who} never entered the stuck collective ({len(rep.ranks) - len(rep.missing_ranks)} ranks checked, "
+    base = (f"{who} never entered the stuck collective ({rep.found_ranks} ranks checked, "
             f"{len(culprits)} differ): stuck outside NCCL")
     if own:
         cat, why, s = "storage_io", f"{base}, after storage errors on the same rank", 0.85
