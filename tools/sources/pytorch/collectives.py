@@ -193,9 +193,9 @@ class NcclReport:
                 grp.facts["notified_by"] = rank_set(notified_by[k])
         rest = self.missing_ranks[MISSING_STATES:]  # ranks without a log past those with a state of their own
         if rest:
-            grp = next((g for g in out if g.facts.get("role") == "missing"), None)
-            if grp is not None:
-                grp.ranks = sorted(set(grp.ranks).union(rest))
+            lacking = next((g for g in out if g.facts.get("role") == "missing"), None)
+            if lacking is not None:
+                lacking.ranks = sorted(set(lacking.ranks).union(rest))
         return out
 
     def findings(self) -> list[Finding]:
