@@ -211,7 +211,8 @@ def _cascade(inputs: RuleInputs, trigger: Candidate) -> list[Finding]:
         summary = what.format(signal=inputs.fields_of(evs[0], pid).get("signal") or "a signal") + scope
         if pid == "pytorch.watchdog_timeout" and inputs.nccl and inputs.nccl.groups:
             g = inputs.nccl.groups[0]
-            summary = f"{what}: {g.op or 'collective'} SeqNum {g.stuck_seq}{scope}" + (
+            seq = f" SeqNum {g.stuck_seq}" if g.stuck_seq is not None else ""
+            summary = f"{what}: {g.op or 'collective'}{seq}{scope}" + (
                 f", collective started {human_time(g.start_time)}" if g.start_time else "")
         ranks = sorted(s.rank_counts) if s else []
         out.append(Finding(id=pid, summary=summary, role=Role.cascade, ranks=ranks[:64], count=s.count if s else len(evs),

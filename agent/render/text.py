@@ -308,8 +308,8 @@ def render_nccl(rep, console: Console, max_rows: int = 8, max_culprits: int = 5)
     for g in rep.groups:
         roles = "; ".join(f"{k} {rank_text(v, 48)}" for k, v in g.roles.items())
         start = f", started {human_time(g.start_time)} (watchdog time − {g.timeout_ms} ms)" if g.start_time else ""
-        p(f"PG {g.pg}{' (' + g.desc + ')' if g.desc else ''}: {g.ranks} ranks, stuck at SeqNum "
-          f"{g.stuck_seq} {g.op or ''}{start}; {roles}" + (" [wavefront]" if g.pg == rep.wavefront and len(rep.groups) > 1 else ""))
+        at = f"stuck at SeqNum {g.stuck_seq} {g.op or ''}" if g.stuck_seq is not None else f"stuck in {g.op or 'a collective'}"
+        p(f"PG {g.pg}{' (' + g.desc + ')' if g.desc else ''}: {g.ranks} ranks, {at}{start}; {roles}" + (" [wavefront]" if g.pg == rep.wavefront and len(rep.groups) > 1 else ""))
     groups = rep.rank_groups()
     focus = set(rep.culprits) | set(rep.suspects)
     p(f"rank groups (ranks with the same NCCL state: {len(groups)})", "bold")

@@ -180,12 +180,12 @@ def test_stale_temp_dirs_of_killed_runs_are_removed(tmp_path):
 
 @pytest.fixture(scope="module")
 def big_bundle(tmp_path_factory):
-    """~270 MB over 64 rank files: a parallel scan in forked workers (over PARALLEL_MIN_BYTES), a minute with the
-    pure-Python engine on 2 cores."""
+    """~135 MB over 32 rank files: a parallel scan in forked workers (over PARALLEL_MIN_BYTES, several batches), half
+    a minute with the pure-Python engine on 2 cores."""
     d = tmp_path_factory.mktemp("big")
     block = "".join(f"[rank{{r}}]: iteration {i} | loss 2.3{i % 10} | elapsed time per iteration (ms): 812.{i % 10} "
                     f"| NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC retrying 1/5\n" for i in range(2000))
-    for r in range(64):
+    for r in range(32):
         b = block.replace("{r}", str(r)).encode()
         with open(d / f"rank_{r}.log", "wb") as f:
             for _ in range(int(4e6 // len(b)) + 1):

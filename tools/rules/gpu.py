@@ -46,7 +46,8 @@ def cuda_error(f: RuleInputs):
     if not evs:
         return []
     err = f.fields_of(evs[0], "cuda.error").get("cuda_error") or "CUDA error"
-    return [candidate("gpu.cuda_error", "gpu_cuda", f"CUDA error on rank {evs[0].rank}: {err}", 0.7, evs[:3], f,
+    who = f" on rank {evs[0].rank}" if evs[0].rank is not None else ""
+    return [candidate("gpu.cuda_error", "gpu_cuda", f"CUDA error{who}: {err}", 0.7, evs[:3], f,
                  recommendations=["rerun with CUDA_LAUNCH_BLOCKING=1 to get the failing kernel",
                                   "if it recurs on the same node only, suspect the GPU (check dmesg for Xid)"])]
 

@@ -602,7 +602,8 @@ def _reason(role: str, p: PGState, k: int | None, key: str, per_step: int | None
             "notified, own watchdog did not fire" if p.notified and not p.self_detected else "")
         return f"{pg}: never entered the collective ({', '.join(x for x in (counts, how) if x)}): stuck outside NCCL"
     if role == "waiting":
-        return f"{pg}: joined SeqNum {p.seq}, waiting for others ({counts or 'own watchdog fired'})"
+        joined = f"joined SeqNum {p.seq}" if p.seq is not None else "joined the collective"
+        return f"{pg}: {joined}, waiting for others ({counts or 'own watchdog fired'})"
     if role in ("ahead", "behind"):
         step = ""
         if k and per_step and abs(abs(k) - per_step) <= 1:
