@@ -71,6 +71,11 @@ def _tree_rss(proc: psutil.Process) -> int:
     return total
 
 
+def _default_sigint() -> None:
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_cli(args: list[str], *, env: dict | None = None, timeout: float = 60, cwd: str | None = None,
             on_start: Callable[[subprocess.Popen], None] | None = None, stdin: bytes | None = None,
             new_session: bool = False) -> Result:
@@ -87,7 +92,10 @@ def run_cli(args: list[str], *, env: dict | None = None, timeout: float = 60, cw
     t0 = time.monotonic()
     popen = subprocess.Popen([sys.executable, "-m", MODULE, *map(str, args)], env=e, cwd=cwd,
                              stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=new_session)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=new_session,
+                             # a test run started in the background (CI) ignores SIGINT, and a child inheriting that
+                             # gets no KeyboardInterrupt handler: Ctrl-C as a user's terminal sends it needs the default
+                             preexec_fn=_default_sigint)
     popen.tmpdir = tmp          # for on_start callbacks (e.g. wait for the extraction dir, then signal)
     ps = psutil.Process(popen.pid)
     peak = [0]
