@@ -98,7 +98,9 @@ def ranks_line(d: Diagnosis) -> str | None:
         return None
     if not cov.seen_ranks:
         return f"ranks: no line names a rank ({cov.expected_ranks} expected)"
-    return (f"ranks: {len(cov.seen_ranks)} of {cov.expected_ranks or '?'} checked"
+    of = (f"at least {cov.expected_ranks} (highest rank seen)" if cov.expected_from == "max rank seen"
+          else f"{cov.expected_ranks or '?'}")  # an inferred figure says so where it is printed
+    return (f"ranks: {len(cov.seen_ranks)} of {of} checked"
             + (f"; no log for {ranks_str(cov.missing_ranks)}" if cov.missing_ranks else ""))
 
 
