@@ -118,3 +118,22 @@ def test_documentation_is_not_read_as_logs(tmp_path):
         assert [s.rel for s in b.sources] == ["train/rank_0.log"]
         reasons = {s.rel: s.reason for s in b.skipped}
     assert all(r.startswith("documentation, not a log") for r in reasons.values()) and len(reasons) == 4, reasons
+
+
+def test_generic_error_lines_alone_are_no_confident_verdict(tmp_path):
+    """Issue 30 (/usr/share/doc got a confident verdict): an errno line in a file that names no rank, no launcher,
+    no scheduler and no training library can be read, but not with confidence, and the answer says why."""
+    root = _write(tmp_path / "b", {"backup.log": "backup started\nwrite /var/backups/db.tar failed: No space left on "
+                                                 "device\nbackup aborted\n"})
+    with open_bundle(root) as b:
+        d = investigate(b)
+    assert d.category == "storage_io" and d.confidence == "low"
+    assert any(n.startswith("confidence capped: nothing in the bundle names a training job") for n in d.notes)
+
+
+def test_a_training_log_with_the_same_line_keeps_its_confidence(tmp_path):
+    root = _write(tmp_path / "b", {"rank_0.log": "[rank0]: iteration 10 | loss 2.31\n[rank0]: OSError: [Errno 28] "
+                                                 "No space left on device\n"})
+    with open_bundle(root) as b:
+        d = investigate(b)
+    assert d.category == "storage_io" and not any("names a training job" in n for n in d.notes)

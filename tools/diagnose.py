@@ -236,7 +236,30 @@ def _confidence(inputs: RuleInputs, t: Candidate, cands: list[Candidate]) -> tup
     if len(cov.seen_ranks) <= 1 and (cov.expected_ranks or 0) != 1 and level == "high" and t.status == "hung":
         level = "medium"
         caps.append("confidence capped: only one rank's log is in the bundle")
+    if level != "low" and not _names_a_training_job(inputs, t):
+        level = "low"
+        caps.append("confidence capped: nothing in the bundle names a training job (no rank, no launcher, scheduler "
+                    "or training library line): the reading rests on generic error lines")
     return level, caps
+
+
+# pattern families any program's output has (an errno, a process exit, an error word): alone, they say
+# nothing about a training job (issue 30: /usr/share/doc got a confident verdict from a test log and an errno table)
+GENERIC_FAMILIES = frozenset({"io", "generic", "process", "env"})
+
+
+def _names_a_training_job(inputs: RuleInputs, t: Candidate) -> bool:
+    """A rank, a producer the detector knows, a pattern of a training family, or a training-stack line among the
+    trigger's and the kept hits' lines (a failure next to `torch`, `deepspeed`, `train`, a traceback frame:
+    tools.bundle.recognise)."""
+    if inputs.scan.coverage.seen_ranks or any(k != "generic" for k in inputs.kinds.values()):
+        return True
+    if any(pid.split(".", 1)[0] not in GENERIC_FAMILIES for pid in inputs.summaries):
+        return True
+    from trainlog_debugger.tools.bundle.recognise import speaks_training
+    lines = [e.text for e in t.evidence[:8]]
+    lines += [e.text for pid in list(inputs.by_pattern)[:64] for e in list(inputs.by_pattern[pid])[:4]]
+    return speaks_training("\n".join(lines).encode("utf-8", "replace"))
 
 
 def _alternatives(inputs: RuleInputs, t: Candidate, cands: list[Candidate],
