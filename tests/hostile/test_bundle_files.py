@@ -282,19 +282,19 @@ def test_a_cut_gzip_gives_the_lines_before_the_break(tmp_path):
 
 def test_small_oddities_are_read_and_said_rightly(tmp_path):
     """Issue 30: a 24-byte file with no final newline was noted as "longer than 64 MiB"; one NUL in the first 8 KiB
-    dropped a file as binary; UTF-16 without a byte-order mark was "binary"; a NaN went into JSON bare."""
+    dropped a file as binary; UTF-16 was refused ("binary" without a byte-order mark); a NaN went into JSON bare."""
     from trainlog_debugger.tools.jsonable import dumps
     from trainlog_debugger.tools.scan.driver import scan_bundle
     (tmp_path / "a.log").write_bytes(b"[rank0]: RuntimeError: x")
     (tmp_path / "b.log").write_bytes(b"[rank1]: iteration 3 loss 2.3\n[rank1]: RuntimeError: CUDA error\x00 here\n")
     (tmp_path / "c.log").write_bytes(("iteration 1 loss 2.3 on rank 0\n" * 20).encode("utf-16-le"))
+    (tmp_path / "d.log").write_bytes("[rank2]: RuntimeError: CUDA error: device-side assert\n".encode("utf-16"))
     with open_bundle(tmp_path) as b:
         res = scan_bundle(b)
-        assert sorted(s.rel for s in b.sources) == ["a.log", "b.log"]
-        assert [s.reason for s in b.skipped if s.rel == "c.log"] == [
-            "UTF-16 text (convert it to UTF-8 to scan it: iconv -f UTF-16 -t UTF-8)"]
+        assert sorted(s.rel for s in b.sources) == ["a.log", "b.log", "c.log", "d.log"] and not b.skipped
     assert not any("longer than" in n for f in res.files for n in f.notes)
-    assert {f.rel: f.lines for f in res.files} == {"a.log": 1, "b.log": 2}
+    assert {f.rel: f.lines for f in res.files} == {"a.log": 1, "b.log": 2, "c.log": 20, "d.log": 1}
+    assert 2 in res.ranks and any(p.id == "cuda.error" for p in res.patterns)  # UTF-16 read decoded, BOM or not
     assert dumps({"t": float("nan"), "u": [float("inf")]}, indent=None) == '{"t": null, "u": [null]}'
 
 

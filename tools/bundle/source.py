@@ -79,6 +79,7 @@ class Source:
     max_out: int = 0    # gzip: decompressed bytes allowed (compression ratio budget); 0 = no cap
     partial: str = ""   # why this source is known to be incomplete ('' = whole); also in Bundle.notes
     within: str = ""    # the real path of the walked directory it was found in: open() refuses a file outside it
+    utf16: str = ""     # 'utf-16', 'utf-16-le', 'utf-16-be': the file is UTF-16 text, open() gives it as UTF-8
 
     def open(self) -> BinaryIO:
         """Binary stream of the (decompressed) content, opened read-only, never through a link, at most `size`
@@ -91,6 +92,8 @@ class Source:
                 return cast(BinaryIO, raw)  # its own read(): a break gives the bytes before it, then the error
         if self.nul:
             raw = _NoNul(raw)
+        if self.utf16:
+            raw = _Utf8Of(raw, self.utf16)
         return io.BufferedReader(raw, 1 << 16)
 
 
@@ -227,6 +230,33 @@ class _Capped(io.RawIOBase):
 
     def tell(self) -> int:
         return self.pos
+
+    def close(self) -> None:
+        self.inner.close()
+        super().close()
+
+
+class _Utf8Of(io.RawIOBase):
+    """A UTF-16 stream read as UTF-8 (line numbers and text as the file has them): decoded incrementally, a
+    character cut between two reads kept for the next, undecodable bytes replaced. Not seekable."""
+
+    def __init__(self, inner, codec: str):
+        import codecs
+        self.inner, self.out = inner, b""
+        self.dec = codecs.getincrementaldecoder(codec)(errors="replace")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        while not self.out:
+            data = self.inner.read(max(len(b), 1 << 16))
+            self.out = self.dec.decode(data, final=not data).encode("utf-8")
+            if not data:
+                break
+        n = min(len(b), len(self.out))
+        b[:n], self.out = self.out[:n], self.out[n:]
+        return n
 
     def close(self) -> None:
         self.inner.close()

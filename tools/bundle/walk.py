@@ -60,15 +60,22 @@ def _utf8(b: bytes) -> bool:
 
 
 def _utf16_without_bom(head: bytes) -> bool:
-    """Text written as UTF-16 with no byte-order mark (a Windows tool's log): every other byte NUL, the others
-    printable ASCII, in at least 64 bytes. Said as UTF-16, not as "binary" (issue 30)."""
+    return bool(_utf16(head)) and head[:2] not in (b"\xff\xfe", b"\xfe\xff")
+
+
+def _utf16(head: bytes) -> str:
+    """The codec of a UTF-16 text (a Windows tool's log): `utf-16` with a byte-order mark, else `utf-16-le`/`-be`
+    where every other byte is NUL and the others printable ASCII, in at least 64 bytes; '' for anything else. Such a
+    file is read decoded (issue 30: without a mark it was "binary", with one it was refused)."""
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return "utf-16"
     h = head[: 4096 - 4096 % 2]
     if len(h) < 64:
-        return False
-    for zeros, text in ((h[1::2], h[0::2]), (h[0::2], h[1::2])):
+        return ""
+    for zeros, text, codec in ((h[1::2], h[0::2], "utf-16-le"), (h[0::2], h[1::2], "utf-16-be")):
         if zeros.count(0) >= 0.95 * len(zeros) and sum(32 <= c < 127 or c in (9, 10, 13) for c in text) >= 0.9 * len(text):
-            return True
-    return False
+            return codec
+    return ""
 
 
 # Program source, not output: a training script quotes the very messages we look for (`raise RuntimeError("NCCL
@@ -289,6 +296,9 @@ class _Loader:
             return self.open_archive(reopen, rel, depth, kind)
         elif kind:
             return self.skip(rel, f"unsupported compression or archive ({kind})")
+        utf16 = _utf16(head) if not kind else ""
+        if utf16:  # sniffed and checked as the text it is; read decoded (Source.open)
+            head, nul = head.decode(utf16, "replace").encode("utf-8"), False
         src_kind = sniff(rel, head)
         nul = nul or (kind == "gz" and b"\x00" in head)
         why = None if src_kind == FR_DUMP else (_binary_reason(head.replace(b"\x00", b"") if nul else head)
@@ -296,7 +306,7 @@ class _Loader:
         if why:
             return self.skip(rel, why)
         src = Source(rel, path, src_kind, size, gzip=kind == "gz", ident=ident, nul=nul and src_kind != FR_DUMP,
-                     within=within)
+                     within=within, utf16=utf16)
         if kind == "gz":
             src.max_out = max(self.budget.ratio_min_bytes, self.budget.max_ratio * size)
             if size <= GZIP_VERIFY_BYTES:
