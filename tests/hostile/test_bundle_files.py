@@ -295,6 +295,9 @@ def test_small_oddities_are_read_and_said_rightly(tmp_path):
     assert not any("longer than" in n for f in res.files for n in f.notes)
     assert {f.rel: f.lines for f in res.files} == {"a.log": 1, "b.log": 2, "c.log": 20, "d.log": 1}
     assert 2 in res.ranks and any(p.id == "cuda.error" for p in res.patterns)  # UTF-16 read decoded, BOM or not
+    with open_bundle(tmp_path) as b:
+        text = next(s for s in b.sources if s.rel == "b.log").open().read().decode()
+    assert "CUDA error␀ here" in text  # a stray NUL is read and shown
     assert dumps({"t": float("nan"), "u": [float("inf")]}, indent=None) == '{"t": null, "u": [null]}'
 
 

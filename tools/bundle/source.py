@@ -263,9 +263,12 @@ class _Utf8Of(io.RawIOBase):
         super().close()
 
 
+_NULS = re.compile(rb"\x00{16,}")
+
+
 class _NoNul(io.RawIOBase):
-    """The stream without its NUL bytes: copytruncate leaves NUL runs where the rotated-away bytes were; the text
-    around them is evidence. Not seekable (offsets would not match the file's)."""
+    """The stream without its NUL runs: copytruncate leaves them where the rotated-away bytes were; the text around
+    them is evidence. A lone NUL inside text is shown as ␀. Not seekable (offsets would not match the file's)."""
 
     def __init__(self, inner):
         self.inner = inner
@@ -278,7 +281,8 @@ class _NoNul(io.RawIOBase):
             data = self.inner.read(len(b))
             if not data:
                 return 0
-            data = data.replace(b"\x00", b"")
+            # runs (copytruncate) go; a stray NUL inside text is shown (issue 30: read, with the NUL shown)
+            data = _NULS.sub(b"", data).replace(b"\x00", "␀".encode())
             if data:
                 b[:len(data)] = data
                 return len(data)
