@@ -24,6 +24,7 @@ from typing import Any
 
 from trainlog_debugger.tools.evidence import Evidence
 from trainlog_debugger.tools.lines.timestamps import Stamp
+from trainlog_debugger.tools.lines.memo import remember
 from trainlog_debugger.tools.ranks import parse_ranges
 
 # The version of the public JSON of `ask --json` and `scan --json` (and of every report's `--json`). 2: evidence
@@ -222,13 +223,12 @@ def template(text: str) -> str:
     """The rank diff's template of a line (tools.rankdiff.mask), cached on its digit-zeroed bytes: 4,096 ranks'
     copies of one cascade line differ only in digits, so the masks run once for all of them."""
     k = text.encode("utf-8", "surrogateescape").replace(b"\n", b" ").translate(_ZERO)
-    t = _TEMPLATES.get(k)
-    if t is None:
-        from trainlog_debugger.tools.rankdiff.mask import template_of_key  # its regexes compile on first use only
-        if len(_TEMPLATES) >= MAX_TEMPLATES:
-            _TEMPLATES.clear()
-        t = _TEMPLATES[k] = template_of_key(k)
-    return t
+    return remember(_TEMPLATES, k, _template_of_key, MAX_TEMPLATES)
+
+
+def _template_of_key(k: bytes) -> str:
+    from trainlog_debugger.tools.rankdiff.mask import template_of_key  # its regexes compile on first use only
+    return template_of_key(k)
 
 
 def group_evidence(evs: Iterable[Evidence], *, focus: Iterable[int] = (), pattern: str | None = None,

@@ -17,20 +17,16 @@ Every command's document is finished here, in one place (`finish`), when the CLI
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
 from trainlog_debugger.tools.jsonable import dumps, to_jsonable
+from trainlog_debugger.tools.lines.isotime import human_time, is_iso, rfc3339
 
 _HEAD: ContextVar[dict | None] = ContextVar("json_head", default=None)
 
-# our internal ISO form (Stamp.iso): `2024-11-05T12:34:41.123000`, `--11-05T12:34:41.000000`, `T12:34:41.000000`,
-# `...+02:00`, `...[CST]`; and `uptime+5107.644336s` (dmesg)
-_ISO = re.compile(r"(?:(?P<y>\d{4}|-)-\d\d-\d\d)?T\d\d:\d\d:\d\d(?:\.\d+)?(?P<z>[+-]\d\d:\d\d|\[[^\]]*\])?\Z"
-                  r"|uptime\+\d+(?:\.\d+)?s\Z")
 _FIRST = frozenset("-T0123456789u")
 
 
@@ -71,29 +67,15 @@ def finish(data: Any) -> Any:
             **{k: v for k, v in data.items() if k != "schema_version"}}
 
 
-def rfc3339(iso: str) -> str | None:
-    """Our ISO form as RFC 3339 (`2024-11-05T12:34:41.123000+00:00`), or None where the log did not state a
-    year and a zone offset (an RFC 3339 time needs both; a stated zone name with no single offset, `CST`, has
-    none). A string that is not our form is returned as it is."""
-    m = _ISO.match(iso)
-    if m is None:
-        return iso
-    z = m["z"]
-    if m["y"] in (None, "-") or not z or z.startswith("["):
-        return None
-    return iso
-
-
 def rfc3339_times(obj: Any) -> Any:
     """`obj` with every time string in our ISO form made RFC 3339 or null (see the module's docstring)."""
     t = type(obj)
     if t is dict:
         out = {}
         for k, v in obj.items():
-            if type(v) is str and v and v[0] in _FIRST and _ISO.match(v):
+            if type(v) is str and v and v[0] in _FIRST and is_iso(v):
                 out[k] = got = rfc3339(v)
                 if got is None and k != "iso" and f"{k}_text" not in obj:
-                    from trainlog_debugger.tools.lines.isotime import human_time
                     out[f"{k}_text"] = human_time(v)
             elif type(v) is dict or type(v) is list:
                 out[k] = rfc3339_times(v)
@@ -101,7 +83,7 @@ def rfc3339_times(obj: Any) -> Any:
                 out[k] = v
         return out
     if t is list:
-        return [rfc3339(v) if type(v) is str and v and v[0] in _FIRST and _ISO.match(v)
+        return [rfc3339(v) if type(v) is str and v and v[0] in _FIRST and is_iso(v)
                 else rfc3339_times(v) if type(v) in (dict, list) else v for v in obj]
     return obj
 

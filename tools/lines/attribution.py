@@ -26,6 +26,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from trainlog_debugger.tools.lines.memo import remember
+
 __all__ = ["Attribution", "attribute_line", "strip_prefixes"]
 
 
@@ -182,18 +184,11 @@ def _peel(s: str, pos: int, st: _St) -> int:
 def _scan(line: str) -> tuple[Attribution, str, int]:
     s, idx = _clean(line)
     st = _St()
-    pos = _peel(s, 0, st)  # srun/pdsh/tee/Ray label the whole '\n' line, i.e. before any '\r'
-    cr = s.rfind("\r", pos)
-    if cr >= 0:  # tqdm: only the text after the last '\r' is what the terminal shows
-        pos = _peel(s, cr + 1, st)
-    if s.find("[rank", pos) >= 0:
-        last = None
-        for last in _RANK_ANY.finditer(s, pos):
-            pass
-        if last is not None:
-            st.ranks.setdefault(_P_RANK, int(last.group(1)))
-            st.style("rank_prefix")
-            pos = _peel(s, last.end(), st)
+    pos, last = _wrappers(s, st)
+    if last is not None:
+        st.ranks.setdefault(_P_RANK, int(last.group(1)))
+        st.style("rank_prefix")
+        pos = _peel(s, last.end(), st)
     rest = s[pos:]
     pg_rank = dev = None
     nccl = _NCCL.match(s, pos) if "NCCL " in rest else None
@@ -221,12 +216,11 @@ def _scan(line: str) -> tuple[Attribution, str, int]:
         return _EMPTY, s, 0
     body = pos if idx is None else (idx[pos] if pos < len(idx) else len(line.rstrip("\r\n")))
     key = (rank, st.local, st.node, pg_rank, body, tuple(st.styles), dev)
-    att = _MADE.get(key)
-    if att is None:
-        if len(_MADE) >= MADE_MAX:
-            _MADE.clear()
-        att = _MADE[key] = Attribution(*key)
-    return att, s, pos
+    return remember(_MADE, key, _attribution, MADE_MAX), s, pos
+
+
+def _attribution(key: tuple) -> Attribution:
+    return Attribution(*key)
 
 
 # Attributions made, by their fields. Why: a frozen dataclass costs ~3 µs to build (a setattr per field, in Python),
@@ -248,12 +242,7 @@ def strip_prefixes(line: str) -> str:
     Remembered (bounded, like _MADE): the rules strip the same kept lines several times (each table lookup and
     each coverage test of tools.rules.meaning: 130,000 calls over 10,000 ranks), and only the wrappers are peeled,
     not the headers _scan reads for an Attribution (NCCL, NeMo, PG tags), which decide nothing here."""
-    got = _STRIPPED.get(line)
-    if got is None:
-        if len(_STRIPPED) >= STRIPPED_MAX:
-            _STRIPPED.clear()
-        got = _STRIPPED[line] = _strip(line)
-    return got
+    return remember(_STRIPPED, line, _strip, STRIPPED_MAX)
 
 
 _STRIPPED: dict[str, str] = {}
@@ -261,21 +250,28 @@ STRIPPED_MAX = 1 << 17
 
 
 def _strip(line: str) -> str:
-    """`_scan`'s text after the wrappers, without what only an Attribution needs: the same steps that move `pos`
-    (peel at the start, after the last CR, after the last `[rankN]:`), none of the header reads after them."""
+    """`_scan`'s text after the wrappers, without what only an Attribution needs (none of the header reads)."""
     s, _idx = _clean(line)
     st = _St()
+    pos, last = _wrappers(s, st)
+    if last is not None:
+        pos = _peel(s, last.end(), st)
+    return s[pos:]
+
+
+def _wrappers(s: str, st: _St) -> tuple[int, re.Match | None]:
+    """(where the text starts after the wrappers that label the whole line, the last `[rankN]:` after them): peel
+    at the start (srun/pdsh/tee/Ray label the whole '\n' line, i.e. before any '\r'), then after the last '\r'
+    (tqdm: only the text after it is what the terminal shows). The caller peels after the `[rankN]:` it returns."""
     pos = _peel(s, 0, st)
     cr = s.rfind("\r", pos)
     if cr >= 0:
         pos = _peel(s, cr + 1, st)
+    last = None
     if s.find("[rank", pos) >= 0:
-        last = None
         for last in _RANK_ANY.finditer(s, pos):
             pass
-        if last is not None:
-            pos = _peel(s, last.end(), st)
-    return s[pos:]
+    return pos, last
 
 
 def note_local_rank(local_to_rank: dict[int, int], local: int, rank: int) -> None:

@@ -14,6 +14,28 @@ _HUMAN_ISO = re.compile(r"^(?:(?P<y>\d{4}|-)-(?P<mo>\d\d)-(?P<d>\d\d))?T(?P<h>\d
 _MONTH_ABBR = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 
+_UPTIME = re.compile(r"uptime\+\d+(?:\.\d+)?s$")
+
+
+def is_iso(text: str) -> bool:
+    """Whether `text` is a stamp in our ISO form (Stamp.iso(): `2024-11-05T12:34:41.123000`, `--11-05T…`,
+    `T12:34:41…`, `…+02:00`, `…[CST]`, `uptime+5107.644336s`)."""
+    return bool(_HUMAN_ISO.match(text) or _UPTIME.match(text))
+
+
+def rfc3339(iso: str) -> str | None:
+    """Our ISO form as RFC 3339 (`2024-11-05T12:34:41.123000+00:00`), or None where the log did not state a year
+    and a zone offset (RFC 3339 needs both; a zone name with no single offset, `CST`, has none). Text that is not
+    our form is returned as it is."""
+    m = _HUMAN_ISO.match(iso)
+    if m is None:
+        return None if _UPTIME.match(iso) else iso
+    z = m["z"]
+    if m["y"] in (None, "-") or not m["mo"] or not z or z.startswith("["):
+        return None
+    return iso
+
+
 def human_time(iso: str | None) -> str:
     """A stamp as a person reads it: `2024-11-05 12:34:41` with the year, `Nov 05 12:34:41` without one (the logs
     never said it), milliseconds only when the log had them (no false `.000000`), the zone only when known.
