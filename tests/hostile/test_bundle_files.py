@@ -324,3 +324,21 @@ def test_a_killed_stdin_copy_is_swept_by_the_next_run(tmp_path):
     p.kill()
     p.wait(10)
     assert clean_stale_tmpdirs(str(tmp_path)) and not list(tmp_path.glob("trainlog-bundle-*"))
+
+
+def test_many_stray_nuls_and_a_run_across_a_read_boundary(tmp_path):
+    """A file with a stray NUL on every line grows as it is shown (␀ is three bytes): `ask /usr/share/doc` ended in
+    'memoryview assignment' when one read's output outgrew the caller's buffer. A NUL run cut by a read boundary
+    still goes as a run, not as sixteen ␀."""
+    from trainlog_debugger.tools.scan.driver import scan_bundle
+    line = b"[rank0]: iteration 7 loss 2.3\n" * 40 + b"[rank0]: iteration 8 loss 2.3\x00\n"
+    body = line * 500  # ~620 KiB, 500 stray NULs (under one per KiB: text, not binary), ~50 in each 64 KiB read
+    cut = (1 << 16) - 8  # a 64-NUL run that straddles the first 64 KiB read
+    data = body[:cut] + b"\x00" * 64 + body[cut:] + b"[rank0]: RuntimeError: CUDA error: an illegal memory access\n"
+    (tmp_path / "rank_0.log").write_bytes(data)
+    with open_bundle(tmp_path) as b:
+        text = b.sources[0].open().read()
+        res = scan_bundle(b)
+    want = (body[:cut] + body[cut:]).replace(b"\x00", "␀".encode()) + data[len(body) + 64:]
+    assert text == want
+    assert res.files[0].lines == 20501 and any(p.id == "cuda.error" for p in res.patterns)

@@ -268,24 +268,34 @@ _NULS = re.compile(rb"\x00{16,}")
 
 class _NoNul(io.RawIOBase):
     """The stream without its NUL runs: copytruncate leaves them where the rotated-away bytes were; the text around
-    them is evidence. A lone NUL inside text is shown as ␀. Not seekable (offsets would not match the file's)."""
+    them is evidence. A lone NUL inside text is shown as ␀ (three bytes for one, so the output is carried between
+    reads, never assumed to fit the caller's buffer). NULs at the end of a read are held back until the next one
+    shows whether they are a run. Not seekable (offsets would not match the file's)."""
 
     def __init__(self, inner):
-        self.inner = inner
+        self.inner, self.out, self.held = inner, b"", b""
 
     def readable(self) -> bool:
         return True
 
+    @staticmethod
+    def _shown(data: bytes) -> bytes:
+        # runs (copytruncate) go; a stray NUL inside text is shown (issue 30: read, with the NUL shown)
+        return _NULS.sub(b"", data).replace(b"\x00", "␀".encode())
+
     def readinto(self, b) -> int:
-        while True:
-            data = self.inner.read(len(b))
+        while not self.out:
+            data = self.inner.read(max(len(b), 1 << 16))
             if not data:
-                return 0
-            # runs (copytruncate) go; a stray NUL inside text is shown (issue 30: read, with the NUL shown)
-            data = _NULS.sub(b"", data).replace(b"\x00", "␀".encode())
-            if data:
-                b[:len(data)] = data
-                return len(data)
+                self.out, self.held = self._shown(self.held), b""
+                break
+            data = self.held + data
+            body = data.rstrip(b"\x00")
+            self.held = data[len(body):][:16]  # a run of 16 stays a run; more adds nothing
+            self.out = self._shown(body)
+        n = min(len(b), len(self.out))
+        b[:n], self.out = self.out[:n], self.out[n:]
+        return n
 
     def close(self) -> None:
         self.inner.close()
