@@ -137,3 +137,27 @@ def test_a_training_log_with_the_same_line_keeps_its_confidence(tmp_path):
     with open_bundle(root) as b:
         d = investigate(b)
     assert d.category == "storage_io" and not any("names a training job" in n for n in d.notes)
+
+
+_TB = ("Traceback (most recent call last):\n"
+       '  File "{a}", line 250, in <module>\n    main()\n'
+       '  File "{b}", line 218, in save\n    _save(obj, f)\n'
+       "OSError: [Errno 28] No space left on device\n")
+
+
+def test_a_python_traceback_alone_is_generic_unless_its_frames_are_a_training_stack(tmp_path):
+    """Issue 30: /usr/share/doc kept a confident verdict because a Python test suite's traceback counted as a
+    training job's. A traceback is any program's; one whose frames run through a training library or script is a
+    training job's (a bare paste of `torch.save` failing with ENOSPC keeps its confidence)."""
+    doc = _write(tmp_path / "doc", {"tests/output.txt": _TB.format(a="/usr/lib/python3.12/test/regrtest.py",
+                                                                  b="/usr/lib/python3.12/shutil.py")})
+    with open_bundle(doc) as b:
+        d = investigate(b)
+    assert d.category == "storage_io" and d.confidence == "low"
+    assert any(n.startswith("confidence capped: nothing in the bundle names a training job") for n in d.notes)
+    job = _write(tmp_path / "job", {"paste.log": _TB.format(
+        a="train.py", b="/home/u/venv/lib/python3.7/site-packages/torch/serialization.py")})
+    with open_bundle(job) as b:
+        d = investigate(b)
+    assert d.category == "storage_io" and d.confidence != "low"
+    assert not any("names a training job" in n for n in d.notes)

@@ -15,6 +15,8 @@ Re-reading the cited lines from disk is tools/verify.py's job, run by the caller
 
 from __future__ import annotations
 
+import re
+
 from operator import itemgetter
 
 from trainlog_debugger.tools.model import (Alternative, Diagnosis, Evidence, Finding, JobDetails, Role, Status,
@@ -243,19 +245,33 @@ def _confidence(inputs: RuleInputs, t: Candidate, cands: list[Candidate]) -> tup
     return level, caps
 
 
-# pattern families any program's output has (an errno, a process exit, an error word): alone, they say
-# nothing about a training job (issue 30: /usr/share/doc got a confident verdict from a test log and an errno table)
-GENERIC_FAMILIES = frozenset({"io", "generic", "process", "env"})
+# pattern families any program's output has (an errno, a process exit, an error word, a Python traceback): alone,
+# they say nothing about a training job (issue 30: /usr/share/doc got a confident verdict from a test log's
+# traceback and an errno table)
+GENERIC_FAMILIES = frozenset({"io", "generic", "process", "env", "python"})
+
+# A traceback frame in a training library, a training script or a job launcher: what turns a generic Python
+# traceback into a training job's (`site-packages/torch/serialization.py:_save`, `train.py:<module>`). The
+# packages are the stacks our users run (PyPI import names), not any case's.
+_TRAINING_FRAME = re.compile(
+    r"(?i)(?:^|[/\\])(?:torch\w*|deepspeed|megatron|nemo\w*|(?:pytorch_)?lightning\w*|transformers|accelerate|datasets|"
+    r"peft|trl|vllm|sglang|verl|openrlhf|llamafactory|torchtune|torchtitan|jax\w*|flax|optax|orbax|ray|apex|"
+    r"fairscale|colossalai|horovod|tensorflow|keras|bitsandbytes|flash_attn|triton|xformers|timm|mm\w+|"
+    r"detectron2|fairseq|composer|streaming|nvidia|cupy|cuda\w*)[/\\]"
+    r"|(?:^|[/\\])\w*(?:train|finetune|pretrain|sft|ppo|grpo|dpo|rlhf)\w*\.py:")
 
 
 def _names_a_training_job(inputs: RuleInputs, t: Candidate) -> bool:
-    """A rank, a producer the detector knows, a pattern of a training family, or a training-stack line among the
-    trigger's and the kept hits' lines (a failure next to `torch`, `deepspeed`, `train`, a traceback frame:
-    tools.bundle.recognise)."""
+    """A rank, a producer the detector knows, a pattern of a training family, a traceback frame in a training
+    library or script, or a training-stack line among the trigger's and the kept hits' lines (a failure next to
+    `torch`, `deepspeed`, `train`: tools.bundle.recognise)."""
     if inputs.scan.coverage.seen_ranks or any(k != "generic" for k in inputs.kinds.values()):
         return True
     if any(pid.split(".", 1)[0] not in GENERIC_FAMILIES for pid in inputs.summaries):
         return True
+    for ev in list(inputs.by_pattern.get("python.traceback", ()))[:64]:
+        if any(_TRAINING_FRAME.search(fr) for fr in inputs.fields_of(ev, "python.traceback").get("frames", ())):
+            return True
     from trainlog_debugger.tools.bundle.recognise import speaks_training
     lines = [e.text for e in t.evidence[:8]]
     lines += [e.text for pid in list(inputs.by_pattern)[:64] for e in list(inputs.by_pattern[pid])[:4]]

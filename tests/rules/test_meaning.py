@@ -224,3 +224,15 @@ def test_a_broken_table_or_lexicon_is_skipped_never_a_crash(tmp_path, monkeypatc
     finally:
         messages.lexicon.cache_clear()
         messages.LOAD_ERRORS.clear()
+
+
+def test_ray_s_top_memory_users_table_alone_is_its_memory_monitor_kill(tmp_path):
+    """Ray prints `PID\\tMEM(GB)\\tCOMMAND` only in its memory-monitor kill message (the raylet's
+    TopNMemoryDebugString): a paste of just that table is a host-RAM OOM kill, read from the Ray table, not a job
+    with no fault. Pasted into an issue the tabs are often spaces."""
+    rows = "".join(f"{40120 + i}   11.{i:02d}   ray::WorkerDict.actor_rollout_generate_sequences\n" for i in range(4))
+    d = _diagnose(tmp_path, {"combined.log": "PID     MEM(GB) COMMAND\n" + rows})
+    assert d.category == "oom" and d.chain[0].evidence[0].line == 1
+    d = _diagnose(tmp_path, {"ps.log": "[rank0]: iteration 9 | loss 2.3\n  PID COMMAND          MEM\n"
+                                       " 4012 python train.py  11.2G\n"})
+    assert d.category != "oom"  # another tool's process table is not Ray's kill message

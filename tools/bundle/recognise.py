@@ -20,11 +20,12 @@ NOT_LOGS = ("no training-job logs recognised in {root}: {files} file(s) read, no
 
 # A log line of a training stack that no catalog pattern knows yet (a JAX/XLA job, a new NCCL wording): a library,
 # launcher or training word and a failure word on one line (`cuMemAllocAsync failed to allocate`, `Failed to create
-# NCCL communicator`). One such line makes a bundle a job's log; a config file that merely names CUDA does not.
+# NCCL communicator`, `RuntimeError: ... cuda:2 and cpu`: an exception's class name counts as its failure word).
+# One such line makes a bundle a job's log; a config file that merely names CUDA does not.
 _STACK = (rb"(?:(?-i:cu[A-Z][a-zA-Z]+)|nccl\w*|cuda\w*|cudnn|cublas|torch\w*|pytorch|jax\w*|xla\w*|tpu|gpu\w*|nvidia\w*|"
           rb"rocm|rccl|gloo|horovod|deepspeed|megatron|nemo|lightning|accelerate|slurm\w*|srun|sbatch|mpirun|torchrun|"
           rb"rank|world_size|epoch|iteration|train(?:ing|er)?|optimizer|checkpoint\w*|dataloader)")
-_FAILURE = (rb"(?:error|warn(?:ing)?|fail(?:ed|ure)?|exception|fatal|abort(?:ed)?|timeout|timed out|killed|segfault|"
+_FAILURE = (rb"(?:\w*error|warn(?:ing)?|fail(?:ed|ure)?|\w*exception|fatal|abort(?:ed)?|timeout|timed out|killed|segfault|"
             rb"traceback|out of memory|resource_exhausted)")
 _STACK_LOG_LINE = re.compile(rb"(?im)^[^\n]*?(?:\b" + _STACK + rb"\b[^\n]*\b" + _FAILURE + rb"\b|\b" + _FAILURE
                              + rb"\b[^\n]*\b" + _STACK + rb"\b)")
