@@ -484,6 +484,8 @@ def test_secret_forms_that_got_past_the_redactor(line, kept):
 
 @pytest.mark.parametrize("line", [
     "torch.distributed.DistStoreError: wait timeout after 300000ms, keys: /default_pg/0//cpu//0/1",
+    "RuntimeError: Timed out initializing process group in store based barrier on rank: 3, for key: "
+    "store_based_barrier_key:1 (world_size=8, worker_count=4, timeout=0:30:00)",
     "compass: north", "bypass=abc", "max_tokens\t512", "passed: 12 tests"])
 def test_what_is_not_a_secret_stays(line):
     """The store keys a c10d timeout names are a proof, not a key (issue 30: they were masked)."""

@@ -159,13 +159,14 @@ def _benign(name: str, value: str) -> bool:
     if _SHAPE_RE.search(v) or _PASSWORDISH.search(n):
         return False
     # `keys: /default_pg/0//cpu//0/1` (a c10d store-timeout line names the store keys it waited for): a path of
-    # store keys, not a key (issue 30: masking it changed a proof)
-    if n.endswith("keys") and _STORE_KEYS.fullmatch(v):
+    # store keys, not a key (issue 30: masking it changed a proof); `for key: store_based_barrier_key:1` (the
+    # store-barrier timeout): a lowercase name and a counter
+    if n.endswith(("key", "keys")) and _STORE_KEYS.fullmatch(v):
         return True
     return bool(_NUMBER.fullmatch(v) or _IDENT.fullmatch(v))
 
 
-_STORE_KEYS = re.compile(r"/[\w./-]*")
+_STORE_KEYS = re.compile(r"/[\w./-]*|[a-z_]{3,}(?::\d{1,9})+")
 
 
 def _pem_body(body: str) -> str:

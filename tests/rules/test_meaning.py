@@ -41,6 +41,7 @@ def _diagnose(tmp_path, files: dict[str, str]):
     ("AttributeError: 'NoneType' object has no attribute 'shape'", "software"),
     ("ValueError: host not found: Name or service not known", "config"),
     ("urllib.error.HTTPError: HTTP Error 429: Too Many Requests", "storage_io"),
+    ("KeyError: 'LOCAL_RANK'", "config"),  # a launcher's variable: started without torchrun
 ])
 def test_the_lexicon_reads_what_a_line_says(line, category):
     got = messages.read_by_words(line)
@@ -236,3 +237,56 @@ def test_ray_s_top_memory_users_table_alone_is_its_memory_monitor_kill(tmp_path)
     d = _diagnose(tmp_path, {"ps.log": "[rank0]: iteration 9 | loss 2.3\n  PID COMMAND          MEM\n"
                                        " 4012 python train.py  11.2G\n"})
     assert d.category != "oom"  # another tool's process table is not Ray's kill message
+
+
+def test_a_user_s_own_key_named_rank_is_not_a_launcher_variable():
+    assert messages.read_by_words("KeyError: 'rank'")[0] == "software"
+
+
+def test_nccl_s_last_error_under_c10d_s_generic_wrapper_decides(tmp_path):
+    """c10d prints `ncclInvalidUsage: This usually reflects invalid usage` (software, by PyTorch's table) and then
+    `Last error:` with NCCL's own reason on the next line: that reason, read through NCCL's table, is the trigger."""
+    lines = ["[rank1]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:"
+             "317, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.20.5",
+             "[rank1]: ncclInvalidUsage: This usually reflects invalid usage of NCCL library.",
+             "[rank1]: Last error:",
+             "[rank1]: Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000"]
+    d = _diagnose(tmp_path, {"rank1.log": "\n".join(lines) + "\n"})
+    assert d.category == "config" and d.chain[0].evidence[0].line == 4
+    assert d.chain[0].id == "table.nccl_legacy.last_error"
+    d = _diagnose(tmp_path, {"rank1.log": "\n".join(lines[:3] + ["[rank1]: Unknown NCCL Error"]) + "\n"})
+    assert d.category != "config"  # no reason given: the wrapper's reading stands
+
+
+def test_the_hub_client_s_errors_are_read_from_its_table(tmp_path):
+    d = _diagnose(tmp_path, {"train.log": "[rank0]: huggingface_hub.errors.GatedRepoError: 401 Client Error. (Request "
+                                          "ID: Root=1-65f0) Cannot access gated repo for url https://huggingface.co/"
+                                          "meta-llama/Llama-2-7b-hf/resolve/main/config.json.\n"})
+    assert d.category == "config" and "gated" in d.chain[0].summary
+    d = _diagnose(tmp_path, {"train.log": "[rank0]: huggingface_hub.errors.LocalEntryNotFoundError: An error happened "
+                                          "while trying to locate the file on the Hub and we cannot find the requested "
+                                          "files in the local cache. Please check your connection and try again\n"})
+    assert d.category == "network"
+
+
+def test_a_raised_connection_reset_is_an_error_not_retry_noise(tmp_path):
+    d = _diagnose(tmp_path, {"paste.log": "torch.distributed.DistNetworkError: Connection reset by peer\n"})
+    assert d.category == "network"
+
+
+def test_a_job_fact_on_an_error_line_does_not_hide_the_error(tmp_path):
+    """c10d's store-barrier timeout names `world_size=8`: the job-facts pattern matched first and, being specific,
+    kept every error pattern of the line from being tried, so a RuntimeError read as `none`."""
+    d = _diagnose(tmp_path, {"paste.log": "RuntimeError: Timed out initializing process group in store based barrier "
+                                          "on rank: 3, for key: store_based_barrier_key:1 (world_size=8, "
+                                          "worker_count=4, timeout=0:30:00)\n"})
+    assert d.category != "none" and d.chain[0].evidence[0].line == 1
+    assert d.job.ranks == 8  # the fact is still read
+
+
+def test_a_trainer_setting_that_transformers_refuses_is_config(tmp_path):
+    """TrainingArguments' own validation (transformers' training_args.py, in the HF table): the run never trained."""
+    d = _diagnose(tmp_path, {"train.log": "Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n"
+                                          "    args = TrainingArguments(output_dir='o', fp16=True, bf16=True)\n"
+                                          "ValueError: At most one of fp16 and bf16 can be True, but not both\n"})
+    assert d.category == "config" and d.chain[0].evidence[0].line == 4

@@ -57,6 +57,10 @@ FIRE = [
      "network", 0.85),
     ("network.nccl_error", {"n.log": ["dgxa100:1050:1316 [0] NCCL INFO include/net.h:25 -> 2",
                                       "dgxa100:1050:1316 [0] NCCL INFO transport/net.cc:515 -> 2"]}, "network", 0.55),
+    # NCCL's own reason, printed by c10d after `Last error:`, read through NCCL's table
+    ("meaning.nccl_last_error", {"r.log": ["[rank1]: ncclInvalidUsage: This usually reflects invalid usage of NCCL "
+                                           "library.", "[rank1]: Last error:", "[rank1]: Duplicate GPU detected : rank "
+                                           "1 and rank 0 both on CUDA device 1a000"]}, "config", 0.65),
     # a timeout that no line explains: a rank that never reached the collective (TAXONOMY), weakly; a transport
     # error among the lines keeps the network reading
     ("network.nccl_only", {"c.log": ["[E ProcessGroupNCCL.cpp:460] To avoid data inconsistency, we are taking the "
@@ -100,6 +104,9 @@ FIRE += [
         "[1]:", "  time      : 2026-11-22_09:49:53", "  host      : localhost", "  rank      : 1 (local_rank: 1)",
         "  exitcode  : -9 (pid: 14548)  (SIGKILL)", "  error_file: <N/A>",
         "  traceback : Signal 9 (SIGKILL) received by PID 14548"]}, "infrastructure", 0.6),
+    # Open MPI's launcher says the same of a process it started
+    ("infra.killed_from_outside", {"mpirun.log": ["mpirun noticed that process rank 3 with PID 0 on node gpu-04 "
+                                                  "exited on signal 9 (Killed)."]}, "infrastructure", 0.5),
     # the launcher says workers failed and nothing else does: weak, so the answer stays inconclusive
     ("software.workers_failed", {"torchrun.out": [
         "E1122 09:48:27.968000 13125 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) "
@@ -151,6 +158,8 @@ FIRE += [
 ]
 
 QUIET = [
+    # NCCL gave no reason (c10d prints `Unknown NCCL Error`), or one its table does not call a trigger
+    ("meaning.nccl_last_error", {"r.log": ["[rank1]: Last error: Unknown NCCL Error"]}),
     # every process inside a collective: nobody is stuck on data
     ("data.loader_stall_in_dumps", {"dump.log": ["    all_reduce (torch/distributed/distributed_c10d.py:1316)"]}),
     # a WARN that does not say which NCCL source printed it: no subsystem to blame
@@ -162,6 +171,8 @@ QUIET = [
     # SIGTERM is the launcher stopping the others: cascade, not a kill from outside
     ("infra.killed_from_outside", {"torchrun.out": [
         "[2]:", "  host      : localhost", "  rank      : 2 (local_rank: 2)", "  exitcode  : -15 (pid: 14549)  (SIGTERM)"]}),
+    ("infra.killed_from_outside", {"mpirun.log": ["mpirun noticed that process rank 3 with PID 0 on node gpu-04 "
+                                                  "exited on signal 15 (Terminated)."]}),
     # a disk-full line that is really /dev/shm is not storage
     ("storage.disk_full", {"c.log": ["include/shm.h:28 NCCL WARN Call to posix_fallocate failed: No space left on device"]}),
     # recovering retries are noise: no storage candidate

@@ -38,7 +38,6 @@ FIELDS_EMPTY_ON_EXAMPLE = {
 EXAMPLE_OVERLAPS = {
     "nvsmi.gpu_lost": {"nvsmi.device_handle"},                         # nvidia-smi says both in one line
     "lightning.not_finite": {"numerical.nan_loss"},                    # `val_loss = nan`
-    "gloo.read_error": {"io.connection_reset"},  # the gloo text embeds "Connection reset by peer"
     "pytorch.watchdog_thread_exception": {"pytorch.watchdog_timeout"},  # the exception text is the timeout line
     "pytorch.nccl_error": {"nccl.version"},                            # `..., NCCL version 2.21.5`
     "nccl.shm_no_space": {"io.no_space"},                              # `No space left on device`
@@ -50,9 +49,6 @@ EXAMPLE_OVERLAPS = {
     "process.sigbus": {"loader.shm_insufficient"},                     # the DataLoader's bus-error hint
     "process.sigabrt": {"slurm.task_exit"},
     "loader.shm_insufficient": {"process.sigbus"},
-    "io.connection_reset": {"io.connection_broken"},                   # `('Connection aborted.', ConnectionResetError(...))`
-    "io.connection_broken": {"io.connection_reset"},
-    "io.retrying": {"io.connection_reset"},                            # `retrying 1/5: Connection reset by peer`
     "gloo.peer_closed": {"io.connection_broken"},                      # `Connection closed by peer`
 }
 

@@ -61,7 +61,7 @@ WARNINGS = [
      {"nccl.socket_error": dict(warn="socketProgress: Connection closed by remote peer node3<46512>")}),
     ("≤2.2x socket: recv failed (the reset is also io.connection_reset)",
      "node2:1234:1299 [0] misc/socket.cc:50 NCCL WARN socketProgressOpt: Call to recv from 10.0.0.3<46512> failed : Connection reset by peer",
-     {"nccl.socket_error": {}, "io.connection_reset": {}}),
+     {"nccl.socket_error": {}}),
     ("socket connect failed (real host format)",
      "tpgds-aihub0007:185303:186751 [1] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.99.91.63<40171> failed : Software caused connection abort",
      {"nccl.socket_error": dict(warn="socketStartConnect: Connect to 10.99.91.63<40171> failed : Software caused connection abort")}),

@@ -70,7 +70,7 @@ def _utf16(head: bytes) -> str:
     if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
         return "utf-16"
     h = head[: 4096 - 4096 % 2]
-    if len(h) < 64:
+    if len(h) < 64 or b"\x00" not in h:  # UTF-16 of ASCII text is half NULs (and most files have none: one find)
         return ""
     for zeros, text, codec in ((h[1::2], h[0::2], "utf-16-le"), (h[0::2], h[1::2], "utf-16-be")):
         if zeros.count(0) >= 0.95 * len(zeros) and sum(32 <= c < 127 or c in (9, 10, 13) for c in text) >= 0.9 * len(text):
@@ -263,7 +263,7 @@ class _Loader:
             nul = b"\x00" in head and not _magic(head) and not head.startswith((b"\xff\xfe", b"\xfe\xff"))
             # runs (copytruncate), or a few stray NULs in text (issue 30: one NUL in the first 8 KiB dropped the
             # file): read, without the NULs; many scattered NULs mean binary (or UTF-16, said as such)
-            rest = _NUL_RUN.sub(b"", head)
+            rest = _NUL_RUN.sub(b"", head) if nul else b""  # (a regex pass over the head: only where a NUL is)
             nul = nul and (b"\x00" not in rest or (rest.count(b"\x00") <= max(8, len(rest) // 1000)
                                                    and b"\n" in rest and _utf8(rest.replace(b"\x00", b""))))
             if nul and not head.strip(b"\x00"):

@@ -26,13 +26,15 @@ def bus_error(f: RuleInputs):
 
 def sigkilled_workers(f: RuleInputs) -> list[Evidence]:
     """The launcher's lines that say a worker died of SIGKILL (torchrun's `exitcode : -9`, `Signal 9 (SIGKILL)`, the
-    elastic agent's `failed (exitcode: -9) local_rank: 0`)."""
+    elastic agent's `failed (exitcode: -9) local_rank: 0`; Open MPI's `mpirun noticed that process rank 3 ... exited
+    on signal 9 (Killed)`)."""
     out = []
     for e in f.hits("torchrun.exitcode", "torchrun.signal_received", "torchrun.worker_failed"):
         fx = (f.fields_of(e, "torchrun.exitcode") or f.fields_of(e, "torchrun.signal_received")
               or f.fields_of(e, "torchrun.worker_failed"))
         if fx.get("exitcode") == -9 or fx.get("signal") == "SIGKILL":
             out.append(e)
+    out += [e for e in f.hits("mpi.process_exited") if f.fields_of(e, "mpi.process_exited").get("signal") == 9]
     return out
 
 

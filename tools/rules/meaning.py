@@ -120,6 +120,39 @@ def upstream_messages(f: RuleInputs):
     return out
 
 
+LAST_ERROR_STRENGTH = 0.65  # NCCL's own reason under c10d's generic `ncclInvalidUsage`/`ncclSystemError`: above
+                           # both the table reading of that wrapper and the NCCL error-class rules (tools/rules/network)
+
+
+def nccl_last_error(f: RuleInputs):
+    """The reason NCCL itself gave (ncclGetLastError), printed by c10d after `Last error:`: read through NCCL's
+    own tables. `ncclInvalidUsage: This usually reflects invalid usage` says little; `Duplicate GPU detected : rank 1
+    and rank 0 both on CUDA device 1a000` under it says the launch put two ranks on one GPU (config)."""
+    if f.messages is None:
+        return []
+    out, seen = [], set()
+    for e in f.hits("pytorch.nccl_last_error"):
+        fx = f.fields_of(e, "pytorch.nccl_last_error")
+        detail = fx.get("detail")
+        if not detail or detail in seen:
+            continue
+        seen.add(detail)
+        hits = [m for m in f.messages.match_many([detail])[0] if m.table.startswith("nccl")]
+        m = f.messages.pick_best(hits)
+        if m is None or m.role != "trigger" or m.category is None:
+            continue
+        ev = Evidence(file=e.file, line=fx["detail_line"], text=fx["detail_text"], time=e.time, rank=e.rank,
+                      node=e.node, kind=e.kind)
+        evs = [ev] if ev.line == e.line else [ev, e]
+        out.append(candidate(f"table.{m.table}.last_error", m.category, f"{m.meaning} (NCCL's last error)",
+                             LAST_ERROR_STRENGTH, evs, f, status=m.status,
+                             facts={"upstream": m.cite(), "template": m.template, "meaning": m.meaning},
+                             recommendations=[m.action]))
+        if len(out) >= 3:
+            break
+    return out
+
+
 def read_by_meaning(f: RuleInputs):
     """The lexicon's reading of the failure's onset: the earliest error-level line, on the rank that stands out
     (the earliest of the ranks that printed one, when not every rank did), and the lines after it on that rank."""
@@ -234,4 +267,4 @@ def _covers(m, text: str) -> bool:
     return m.specificity >= max(16, 0.4 * len(strip_prefixes(text).strip()))
 
 
-RULES = [upstream_messages, read_by_meaning]
+RULES = [upstream_messages, nccl_last_error, read_by_meaning]

@@ -91,7 +91,9 @@ def nccl_error(f: RuleInputs):
             out.append(candidate("gpu.nccl_unhandled_cuda", "gpu_cuda", "NCCL hit a CUDA error", 0.6, [ev], f))
             break
         if "RemoteError" in kind or "remote process exited" in kind:
+            # the rank that printed it saw its PEER fail: it is not the culprit
             out.append(candidate("network.nccl_remote", "network", "NCCL: a peer exited or the network failed", 0.45, [ev], f,
+                            ranks=[],
                             recommendations=["look for the rank that exited first: a remote error is often a "
                                              "consequence of a crash elsewhere"]))
             break

@@ -230,14 +230,20 @@ class FileScanner:
                     # specific patterns before fallbacks before last resorts (Pattern.fallback): a level is verified
                     # only when no pattern of a more specific one matched, since its matches would be dropped (the
                     # last resort's precise regex then runs on few of a crash's lines, not on every `Error` line)
+                    # A job fact (tier 0: `world_size=8` inside a store-barrier timeout) explains no failure: it
+                    # is kept and the fallbacks after it are still tried (it hid the line's RuntimeError from every
+                    # rule); not the last resort (an `error_file: .../error.json` report field is no error line)
                     uniq, levels, matched = sorted(set(idxs)), self._levels, []
                     for lv in sorted({levels[i] for i in uniq}):
-                        matched = [pats[i] for i in uniq if levels[i] == lv and pats[i].match(text)]
-                        if matched:
+                        if matched and lv >= 2:
+                            break
+                        got = [pats[i] for i in uniq if levels[i] == lv and pats[i].match(text)]
+                        matched += got
+                        if any(p.tier for p in got):
                             break
             if len(matched) > 1:  # specific patterns before fallbacks before last resorts (Pattern.fallback)
-                least = min(p.fallback for p in matched)
-                matched = [p for p in matched if p.fallback == least]
+                least = min((p.fallback for p in matched if p.tier), default=0)
+                matched = [p for p in matched if not p.tier or p.fallback == least]
             if not matched:
                 continue
             # The rank decides whether the hit is kept; a line that opens with c10's `[rankN]:` (after at most a

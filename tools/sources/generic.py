@@ -102,8 +102,10 @@ PATTERNS = [
       "disk full"),
     P("io.connection_reset", 3, "storage_io", "noise",
       r"(?:Connection reset by peer|ConnectionResetError)", ("Connection reset by peer", "ConnectionResetError"),
-      "urllib3.exceptions.ProtocolError: ('Connection aborted.', ConnectionResetError(104, 'Connection reset by peer'))",
-      "connection reset (noise when the retry succeeds)"),
+      # a fallback: an exception line that ends in a reset (`DistNetworkError: Connection reset by peer`) is the
+      # program's error (python.exception, read by its words), not retry noise
+      "WARNING:urllib3.connectionpool:Retrying after connection reset: [Errno 104] Connection reset by peer",
+      "connection reset (noise when the retry succeeds)", fallback=True),
     P("io.connection_refused", 3, "network", "root_candidate",
       r"(?:Connection refused|ConnectionRefusedError)", ("Connection refused", "ConnectionRefusedError"),
       "ConnectionRefusedError: [Errno 111] Connection refused",

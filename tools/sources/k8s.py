@@ -105,6 +105,27 @@ PATTERNS = [
       fields=r"(?P<reason>ContainerCannotRun|StartError|OCI runtime create failed|failed to create shim task)",
       advice="read the container state's Message line: a command not found in the image is the launch "
              "configuration; an nvidia-container-cli error is the node's GPU driver (drain it)"),
+    # the NVIDIA Container Toolkit's prestart hook (nvidia-container-cli) failing is the node's GPU stack, not the
+    # pod spec: `initialization error: nvml error: driver not loaded`, `load library failed: libnvidia-ml.so.1`,
+    # `device error: 3: unknown device`; except its `requirement error`, which is the image asking for a newer
+    # driver than the node has (the image or the node pool was chosen wrong)
+    P("k8s.nvidia_container_cli", 1, "infrastructure", "root_candidate",
+      r"nvidia-container-cli: (?:initialization|device|mount|detection|ldcache) error", "nvidia-container-cli: ",
+      "stderr: Auto-detected mode as 'legacy' nvidia-container-cli: initialization error: nvml error: driver not "
+      "loaded: unknown",
+      "the node's GPU driver or container toolkit failed when the container started (driver not loaded, NVML or a "
+      "GPU missing)", weight=0.65,
+      fields=r"nvidia-container-cli: (?P<cli_error>[a-z]+ error: [^:\n]{0,80})",
+      advice="drain the node and check its driver (nvidia-smi on the host, dmesg for NVRM/Xid), reload or reinstall "
+             "it, then reschedule the pod"),
+    P("k8s.nvidia_driver_too_old", 1, "config", "root_candidate",
+      r"nvidia-container-cli: requirement error: unsatisfied condition: cuda ?>= ?\d", "requirement error: unsatisfied condition",
+      "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.4, please update your driver to a "
+      "newer version, or use an earlier cuda container: unknown",
+      "the image needs a newer CUDA driver than the node has", weight=0.65,
+      fields=r"unsatisfied condition: cuda ?>= ?(?P<cuda_required>[\d.]+)",
+      advice="run the image on a node pool whose driver supports that CUDA version, or use an image built for an "
+             "older CUDA (NVIDIA_DISABLE_REQUIRE only hides the check)"),
     P("k8s.crashloop", 1, None, "cascade",
       r"Back-off restarting failed container|[Rr]eason\"?: *\"?CrashLoopBackOff",
       ("Back-off restarting failed container", "CrashLoopBackOff"),

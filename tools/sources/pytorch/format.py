@@ -9,7 +9,8 @@ Versions: 2.0 prints `TensorShape=[...]` instead of NumelIn/NumelOut; the PG sta
 C may be -1). Almost everything here is cascade: every rank prints it once one rank stops participating.
 """
 
-from trainlog_debugger.tools.sources.pattern import P
+from trainlog_debugger.tools.lines.attribution import strip_prefixes
+from trainlog_debugger.tools.sources.pattern import HitContext, Hook, P
 
 # The PG log prefix (2.3: `[PG 0 Rank 25]`, 2.4: `[PG 0 (default_pg) Rank 1]`, ≥2.5: `[PG ID 0 PG GUID 0(default_pg) Rank 3]`).
 _PG_REQ = r"\[PG (?:ID (?P<pg_id>\d+) PG GUID (?P<pg_guid>[^ (\]]+)|(?P<pg_uid>[^ (\]]+))(?: ?\((?P<pg_desc>[^)]*)\))? Rank (?P<pg_rank>\d+)\]"
@@ -78,8 +79,11 @@ PATTERNS = [
       "NCCL communicator aborted",
       fields=r"aborted on rank (?P<aborted_rank>\d+)\.(?: +Original reason for failure was: (?P<reason>.*))?", ints=("aborted_rank",)),
     P("pytorch.nccl_error", 1, "network", "root_candidate",
-      r"(?:NCCL error in: |DistBackendError: NCCL error|raised the following async exception: NCCL error|found async exception when checking for NCCL errors)",
-      ("NCCL error in: ", "DistBackendError: NCCL error", "async exception"),
+      # the watchdog's own line when the NCCL error (not a timeout) ended it: `watchdog thread terminated with
+      # exception: NCCL error: remote process exited or there was a network error, NCCL version 2.19.3`
+      r"(?:NCCL error in: |DistBackendError: NCCL error|raised the following async exception: NCCL error|found async exception when checking for NCCL errors"
+      r"|terminated with exception: NCCL error: )",
+      ("NCCL error in: ", "DistBackendError: NCCL error", "async exception", "terminated with exception: NCCL error: "),
       "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, remote process exited or there was a network error, NCCL version 2.21.5",
       "NCCL call returned an error",
       fields=r"NCCL error(?: in: (?P<where>[^,]+),|:) (?P<nccl_error>[^,]+)(?:, NCCL version (?P<nccl_version>[\d.]+))?"),
@@ -88,6 +92,12 @@ PATTERNS = [
       ("ncclRemoteError: ", "ncclSystemError: ", "ncclUnhandledCudaError: ", "ncclInternalError: ", "ncclInvalidUsage: ", "ncclInvalidArgument: "),
       "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.",
       "NCCL error class", fields=r"(?P<nccl_error>nccl[A-Za-z]+): (?P<detail>.*)"),
+    # c10d's getNcclErrorDetailStr (torch/csrc/distributed/c10d/NCCLUtils.cpp) appends `\nLast error:\n` and
+    # ncclGetLastError(): NCCL's own WARN text, without NCCL's prefix, on the line after (read by the hook below)
+    P("pytorch.nccl_last_error", 3, None, "context",
+      r"\bLast error:", "Last error:",
+      "Last error:",
+      "NCCL's last error follows (its own WARN text)"),
     P("pytorch.collective_mismatch", 2, "software", "root_candidate",
       r"Detected mismatch between collectives on ranks", "Detected mismatch between collectives",
       "RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running inconsistent collective: CollectiveFingerPrint(OpType=BROADCAST, TensorShape=[4], TensorDtypes=Float",
@@ -102,3 +112,39 @@ PATTERNS = [
 # collective-state lines come once per process group per rank, and a rank may be in many groups: the first 64 of
 # each (pattern, rank) are kept in full, not 5 (tools.scan.keeper)
 KEEP_FIRST = {"pytorch.": 64}
+
+
+LAST_ERROR_LOOKAHEAD = 3  # lines after `Last error:` that may hold it (a blank line, another rank's line between)
+LINE_HEAD = 4096
+
+
+def nccl_last_error(ctx: HitContext) -> None:
+    """The NCCL WARN text c10d printed after `Last error:` (`Duplicate GPU detected : rank 1 and rank 0 both on CUDA
+    device 1a000`), as facts `detail`, `detail_line`, `detail_text`: the specific reason behind a generic
+    `ncclInvalidUsage` / `ncclSystemError`, which the message tables read (tools/rules/meaning.py). On the same line
+    when a paste joined them (`Last error: Duplicate GPU ...`); else the next line of the same rank."""
+    body = strip_prefixes(ctx.text).strip()
+    same = body.split("Last error:", 1)[1].strip() if "Last error:" in body else ""
+    if same:
+        if same != "Unknown NCCL Error":
+            ctx.fields.update({"detail": same[:500], "detail_line": ctx.line, "detail_text": ctx.text})
+        return
+    buf, pos = ctx.buf, ctx.end + 1
+    for k in range(1, LAST_ERROR_LOOKAHEAD + 1):
+        if pos >= len(buf):
+            return
+        nxt = buf.find(b"\n", pos)
+        nxt = len(buf) if nxt == -1 else nxt
+        text = buf[pos:min(nxt, pos + LINE_HEAD)].decode("utf-8", "replace").rstrip("\r")
+        pos = nxt + 1
+        if ctx.line_rank is not None:
+            r = ctx.rank_of(text)
+            if r is not None and r != ctx.line_rank:
+                continue
+        detail = strip_prefixes(text).strip()
+        if detail:
+            ctx.fields.update({"detail": detail[:500], "detail_line": ctx.line + k, "detail_text": text})
+            return
+
+
+HOOKS = {"pytorch.nccl_last_error": Hook(nccl_last_error)}
