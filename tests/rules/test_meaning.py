@@ -42,6 +42,11 @@ def _diagnose(tmp_path, files: dict[str, str]):
     ("ValueError: host not found: Name or service not known", "config"),
     ("urllib.error.HTTPError: HTTP Error 429: Too Many Requests", "storage_io"),
     ("KeyError: 'LOCAL_RANK'", "config"),  # a launcher's variable: started without torchrun
+    ("*** Error in `python': double free or corruption (!prev): 0x000055d5c9a0f2a0 ***", "software"),  # glibc
+    ("wandb.errors.UsageError: api_key not configured (no-tty)", "config"),
+    # Triton's on-chip shared memory is the kernel's configuration, not /dev/shm
+    ("triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 131072, Hardware limit: "
+     "101376.", "software"),
 ])
 def test_the_lexicon_reads_what_a_line_says(line, category):
     got = messages.read_by_words(line)
@@ -290,3 +295,27 @@ def test_a_trainer_setting_that_transformers_refuses_is_config(tmp_path):
                                           "    args = TrainingArguments(output_dir='o', fp16=True, bf16=True)\n"
                                           "ValueError: At most one of fp16 and bf16 can be True, but not both\n"})
     assert d.category == "config" and d.chain[0].evidence[0].line == 4
+
+
+@pytest.mark.parametrize("line, category", [
+    # an exception class kept in a library's exc/errors module, whatever its name
+    ("torch._dynamo.exc.Unsupported: call_function BuiltinVariable(print) [ConstantVariable()] {}", "software"),
+    # a trainer's own NaN check, noun after the value
+    ("[Rank 0] Detected NaN loss at step 1500, stopping training", "numerical"),
+    # PyTorch's own shared-memory segment is /dev/shm, not a disk; its descriptors are the open-files limit
+    ("RuntimeError: unable to write to file </torch_311_2376812911>: No space left on device (28)", "infrastructure"),
+    ("RuntimeError: unable to open shared memory object </torch_2034_1384598128> in read-write mode: Too many open "
+     "files (24)", "config"),
+    # vLLM (the table of the engine RL trainers colocate with the policy)
+    ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+     "initializing the engine.", "oom"),
+    ("ValueError: Total number of attention heads (28) must be divisible by tensor parallel size (8).", "config"),
+    # Open MPI's launcher saw a process die of SIGKILL, nothing else erred
+    ("mpirun noticed that process rank 3 with PID 0 on node gpu-04 exited on signal 9 (Killed).", "infrastructure"),
+    ("Error: failed to create containerd task: failed to create shim task: OCI runtime create failed: error running "
+     "hook #0: stderr: nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown",
+     "infrastructure"),
+])
+def test_a_one_line_paste_gets_the_answer_its_upstream_gives(tmp_path, line, category):
+    d = _diagnose(tmp_path, {"paste.log": line + "\n"})
+    assert d.category == category and d.chain[0].evidence[0].line == 1, (d.category, d.headline)

@@ -173,6 +173,9 @@ QUIET = [
         "[2]:", "  host      : localhost", "  rank      : 2 (local_rank: 2)", "  exitcode  : -15 (pid: 14549)  (SIGTERM)"]}),
     ("infra.killed_from_outside", {"mpirun.log": ["mpirun noticed that process rank 3 with PID 0 on node gpu-04 "
                                                   "exited on signal 15 (Terminated)."]}),
+    # PyTorch's own shared-memory segment (/torch_<pid>_<n>) is /dev/shm too (loader.torch_shm_full)
+    ("storage.disk_full", {"c.log": ["RuntimeError: unable to write to file </torch_311_2376812911>: No space left on "
+                                     "device (28)"]}),
     # a disk-full line that is really /dev/shm is not storage
     ("storage.disk_full", {"c.log": ["include/shm.h:28 NCCL WARN Call to posix_fallocate failed: No space left on device"]}),
     # recovering retries are noise: no storage candidate

@@ -41,9 +41,10 @@ def exception(f: RuleInputs):
                               recommendations=["fix what the error names, then restart"])]
         return [candidate("software.exception", "software", f"{fx['exception']}: {fx.get('message', '')[:160]}", 0.45,
                           evs, f, recommendations=["fix the error in the traceback (its last frames are in the file)"])]
-    evs = [e for e in f.hits("python.exception") if not is_cascade(e.text) and not handled(e.text)]
+    evs = [e for e in f.hits("python.exception", "python.exception_named")
+           if not is_cascade(e.text) and not handled(e.text)]
     for e in evs[:20]:  # a bare exception line (a paste without its traceback) that says what was at fault
-        fx = f.fields_of(e, "python.exception")
+        fx = f.fields_of(e, "python.exception") or f.fields_of(e, "python.exception_named")
         said = classify_terminal(e.text, (), fx.get("exception"))
         if said:
             return [candidate("software.terminal_error", said[0], f"{said[1]}: {e.text.strip()[:160]}", 0.6, [e], f,

@@ -28,7 +28,8 @@ def ais_signatures(f: RuleInputs):
 
 def disk_full(f: RuleInputs):
     evs = [e for e in f.hits("io.no_space") if "/dev/shm" not in e.text and "shm" not in e.text.lower()
-           and not f.fields_of(e, "nccl.shm_no_space") and "posix_fallocate" not in e.text]
+           and not f.fields_of(e, "nccl.shm_no_space") and "posix_fallocate" not in e.text
+           and "</torch_" not in e.text]  # PyTorch's own shared-memory segment (loader.torch_shm_full)
     return [candidate("storage.disk_full", "storage_io", "a disk filled up (No space left on device)", 0.85, evs[:3], f,
                  recommendations=["free space or point checkpoints/logs at a larger volume"])] if evs else []
 

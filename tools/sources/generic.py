@@ -29,6 +29,15 @@ PATTERNS = [
       "RuntimeError: shape '[4, 1024]' is invalid for input of size 2048",
       "Python exception", fields=r"(?P<exception>[A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Exit|Interrupt)): (?P<message>.*)",
       fallback=True),
+    # an exception class a library keeps in its exc/errors/exceptions module, whatever its name
+    # (`torch._dynamo.exc.Unsupported`, `triton.runtime.errors.OutOfResources`): a last resort, so that a line a
+    # fallback explains (`requests.exceptions.ReadTimeout: ... Read timed out`: io.timed_out) stays that
+    P("python.exception_named", 2, "software", "root_candidate",
+      r"\.(?:exc|errors?|exceptions?)\.[A-Z][A-Za-z0-9_]*: ", (".exc.", ".errors.", ".error.", ".exceptions.", ".exception."),
+      "torch._dynamo.exc.Unsupported: call_function BuiltinVariable(print) [ConstantVariable()] {}",
+      "Python exception (a library's exception class)",
+      fields=r"(?P<exception>[A-Za-z_][A-Za-z0-9_.]*\.(?:exc|errors?|exceptions?)\.[A-Z][A-Za-z0-9_]*): (?P<message>.*)",
+      fallback=2),
     P("python.stop_iteration", 2, "data", "root_candidate",
       # the engine's trigger stops before `ation`: Hyperscan's literal matcher keys on a literal's last bytes, and
       # `...ation` ends the words of every Megatron iteration line (`iteration`, `iterations:`), a near-miss to
@@ -82,13 +91,15 @@ PATTERNS = [
       # lets Hyperscan keep the digit in its literals instead of confirming `: +` after the field's name on every
       # iteration line (12-14 % of the database's time); no producer pads it wider.
       r"(?:Loss became infinite or NaN|: (?:nan|NaN|NAN|inf|Inf|INF)\b|:(?:nan|NaN|NAN|inf|Inf|INF)\b|= ?(?:nan|NaN|NAN|inf|Inf|INF)\b|[:=] ?(?:tensor\()?-(?:nan|NaN|NAN|inf|Inf|INF)\b|[:=] ?tensor\((?:nan|NaN|NAN|inf|Inf|INF)\b"
-      r"|number of nan iterations: {1,3}[1-9]|[Ll]oss (?:nan|NaN|NAN|inf|Inf|INF)\b)",
+      r"|number of nan iterations: {1,3}[1-9]|[Ll]oss (?:nan|NaN|NAN|inf|Inf|INF)\b|\b(?:nan|NaN|NAN|inf|Inf|INF) [Ll]oss\b)",
       ("Loss became infinite or NaN", "oss", "number of nan iterations"),
       "FloatingPointError: Loss became infinite or NaN at iteration=1!",
       "loss is NaN/Inf (divergence, bad init or bad data)",
       # a user's own print without a separator (`step 1201 loss nan`)
       verify=r"(?:Loss became infinite or NaN|[Ll]oss[ a-z_]*'?(?::|=) ?(?:tensor\()?-?(?:nan|NaN|NAN|inf|Inf|INF)\b"
-             r"|number of nan iterations: {1,3}[1-9]|[Ll]oss (?:nan|NaN|NAN|inf|Inf|INF)\b)"),
+             r"|number of nan iterations: {1,3}[1-9]|[Ll]oss (?:nan|NaN|NAN|inf|Inf|INF)\b"
+             # `Detected NaN loss at step 1500` (the word order of a trainer's own check)
+             r"|\b(?:nan|NaN|NAN|inf|Inf|INF) [Ll]oss\b)"),
     P("numerical.grad_nan", 2, "numerical", "root_candidate",
       # Megatron's `grad norm: nan`; the HF Trainer's logged dict `'grad_norm': nan`;
       # ESPnet's `The grad norm is nan`
@@ -141,6 +152,25 @@ PATTERNS = [
       r"Received data size doesn't match expected size", "Received data size doesn't match expected size",
       "  what():  [enforce fail at /__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:456] op.preamble.length <= op.nbytes. 1700 vs 4. Received data size doesn't match expected size. Is there a distributed collective mismatch in your code?",
       "gloo: a peer sent a different amount of data (collective mismatch)"),
+    # ATen's MapAllocator names the shared-memory segments it creates `/torch_<pid>_<n>` (NewProcessWideShmHandle):
+    # a write, resize or mmap of one that fails is /dev/shm, not a disk (`unable to write to file </torch_311_2376>:
+    # No space left on device (28)`, the DataLoader's workers passing batches through too small a /dev/shm)
+    P("loader.torch_shm_full", 1, "infrastructure", "root_candidate",
+      r"file </torch_", ("file </torch_",),
+      "RuntimeError: unable to write to file </torch_311_2376812911>: No space left on device (28)",
+      "PyTorch could not grow a shared-memory segment in /dev/shm (tensors passed between processes): /dev/shm is "
+      "full or too small", weight=0.7,
+      advice="give the container a larger /dev/shm (docker --shm-size or --ipc=host; a memory-backed emptyDir on "
+             "/dev/shm in Kubernetes), or use fewer DataLoader workers and a smaller prefetch_factor",
+      verify=r"unable to (?:write to|resize|stretch) file </torch_\d+_\d|unable to mmap \d+ bytes from file </torch_\d+_\d"),
+    P("loader.torch_shm_open", 1, "config", "root_candidate",
+      r"shared memory object </torch_", ("shared memory object </torch_",),
+      "RuntimeError: unable to open shared memory object </torch_2034_1384598128> in read-write mode: Too many open "
+      "files (24)",
+      "the process ran out of file descriptors for PyTorch's shared-memory segments (the file_descriptor sharing "
+      "strategy keeps one open per shared tensor)", weight=0.65,
+      advice="raise the open-files limit (ulimit -n), or call torch.multiprocessing.set_sharing_strategy('file_system')",
+      verify=r"unable to open shared memory object </torch_\d+_\d+> in read-write mode: Too many open files"),
     P("process.host_alloc_failed", 1, "oom", "root_candidate",
       r"(?:DefaultCPUAllocator: can't allocate memory|[^A-Za-z.\n]MemoryError\b)",
       ("DefaultCPUAllocator: can't allocate memory", "MemoryError"),
@@ -189,6 +219,7 @@ LOOKAHEAD_LINES = 200  # how far a traceback's final exception line is searched 
 LINE_HEAD = 4096  # bytes of a following line read: its prefixes and its start, bounded for a 2 GB line
 MAX_FRAMES = 12  # innermost frames kept per traceback
 _EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|StopIteration|Warning)|StopIteration|"
+                       r"[A-Za-z_][\w.]*\.(?:exc|errors?|exceptions?)\.[A-Z]\w*|"
                        r"KeyboardInterrupt)\b:? ?(.*)")
 _FRAME = re.compile(r'^\s*File "([^"]+)", line \d+, in (\S+)')
 _TB_SKIP = ("Traceback", "During handling", "The above exception", "File ", "^", "~")
