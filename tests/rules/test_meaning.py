@@ -319,3 +319,17 @@ def test_a_trainer_setting_that_transformers_refuses_is_config(tmp_path):
 def test_a_one_line_paste_gets_the_answer_its_upstream_gives(tmp_path, line, category):
     d = _diagnose(tmp_path, {"paste.log": line + "\n"})
     assert d.category == category and d.chain[0].evidence[0].line == 1, (d.category, d.headline)
+
+
+def test_the_launcher_names_whom_the_sigkill_hit(tmp_path):
+    """srun prints how a task ended by strsignal (`task 5: Killed` is SIGKILL), mpirun names the rank and node: with
+    the kernel's or Slurm's OOM record that is the OOM's culprit; without it, a kill from outside (TAXONOMY)."""
+    d = _diagnose(tmp_path, {"slurm.out": "srun: error: gpu-node-12: task 5: Killed\n"})
+    assert (d.category, d.culprit_ranks, d.culprit_nodes) == ("infrastructure", [5], ["gpu-node-12"])
+    d = _diagnose(tmp_path, {"slurm.out": "srun: error: Detected 1 oom_kill event in StepId=5567.0. Some of your "
+                                          "processes may have been killed by the cgroup out-of-memory handler.\n"
+                                          "srun: error: gpu-node-12: task 5: Killed\n"})
+    assert (d.category, d.culprit_ranks, d.culprit_nodes) == ("oom", [5], ["gpu-node-12"])
+    d = _diagnose(tmp_path, {"launcher.log": "mpirun.real noticed that process rank 1 with PID 39 on node "
+                                             "mpi-job-worker-1 exited on signal 9 (Killed).\n"})
+    assert (d.category, d.culprit_ranks, d.culprit_nodes) == ("infrastructure", [1], ["mpi-job-worker-1"])

@@ -9,6 +9,11 @@ LINES = [
     ("mpirun: a rank killed by a signal",
      "mpirun noticed that process rank 3 with PID 0 on node gpu-07 exited on signal 9 (Killed).",
      {"mpi.process_exited": dict(failed_rank=3, host="gpu-07", signal=9)}),
+    ("a distribution's wrapper names itself (Debian's mpirun.real), as does Open MPI 5's prterun",
+     "mpirun.real noticed that process rank 1 with PID 39 on node mpi-test-2-mpijob-worker-1 exited on signal 9 (Killed).",
+     {"mpi.process_exited": dict(failed_rank=1, host="mpi-test-2-mpijob-worker-1", signal=9)}),
+    ("prterun", "prterun noticed that process rank 0 with PID 4242 on node gpu-07 exited on signal 6 (Aborted).",
+     {"mpi.process_exited": dict(failed_rank=0, host="gpu-07", signal=6)}),
     ("mpirun: a non-zero exit (Open MPI prints two spaces)", "Primary job  terminated normally, but 1 process returned",
      {"mpi.nonzero_exit": {}}),
     ("Horovod shut down", "[1,0]<stderr>:Horovod has been shut down. This was caused by an exception on one of the "

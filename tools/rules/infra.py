@@ -27,7 +27,7 @@ def bus_error(f: RuleInputs):
 def sigkilled_workers(f: RuleInputs) -> list[Evidence]:
     """The launcher's lines that say a worker died of SIGKILL (torchrun's `exitcode : -9`, `Signal 9 (SIGKILL)`, the
     elastic agent's `failed (exitcode: -9) local_rank: 0`; Open MPI's `mpirun noticed that process rank 3 ... exited
-    on signal 9 (Killed)`)."""
+    on signal 9 (Killed)`; srun's `task 5: Killed`)."""
     out = []
     for e in f.hits("torchrun.exitcode", "torchrun.signal_received", "torchrun.worker_failed"):
         fx = (f.fields_of(e, "torchrun.exitcode") or f.fields_of(e, "torchrun.signal_received")
@@ -35,6 +35,9 @@ def sigkilled_workers(f: RuleInputs) -> list[Evidence]:
         if fx.get("exitcode") == -9 or fx.get("signal") == "SIGKILL":
             out.append(e)
     out += [e for e in f.hits("mpi.process_exited") if f.fields_of(e, "mpi.process_exited").get("signal") == 9]
+    # srun names how a task ended by strsignal(): `srun: error: gpu-node-12: task 5: Killed` is SIGKILL
+    out += [e for e in f.hits("slurm.task_exit")
+            if f.fields_of(e, "slurm.task_exit").get("how", "").strip().startswith("Killed")]
     return out
 
 

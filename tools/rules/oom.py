@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from trainlog_debugger.tools.model import Finding, Role
+from trainlog_debugger.tools.lines.attribution import named_in_text
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate
 from trainlog_debugger.tools.rules.infra import pod_nodes, sigkilled_workers
 from trainlog_debugger.tools.sources.k8s import MEMORY_KILLED, is_sigkill
@@ -42,9 +43,18 @@ def host_oom(f: RuleInputs):
     evs += f.hits("process.host_alloc_failed")
     if not evs:
         return []
-    return [candidate("oom.host", "oom", "the host OOM killer killed training processes (CPU memory)", 0.85, evs[:3], f,
-                 recommendations=["lower DataLoader num_workers / prefetch, check for host memory leaks, or request more "
-                                  "memory per task"])]
+    # the launcher's line that names the process the kill hit (srun's `task 5: Killed`, mpirun's `process rank 1
+    # ... on node w1 exited on signal 9`) says whose process it was, where the kernel's line names only a pid
+    killed = sigkilled_workers(f)[:2]
+    ranks, nodes = None, None
+    if killed and not any(e.rank is not None for e in evs):
+        named = [named_in_text(e.text) for e in killed]
+        ranks = sorted({e.rank for e in killed if e.rank is not None} | {r for r, _h in named if r is not None})
+        nodes = (f.nodes_of(killed) or sorted({h for _r, h in named if h})) or None
+    return [candidate("oom.host", "oom", "the host OOM killer killed training processes (CPU memory)", 0.85,
+                      evs[:3] + killed, f, ranks=ranks, nodes=nodes,
+                      recommendations=["lower DataLoader num_workers / prefetch, check for host memory leaks, or "
+                                       "request more memory per task"])]
 
 
 def container_oom(f: RuleInputs):

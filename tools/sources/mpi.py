@@ -14,8 +14,10 @@ which is TAXONOMY's `software` (mismatch / desync) unless a rank is simply stuck
 from trainlog_debugger.tools.sources.pattern import P
 
 PATTERNS = [
+    # `%s noticed that process rank ...` names the launcher as it was run: mpirun, mpiexec, orterun, prterun (Open
+    # MPI 5), or a distribution's wrapper target (`mpirun.real`, `mpirun.openmpi`)
     P("mpi.process_exited", 1, None, "cascade",
-      r"mpirun noticed that process rank \d+ with PID \d+ on node \S+ exited on signal", "mpirun noticed that process rank",
+      r"noticed that process rank \d+ with PID \d+ on node \S+ exited on signal", "noticed that process rank",
       "mpirun noticed that process rank 3 with PID 0 on node gpu-07 exited on signal 9 (Killed).",
       "mpirun reports a process killed by a signal",
       fields=r"process rank (?P<failed_rank>\d+) with PID (?P<pid>\d+) on node (?P<host>\S+) exited on signal (?P<signal>\d+)",
