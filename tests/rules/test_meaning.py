@@ -47,6 +47,14 @@ def _diagnose(tmp_path, files: dict[str, str]):
     # Triton's on-chip shared memory is the kernel's configuration, not /dev/shm
     ("triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 131072, Hardware limit: "
      "101376.", "software"),
+    # an object store's own client library says whose error it is, whatever words follow
+    ('botocore.exceptions.ReadTimeoutError: Read timeout on endpoint URL: "https://s3.us-east-1.amazonaws.com/b/k"',
+     "storage_io"),
+    ("google.api_core.exceptions.ServiceUnavailable: 503 GET https://storage.googleapis.com/storage/v1/b/x",
+     "storage_io"),
+    ("LustreError: 11-0: scratch-OST0007-osc-ffff8a: operation ost_write to node 10.0.0.9@o2ib failed: rc = -107",
+     "storage_io"),
+    ("webdataset.handlers: tarfile.ReadError: unexpected end of data", "data"),
 ])
 def test_the_lexicon_reads_what_a_line_says(line, category):
     got = messages.read_by_words(line)
@@ -312,6 +320,10 @@ def test_a_trainer_setting_that_transformers_refuses_is_config(tmp_path):
     ("ValueError: Total number of attention heads (28) must be divisible by tensor parallel size (8).", "config"),
     # Open MPI's launcher saw a process die of SIGKILL, nothing else erred
     ("mpirun noticed that process rank 3 with PID 0 on node gpu-04 exited on signal 9 (Killed).", "infrastructure"),
+    ("2023-03-03 05:15:30,774 WARNING worker.py:1866 -- The node with node id: 9426f4 and address: 10.130.0.113 and "
+     "node name: 10.130.0.113 has been marked dead because the detector has missed too many heartbeats from it.",
+     "infrastructure"),
+    ("WARNING:root:NaN or Inf found in input tensor.", "numerical"),
     ("Error: failed to create containerd task: failed to create shim task: OCI runtime create failed: error running "
      "hook #0: stderr: nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown",
      "infrastructure"),

@@ -107,6 +107,12 @@ PATTERNS = [
       ("grad norm: ", "grad norm is ", "'grad_norm': ", "radient overflow", "non-finite"),
       "[2024-11-05 12:00:00] iteration      100/   10000 | consumed samples:        25600 | grad norm: nan | number of skipped iterations:   1 | number of nan iterations:   0 |",
       "gradients are NaN/Inf or overflowed"),
+    # tensorboardX's check_nan (x2num.py) warns when a logged value is non-finite: a loss or gradient norm went
+    # NaN/Inf, or AMP's loss scale is still settling (then it stops by itself): read by its words, weakly
+    P("numerical.logged_nonfinite", 3, "numerical", "root_candidate",
+      r"NaN or Inf found in input tensor", "NaN or Inf found in input tensor",
+      "WARNING:root:NaN or Inf found in input tensor.",
+      "a value logged to TensorBoard was NaN or Inf"),
     P("io.no_space", 1, "storage_io", "root_candidate",
       r"(?:No space left on device|Disk quota exceeded)", ("No space left on device", "Disk quota exceeded"),
       "OSError: [Errno 28] No space left on device: '/checkpoints/iter_0001000/model.pt'",
