@@ -345,3 +345,22 @@ def test_the_launcher_names_whom_the_sigkill_hit(tmp_path):
     d = _diagnose(tmp_path, {"launcher.log": "mpirun.real noticed that process rank 1 with PID 39 on node "
                                              "mpi-job-worker-1 exited on signal 9 (Killed).\n"})
     assert (d.category, d.culprit_ranks, d.culprit_nodes) == ("infrastructure", [1], ["mpi-job-worker-1"])
+
+
+def test_masking_what_differs_rank_to_rank_changes_no_table_reading():
+    """meaning.table_key lets 4,096 ranks' copies of one message be matched once: sound only if no entry reads a
+    rank number, a glog header or NCCL's host:pid:tid prefix. Checked on every entry's own example line, and on that
+    line as other ranks would print it."""
+    from trainlog_debugger.tools.lines.attribution import strip_prefixes
+    from trainlog_debugger.tools.rules.meaning import table_key
+    from trainlog_debugger.tools.sources.messages.catalog import match_many, messages, pick_best
+    examples = [m.example for m in messages() if m.example]
+    bodies = [strip_prefixes(x) for x in examples]
+    plain = [pick_best(h) for h in match_many(bodies)]
+    masked = [pick_best(h) for h in match_many([strip_prefixes(table_key(x)) for x in examples])]  # as _tables_of
+    differ = [(b, p and p.id, q and q.id) for b, p, q in zip(bodies, plain, masked) if p is not q]
+    assert not differ, differ[:5]
+    a = "[rank3]:[E1105 12:00:01.123456789 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation"
+    b = "[rank9]:[E1105 12:00:02.987654321 ProcessGroupNCCL.cpp:616] [Rank 9] Watchdog caught collective operation"
+    assert strip_prefixes(table_key(a)) == strip_prefixes(table_key(b))
+    assert table_key("node-7:12345:12390 [3] NCCL WARN x") == table_key("node-8:2345:2390 [5] NCCL WARN x")
