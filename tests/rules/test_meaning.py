@@ -266,7 +266,14 @@ def test_nccl_s_last_error_under_c10d_s_generic_wrapper_decides(tmp_path):
              "[rank1]: Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000"]
     d = _diagnose(tmp_path, {"rank1.log": "\n".join(lines) + "\n"})
     assert d.category == "config" and d.chain[0].evidence[0].line == 4
-    assert d.chain[0].id == "table.nccl_legacy.last_error"
+    assert d.chain[0].id == "nccl.last_error" and d.chain[0].facts["table"] == "nccl_legacy"
+    # under a system error, NCCL's reason outranks the error class's network reading
+    sys_err = ["[rank1]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+               "NCCLUtils.hpp:317, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5",
+               "[rank1]: ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device "
+               "error.", "[rank1]: Last error:", "[rank1]: Bootstrap : no socket interface found"]
+    d = _diagnose(tmp_path, {"rank1.log": "\n".join(sys_err) + "\n"})
+    assert d.category == "config" and d.chain[0].evidence[0].line == 4, d.headline
     d = _diagnose(tmp_path, {"rank1.log": "\n".join(lines[:3] + ["[rank1]: Unknown NCCL Error"]) + "\n"})
     assert d.category != "config"  # no reason given: the wrapper's reading stands
 

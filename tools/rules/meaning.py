@@ -172,9 +172,12 @@ def nccl_last_error(f: RuleInputs):
         ev = Evidence(file=e.file, line=fx["detail_line"], text=fx["detail_text"], time=e.time, rank=e.rank,
                       node=e.node, kind=e.kind)
         evs = [ev] if ev.line == e.line else [ev, e]
-        out.append(candidate(f"table.{m.table}.last_error", m.category, f"{m.meaning} (NCCL's last error)",
+        # a rule's id, not a table reading's (`table.`): it outranks the NCCL error-class rules by strength, where
+        # the diagnosis would set a mere reading aside for any decisive rule (tools/diagnose.py READINGS)
+        out.append(candidate("nccl.last_error", m.category, f"{m.meaning} (NCCL's last error)",
                              LAST_ERROR_STRENGTH, evs, f, status=m.status,
-                             facts={"upstream": m.cite(), "template": m.template, "meaning": m.meaning},
+                             facts={"upstream": m.cite(), "table": m.table, "template": m.template,
+                                    "meaning": m.meaning},
                              recommendations=[m.action]))
         if len(out) >= 3:
             break
