@@ -24,7 +24,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from trainlog_debugger.tools.sources.messages.catalog import HERE, LEXICON, Message, TableError, pieces, read_table
+from trainlog_debugger.tools.sources.messages.catalog import (HERE, LEXICON, LOAD_ERRORS, Message, TableError, pieces,
+                                                          read_table)
 
 WINDOW = 60  # lines around the cited line where the message's text still counts as "at its place"
 
@@ -210,6 +211,10 @@ def scanlist_text() -> str:
 def scanlist(check_only: bool = False, out=None) -> int:
     out = out or sys.stdout
     text = scanlist_text()
+    if LOAD_ERRORS:  # a table that does not read would silently drop its triggers from the scan
+        for e in LOAD_ERRORS:
+            print(f"error: {e}", file=sys.stderr)
+        return 2
     current = SCANLIST.read_text(encoding="utf-8") if SCANLIST.is_file() else ""
     if check_only:
         ok = text == current

@@ -331,6 +331,8 @@ def test_a_trainer_setting_that_transformers_refuses_is_config(tmp_path):
      "node name: 10.130.0.113 has been marked dead because the detector has missed too many heartbeats from it.",
      "infrastructure"),
     ("WARNING:root:NaN or Inf found in input tensor.", "numerical"),
+    # a checkpoint that is not a whole zip: a save cut short or a partial copy (the storage, not the code)
+    ("RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory", "storage_io"),
     ("Error: failed to create containerd task: failed to create shim task: OCI runtime create failed: error running "
      "hook #0: stderr: nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown",
      "infrastructure"),

@@ -20,3 +20,15 @@ def test_every_generated_pattern_is_a_fallback_root_candidate_with_its_entry_reg
         assert p.fallback is True and p.role == "root_candidate" and p.verify and p.category
         assert p.match(p.example)
 
+
+
+def test_a_table_that_does_not_read_stops_the_generator(monkeypatch, capsys):
+    """A shipped table with a YAML error was left out of the tables, and `scanlist` quietly wrote the file without
+    its triggers (85 patterns became 77): now it names the table and writes nothing."""
+    from trainlog_debugger.tools.sources.messages import catalog
+    before = tool.SCANLIST.read_text(encoding="utf-8")
+    monkeypatch.setattr(catalog, "LOAD_ERRORS", ["pytorch.yaml: cannot read (ScannerError)"])
+    monkeypatch.setattr(tool, "LOAD_ERRORS", catalog.LOAD_ERRORS)
+    assert tool.scanlist() == 2
+    assert "pytorch.yaml: cannot read" in capsys.readouterr().err
+    assert tool.SCANLIST.read_text(encoding="utf-8") == before
