@@ -236,22 +236,24 @@ class _Capped(io.RawIOBase):
         super().close()
 
 
-class _Utf8Of(io.RawIOBase):
-    """A UTF-16 stream read as UTF-8 (line numbers and text as the file has them): decoded incrementally, a
-    character cut between two reads kept for the next, undecodable bytes replaced. Not seekable."""
+class _Converted(io.RawIOBase):
+    """The inner stream's bytes converted piece by piece (`_convert`; b"" = the inner stream ended). A conversion may
+    give more or fewer bytes than it took, so its output is carried between reads, never assumed to fit the
+    caller's buffer. Not seekable (offsets would not match the file's)."""
 
-    def __init__(self, inner, codec: str):
-        import codecs
+    def __init__(self, inner):
         self.inner, self.out = inner, b""
-        self.dec = codecs.getincrementaldecoder(codec)(errors="replace")
 
     def readable(self) -> bool:
         return True
 
+    def _convert(self, data: bytes) -> bytes:
+        raise NotImplementedError
+
     def readinto(self, b) -> int:
         while not self.out:
             data = self.inner.read(max(len(b), 1 << 16))
-            self.out = self.dec.decode(data, final=not data).encode("utf-8")
+            self.out = self._convert(data)
             if not data:
                 break
         n = min(len(b), len(self.out))
@@ -263,43 +265,44 @@ class _Utf8Of(io.RawIOBase):
         super().close()
 
 
+class _Utf8Of(_Converted):
+    """A UTF-16 stream read as UTF-8 (line numbers and text as the file has them): decoded incrementally, a
+    character cut between two reads kept for the next, undecodable bytes replaced."""
+
+    def __init__(self, inner, codec: str):
+        import codecs
+        super().__init__(inner)
+        self.dec = codecs.getincrementaldecoder(codec)(errors="replace")
+
+    def _convert(self, data: bytes) -> bytes:
+        return self.dec.decode(data, final=not data).encode("utf-8")
+
+
 _NULS = re.compile(rb"\x00{16,}")
 
 
-class _NoNul(io.RawIOBase):
+class _NoNul(_Converted):
     """The stream without its NUL runs: copytruncate leaves them where the rotated-away bytes were; the text around
-    them is evidence. A lone NUL inside text is shown as ␀ (three bytes for one, so the output is carried between
-    reads, never assumed to fit the caller's buffer). NULs at the end of a read are held back until the next one
-    shows whether they are a run. Not seekable (offsets would not match the file's)."""
+    them is evidence. A lone NUL inside text is shown as ␀ (three bytes for one). NULs at the end of a read are held
+    back until the next one shows whether they are a run."""
 
     def __init__(self, inner):
-        self.inner, self.out, self.held = inner, b"", b""
-
-    def readable(self) -> bool:
-        return True
+        super().__init__(inner)
+        self.held = b""
 
     @staticmethod
     def _shown(data: bytes) -> bytes:
         # runs (copytruncate) go; a stray NUL inside text is shown (issue 30: read, with the NUL shown)
         return _NULS.sub(b"", data).replace(b"\x00", "␀".encode())
 
-    def readinto(self, b) -> int:
-        while not self.out:
-            data = self.inner.read(max(len(b), 1 << 16))
-            if not data:
-                self.out, self.held = self._shown(self.held), b""
-                break
-            data = self.held + data
-            body = data.rstrip(b"\x00")
-            self.held = data[len(body):][:16]  # a run of 16 stays a run; more adds nothing
-            self.out = self._shown(body)
-        n = min(len(b), len(self.out))
-        b[:n], self.out = self.out[:n], self.out[n:]
-        return n
-
-    def close(self) -> None:
-        self.inner.close()
-        super().close()
+    def _convert(self, data: bytes) -> bytes:
+        if not data:
+            held, self.held = self.held, b""
+            return self._shown(held)
+        data = self.held + data
+        body = data.rstrip(b"\x00")
+        self.held = data[len(body):][:16]  # a run of 16 stays a run; more adds nothing
+        return self._shown(body)
 
 
 @dataclass
