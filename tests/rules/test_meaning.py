@@ -55,6 +55,22 @@ def _diagnose(tmp_path, files: dict[str, str]):
     ("LustreError: 11-0: scratch-OST0007-osc-ffff8a: operation ost_write to node 10.0.0.9@o2ib failed: rc = -107",
      "storage_io"),
     ("webdataset.handlers: tarfile.ReadError: unexpected end of data", "data"),
+    # frameworks checking their settings (Megatron-LM training/arguments.py, DeepSpeed runtime/config.py and
+    # runtime/zero/config.py): the AssertionError is the check, the setting is the fault
+    ("AssertionError: --use-checkpoint-args requires --load or --pretrained-checkpoint argument", "config"),
+    ("AssertionError: When using upcycling, the --save option must be specified.", "config"),
+    ("AssertionError: num_attention_heads (28) must be divisible by tensor_model_parallel_size (8)", "config"),
+    ("AssertionError: Fp16_master_weights_and_grads is only supported with ZeRO Stage 2 for now.", "config"),
+    ("AssertionError: Partial offloading only supported for ZeRO Stage 3.", "config"),
+    ("AssertionError: 1bit-Adam is not compatible with ZeRO", "config"),
+    ("AssertionError: Micro batch size per gpu: 0 has to be greater than 0", "config"),
+    ("AssertionError: Tensor parallel communication/GEMM overlap can happen only when sequence parallelism is "
+     "enabled", "config"),
+    # ... and program errors that stay program errors (no setting named, no setting's words)
+    ("RuntimeError: The size of tensor a (1024) must match the size of tensor b (2048) at non-singleton dimension 1",
+     "software"),
+    ("TypeError: forward() got an unexpected keyword argument 'labels'", "software"),
+    ("AssertionError: attempting to reduce an unsupported grad type: torch.int64", "software"),
 ])
 def test_the_lexicon_reads_what_a_line_says(line, category):
     got = messages.read_by_words(line)
