@@ -442,7 +442,7 @@ def parse_stamp(line: str) -> Stamp | None:
         for m in rx.finditer(line, start, end):
             if best is not None and m.start() >= best[0]:
                 break
-            if m.end() > end - 4 and end < len(line):  # its lookaheads saw the cut: read it on the whole line
+            if best is not None and m.end() > end - 4 and end < len(line):  # its lookaheads saw the cut: read it whole
                 m = rx.search(line, m.start())
                 if m is None or m.start() >= best[0]:
                     break
