@@ -94,6 +94,10 @@ def has(pattern: re.Pattern[str], text: str, *tokens: str) -> bool:
     return any(t in text for t in tokens) and pattern.search(text) is not None
 
 
+_JSON_START = re.compile("[\ufeff \t\r\n]*[\\[{]")
+
+
 def json_head(text: str) -> bool:
-    """Does the head start as a JSON document does (after a BOM and blanks)?"""
-    return text.lstrip("\ufeff \t\r\n")[:1] in ("[", "{")
+    """Does the head start as a JSON document does (after a BOM and blanks)? A match at the start, not lstrip (which
+    copies the whole 8 KiB head: two detectors ask it of every file)."""
+    return _JSON_START.match(text) is not None
