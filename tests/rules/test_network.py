@@ -47,3 +47,39 @@ def test_one_log_still_in_setup_while_another_trains_is_not_that_story(tmp_path)
     with open_bundle(tmp_path) as b:
         d = investigate(b)
     assert d.category != "network", d.headline
+
+
+# --- the ranks not seen waiting (tools/rules/network.not_seen_waiting) ------------------------------------------
+# A paste of watchdog timeouts is the waiting ranks' lines: the rank they waited for, busy elsewhere (rank 0 scanning
+# a dataset, evaluating, saving), printed none. c10's own wording (torch 1.x ProcessGroupNCCL), one line per rank.
+TIMEOUT = ("[E ProcessGroupNCCL.cpp:567] [Rank {r}] Watchdog caught collective operation timeout: "
+           "WorkNCCL(SeqNum=5, OpType=ALLREDUCE, Timeout(ms)=60000) ran for 67438 milliseconds before timing out.")
+
+
+def _paste(tmp_path, ranks: list[int], extra: dict[int, list[str]] | None = None):
+    lines = []
+    for r in ranks:
+        lines += (extra or {}).get(r, [])
+        lines.append(TIMEOUT.format(r=r))
+    (tmp_path / "combined.log").write_text("\n".join(lines) + "\n")
+    with open_bundle(tmp_path) as b:
+        return investigate(b)
+
+
+def test_the_one_rank_below_the_highest_that_printed_no_timeout_is_named_weakly(tmp_path):
+    d = _paste(tmp_path, [1, 2, 3])
+    assert d.culprit_ranks == [0], d.headline
+    assert d.status == Status.inconclusive and d.confidence == "low"
+    assert "rank(s) 0 printed nothing here" in d.chain[0].summary
+    assert any("rank(s) 0" in r for r in d.recommendations)
+
+
+def test_more_absent_ranks_than_present_ones_name_nobody(tmp_path):
+    d = _paste(tmp_path, [2, 3])  # 0 and 1 absent: half a paste, no lead
+    assert d.culprit_ranks == [], d.headline
+
+
+def test_a_rank_that_did_something_else_is_the_story_not_the_absent_one(tmp_path):
+    crash = ["[rank2]: Traceback (most recent call last):", "[rank2]: ValueError: bad sample in shard 17"]
+    d = _paste(tmp_path, [1, 2, 3], {2: crash})
+    assert 0 not in d.culprit_ranks, d.headline

@@ -12,6 +12,7 @@ import re
 
 from trainlog_debugger.tools.lines.attribution import attribute_line
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate, restart_without
+from trainlog_debugger.tools.ranks import ranks_str
 
 
 def _status(f: RuleInputs) -> str:
@@ -124,6 +125,28 @@ _TRANSPORT_WORDS = re.compile(r"remote process exited|network error|Connection r
                               r"unhandled system error|ncclSystemError|ncclRemoteError")
 
 
+MAX_ABSENT = 2  # ranks not seen waiting that are named; more (or more absent than present) is a partial paste, no lead
+
+
+def not_seen_waiting(f: RuleInputs) -> list[int]:
+    """The ranks below the highest rank seen that have no line in the bundle, when every rank that has one was waiting
+    in the collective and no more than MAX_ABSENT are absent. Why: the ranks the others wait for are the ones not
+    waiting (protocol step 3), and a rank that was busy elsewhere (rank 0 evaluating, saving or scanning a dataset
+    while the others entered the next collective) prints no timeout of its own: a paste of the timeouts is the
+    others'. A rank below the highest one seen is a rank of the job for certain; whether it was busy or is only
+    unposted, its log is what to read first. Never above the highest rank seen (the world size is not known), and
+    never a verdict: the reading stays the weak fallback, and collective.missing_logs names them where a world size
+    is stated."""
+    rep = f.nccl
+    if rep is None or rep.culprits or rep.suspects or not rep.missing_ranks or rep.with_state == 0:
+        return []
+    seen = [r for r, rs in rep.ranks.items() if rs.role != "missing"]
+    if not seen or any(rep.ranks[r].role != "waiting" for r in seen):
+        return []
+    absent = [r for r in rep.missing_ranks if r < max(seen)]
+    return absent if 0 < len(absent) <= MAX_ABSENT and len(absent) < len(seen) else []
+
+
 def nccl_only(f: RuleInputs):
     """NCCL (or gloo) failed and nothing else explains it: a weak hypothesis, never a confident one. Which one: a
     collective timeout is almost never its own cause (TAXONOMY), and the fabric is at fault only where every rank
@@ -141,11 +164,16 @@ def nccl_only(f: RuleInputs):
         e for e in f.hits("pytorch.comm_aborted", "pytorch.nccl_error", "pytorch.nccl_error_kind")
         if _TRANSPORT_WORDS.search(e.text)]
     if not transport:
+        absent = not_seen_waiting(f)
+        who = (f"; rank(s) {ranks_str(absent)} printed nothing here while every other rank waited: the likeliest "
+               f"to have been elsewhere" if absent else "")
         return [candidate("collective.timeout_only", "software", "NCCL collectives failed or timed out and no line says "
                           "why: a rank that never reached the collective (other work on one rank, or a different "
-                          "collective) is the usual cause; the fabric only if every rank entered it", 0.3, evs[:2], f,
-                          status="hung", ranks=[], nodes=[], facts={"fallback": True},
-                          recommendations=["collect every rank's log, or its py-spy dump while stuck: the rank that is "
+                          "collective) is the usual cause; the fabric only if every rank entered it" + who, 0.3,
+                          evs[:2], f, status="hung", ranks=absent, nodes=[], facts={"fallback": True},
+                          recommendations=([f"collect the log (or a py-spy dump while stuck) of rank(s) "
+                                            f"{ranks_str(absent)} first"] if absent else []) + [
+                                           "collect every rank's log, or its py-spy dump while stuck: the rank that is "
                                            "not in the collective, and what it is doing, is the cause",
                                            "if every rank entered it (TORCH_NCCL_TRACE_BUFFER_SIZE, the watchdog's "
                                            "last enqueued/completed work): check the fabric with nccl-tests"])]
