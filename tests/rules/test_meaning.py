@@ -294,6 +294,20 @@ def test_nccl_s_last_error_under_c10d_s_generic_wrapper_decides(tmp_path):
     assert d.category != "config"  # no reason given: the wrapper's reading stands
 
 
+def test_nccl_s_last_error_may_be_its_network_plugin_s_warning(tmp_path):
+    """aws-ofi-nccl warns through NCCL's logger, so its WARN is what ncclGetLastError returns: read through the
+    plugin's table (nccl_ofi_rdma.cpp), not as NCCL's `internal error`."""
+    lines = ["[rank1]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+             "ProcessGroupNCCL.cpp:1970, internal error - please report this issue to the NCCL developers, NCCL "
+             "version 2.20.5",
+             "[rank1]: ncclInternalError: Internal check failed.",
+             "[rank1]: Last error:",
+             "[rank1]: NET/OFI Unable to insert remote address into address vector for device 1. RC: 0"]
+    d = _diagnose(tmp_path, {"rank1.log": "\n".join(lines) + "\n"})
+    assert d.category == "network" and d.chain[0].id == "nccl.last_error", d.headline
+    assert d.chain[0].evidence[0].line == 4 and d.chain[0].facts["upstream"].startswith("mpi-ucx-ofi")
+
+
 def test_the_hub_client_s_errors_are_read_from_its_table(tmp_path):
     d = _diagnose(tmp_path, {"train.log": "[rank0]: huggingface_hub.errors.GatedRepoError: 401 Client Error. (Request "
                                           "ID: Root=1-65f0) Cannot access gated repo for url https://huggingface.co/"

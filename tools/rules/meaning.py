@@ -165,6 +165,9 @@ LAST_ERROR_STRENGTH = 0.65  # NCCL's own reason under c10d's generic `ncclInvali
                            # both the table reading of that wrapper and the NCCL error-class rules (tools/rules/network)
 
 
+NCCL_PLUGIN_SOURCES = ("aws-ofi-nccl:",)  # table sources whose messages NCCL itself prints (its net plugins)
+
+
 def nccl_last_error(f: RuleInputs):
     """The reason NCCL itself gave (ncclGetLastError), printed by c10d after `Last error:`: read through NCCL's
     own tables. `ncclInvalidUsage: This usually reflects invalid usage` says little; `Duplicate GPU detected : rank 1
@@ -178,7 +181,10 @@ def nccl_last_error(f: RuleInputs):
         if not detail or detail in seen:
             continue
         seen.add(detail)
-        hits = [m for m in f.messages.match_many([detail])[0] if m.table.startswith("nccl")]
+        # NCCL's tables, and its network plugin's (aws-ofi-nccl warns through NCCL's logger, so its WARN is NCCL's
+        # last error too: `NET/OFI Unable to insert remote address into address vector`)
+        hits = [m for m in f.messages.match_many([detail])[0]
+                if m.table.startswith("nccl") or m.source.startswith(NCCL_PLUGIN_SOURCES)]
         m = f.messages.pick_best(hits)
         if m is None or m.role != "trigger" or m.category is None:
             continue
