@@ -53,6 +53,11 @@ CASES = [
     # a user's own per-rank prints, with a NaN
     ("own prints",
      "rank 3: epoch 2 step 1200 loss 2.3104\nrank 3: epoch 2 step 1201 loss nan\n", "numerical", None),
+    # Lightning's Trainer banner and model summary on a TPU host, then the paste stops: a training job, read
+    # (lightning/pytorch/trainer/setup.py, utilities/model_summary/model_summary.py), never refused
+    ("lightning banner",
+     "GPU available: False, used: False\nTPU available: True, using: 8 TPU cores\n774 M     Trainable params\n"
+     "0         Non-trainable params\n", None, Status.inconclusive),
     # a host memory limit hit while registering RDMA memory: the memlock limit, not the network
     ("ibv_reg_mr memlock",
      "node7:50561:50762 [1] misc/ibvwrap.cc:42 NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory\n",

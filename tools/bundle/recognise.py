@@ -45,7 +45,11 @@ _TRAINING_LINE = re.compile(
     rb"|\bNCCL (?:INFO|WARN|ERROR|TRACE)\b|^\S+:\d+:\d+ \[\d+\] (?:INFO|WARN) "
     rb"|(?-i:\b(?:FAILED_PRECONDITION|RESOURCE_EXHAUSTED|DEADLINE_EXCEEDED|UNAVAILABLE|INVALID_ARGUMENT|INTERNAL|"
     rb"ABORTED|UNIMPLEMENTED|DATA_LOSS|OUT_OF_RANGE|PERMISSION_DENIED|ALREADY_EXISTS|UNAUTHENTICATED): \S)"
-    rb"|\bray::[A-Za-z_]\w*)")
+    rb"|\bray::[A-Za-z_]\w*"
+    # Lightning's Trainer banner and model summary, printed at the start of every fit whatever the accelerator
+    # (lightning/pytorch/trainer/setup.py:164-167 `GPU available: False, used: False`, `TPU available: True, using: 8
+    # TPU cores`; utilities/model_summary/model_summary.py:479 `Trainable params`, which PEFT's summary prints too)
+    rb"|\b(?-i:[GTIH]PU) available: (?-i:True|False)\b|\btrainable params\b)")
 _HEAD_BYTES = 64 << 10
 _HEAD_FILES = 512
 
