@@ -582,3 +582,29 @@ def test_line_starts_of_many_hits_on_long_lines_are_exact_in_both_engines():
         pos += len(ln) + 1
     for name in available_engines():
         assert make_engine(pats, name).candidates(buf) == want, name
+
+
+def test_a_per_node_tail_with_unlabelled_abort_lines_may_still_stop_early(tmp_path):
+    """torchrun's `[default3]:` prefixes the C++ abort text that c10 did not label (`terminate called ...`,
+    `frame #0: ...`): those lines fall to the rank the file maps local rank 3 to, so the reverse walk may still stop
+    once every rank has its last line (it walked all 2,500 lines of each per-node file: two thirds of a 10,000-rank
+    scan), and every last line is the one the full walk finds."""
+    from trainlog_debugger.tools.scan.tail import tail_ranks
+    lines = []
+    for i in range(400):
+        r = i % 4
+        lines.append(f"[default{r}]:[rank{40 + r}]:[I1105 12:{i // 60:02d}:{i % 60:02d}.000000 1 t.py:2] step {i}")
+    for r in range(4):
+        lines.append(f"[default{r}]:[rank{40 + r}]:[E1105 12:30:00.00000{r} 1 ProcessGroupNCCL.cpp:636] [Rank {40 + r}]"
+                     " To avoid data inconsistency, we are taking the entire process down.")
+        lines += [f"[default{r}]:terminate called after throwing an instance of 'c10::DistBackendError'",
+                  f"[default{r}]:frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f in libc10.so)"]
+    (tmp_path / "node5.out").write_text("\n".join(lines) + "\n")
+    (f,) = _scan(tmp_path).files
+    for r in range(4):  # each rank's last line is its own frame line, mapped from its local rank
+        assert f.last_lines[40 + r].line == 400 + 3 * r + 3 and "frame #0" in f.last_lines[40 + r].text
+        assert f.last_lines[40 + r].time is not None and f.last_lines[40 + r].time.minute == 30
+    tail = (tmp_path / "node5.out").read_bytes()
+    assert tail_ranks(f, tail, tail.count(b"\n"), False) == {40, 41, 42, 43}
+    f.local_to_rank.pop(2)  # a local rank the file does not map: its lines are kept apart, so the walk reads all
+    assert tail_ranks(f, tail, tail.count(b"\n"), False) is None
