@@ -128,5 +128,8 @@ def tail_ranks(fs: FileScan, tail: bytes, tail_nl: int, cut: bool) -> set[int | 
                 return None
         wanted.add(rank)
     wanted.update(r for r in fs.local_to_rank.values() if r >= 0)
-    wanted.update(r for r in map(int, set(_TAIL_RANK.findall(tail))) if plausible_rank(r))
+    if fs.hint.get("rank") is not None:
+        # a file whose name states a rank had its `[rankN]` labels read in its head only (FileScanner._labels): the
+        # tail's own labels are added; every other file's labels were read over all of it, the tail included
+        wanted.update(r for r in map(int, set(_TAIL_RANK.findall(tail))) if plausible_rank(r))
     return wanted
