@@ -20,10 +20,9 @@ from trainlog_debugger.tools.scan.result import FileScan, LastLine
 MAX_STEPS = 20000  # lines walked back at most
 
 _TAIL_RANK = re.compile(rb"\[rank(\d{1,7})\]")
-# a line that opens with c10's `[rankN]:` (after at most a torchrun role label): its rank is N (filepass's
-# FAST_RANK); and a line of blanks only, which the walk skips. Each counted once per line start.
-# every other line: neither labelled nor blank (a torchrun `[default3]:terminate called ...` that c10 did not label,
-# an unprefixed line)
+# A line that opens with c10's `[rankN]:` (after at most a torchrun role label) has rank N (filepass's FAST_RANK), and
+# a line of blanks only is skipped by the walk; _OTHER is every other line (a torchrun `[default3]:terminate called
+# ...` that c10 did not label, an unprefixed line), whose rank tail_ranks finds one by one
 _OTHER = rb"(?!(?:\[(?!rank\d)[A-Za-z_]\w*?\d{1,7}\]:)?\[rank\d{1,7}\]:)(?![ \t\r\f\v]*(?:\n|\Z))([^\n]*)"
 _TAIL_OTHER_FIRST = re.compile(_OTHER)  # at the tail's first line start
 # after a newline: a pattern that opens with a literal is searched for by that literal (2 ms for a 575 KB tail),
@@ -46,7 +45,7 @@ def read_tail(fs: FileScan, tail: bytes, tail_line: int, tail_nl: int, tail_cut:
     if tail.endswith(b"\n"):
         end -= 1
     steps = 0
-    wanted = tail_ranks(fs, tail, tail_nl, tail_cut) if multi else None
+    wanted = tail_ranks(fs, tail, tail_cut) if multi else None
     while end >= 0:  # walk back line by line with rfind: no split of the whole tail for one-rank files
         start = tail.rfind(b"\n", 0, end) + 1
         raw = tail[start:end]
@@ -95,7 +94,7 @@ def read_tail(fs: FileScan, tail: bytes, tail_line: int, tail_nl: int, tail_cut:
             break
 
 
-def tail_ranks(fs: FileScan, tail: bytes, tail_nl: int, cut: bool) -> set[int | None] | None:
+def tail_ranks(fs: FileScan, tail: bytes, cut: bool) -> set[int | None] | None:
     """The ranks whose last line the reverse walk of a multi-rank file's tail must reach before it may stop early,
     or None when it may not (it then walks the whole tail, as it must to find every last line). Early only where
     every rank that a line of the tail falls to is known beforehand: the `[rankN]:` labels (such a line's rank is
