@@ -58,6 +58,10 @@ CASES = [
     ("lightning banner",
      "GPU available: False, used: False\nTPU available: True, using: 8 TPU cores\n774 M     Trainable params\n"
      "0         Non-trainable params\n", None, Status.inconclusive),
+    # the same from Lightning 0.7 (trainer.py:605, core/memory.py:142): its TPU line and its summary table's header
+    ("lightning 0.7 banner",
+     "INFO:lightning:GPU available: False, used: False\nINFO:lightning:training on 8 TPU cores\n"
+     "   | Name  | Type            | Params\n", None, Status.inconclusive),
     # a host memory limit hit while registering RDMA memory: the memlock limit, not the network
     ("ibv_reg_mr memlock",
      "node7:50561:50762 [1] misc/ibvwrap.cc:42 NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory\n",

@@ -48,8 +48,11 @@ _TRAINING_LINE = re.compile(
     rb"|\bray::[A-Za-z_]\w*"
     # Lightning's Trainer banner and model summary, printed at the start of every fit whatever the accelerator
     # (lightning/pytorch/trainer/setup.py:164-167 `GPU available: False, used: False`, `TPU available: True, using: 8
-    # TPU cores`; utilities/model_summary/model_summary.py:479 `Trainable params`, which PEFT's summary prints too)
-    rb"|\b(?-i:[GTIH]PU) available: (?-i:True|False)\b|\btrainable params\b)")
+    # TPU cores`; utilities/model_summary/model_summary.py:479 `Trainable params`, which PEFT's summary prints too;
+    # 0.7's `training on 8 TPU cores` (trainer.py:605) and its summary table's `| Name | Type | Params` header
+    # (core/memory.py:142))
+    rb"|\b(?-i:[GTIH]PU) available: (?-i:True|False)\b|\btrainable params\b|\btraining on \d+ (?-i:TPU|GPU) cores?\b"
+    rb"|(?-i:\|\s*Name\s*\|\s*Type\s*\|\s*Params)\b)")
 _HEAD_BYTES = 64 << 10
 _HEAD_FILES = 512
 
