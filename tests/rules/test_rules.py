@@ -140,6 +140,15 @@ FIRE += [
     ("config.nccl_interface", {"rank_0.log": [
         "GLOO_SOCKET_IFNAME=eth1", "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:83] "
         "ifa != nullptr. Unable to find address for: eth1"]}, "config", 0.85),
+    # every log stops in c10d's store setup (socket.cpp, distributed_c10d.py's store barrier): the process group
+    # never formed
+    ("config.stopped_in_store_setup", {
+        "rank0.log": ["Using distributed PyTorch with gloo backend",
+                      "[I socket.cpp:462] [c10d - debug] The server socket is attempting to listen on [::]:23456.",
+                      "[I socket.cpp:522] [c10d] The server socket has started to listen on [::]:23456."],
+        "rank1.log": ["[rank1]: INFO:torch.distributed.distributed_c10d:Waiting in store based barrier to initialize "
+                      "process group for rank: 1, key: store_based_barrier_key:1 (world_size=4, worker_count=2, "
+                      "timeout=0:30:00)"]}, "config", 0.4),
 ]
 
 FIRE += [
@@ -158,6 +167,12 @@ FIRE += [
 ]
 
 QUIET = [
+    # the store came up and a client connected, or a later line followed: the group formed
+    ("config.stopped_in_store_setup", {"rank0.log": [
+        "[I socket.cpp:522] [c10d] The server socket has started to listen on [::]:23456.",
+        "[I socket.cpp:950] [c10d] The client socket has connected to [node-0]:23456 on [node-0]:51234."]}),
+    ("config.stopped_in_store_setup", {"rank0.log": [
+        "[I socket.cpp:522] [c10d] The server socket has started to listen on [::]:23456.", "epoch 0 step 1 loss 2.3"]}),
     # NCCL gave no reason (c10d prints `Unknown NCCL Error`), or one its table does not call a trigger
     ("meaning.nccl_last_error", {"r.log": ["[rank1]: Last error: Unknown NCCL Error"]}),
     # every process inside a collective: nobody is stuck on data

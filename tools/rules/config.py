@@ -359,4 +359,38 @@ def default_timeout_phase(f: RuleInputs):
     return []
 
 
-RULES = [port_in_use, rendezvous_timeout, nccl_version_mismatch, nccl_interface, unknown_variable, default_timeout_phase]
+# c10d's TCPStore setup as torch/csrc/distributed/c10d/socket.cpp logs it (at INFO/DEBUG: TORCH_CPP_LOG_LEVEL=INFO,
+# TORCH_DISTRIBUTED_DEBUG=DETAIL), before a connection is made: the server listening on rank 0, a client about to
+# connect or still trying; and torch 1.x's `Waiting in store based barrier to initialize process group`
+# (distributed_c10d.py). `The client socket has connected to ...` is a made connection: not in this list.
+_STORE_SETUP = re.compile(r"\[c10d(?: - debug)?\] The server socket (?:will attempt to listen|is attempting to listen|"
+                          r"has started to listen)|\[c10d(?: - debug)?\] The client socket (?:will attempt to connect|"
+                          r"is attempting to connect|has timed out after .{0,40}while trying to connect)"
+                          r"|Waiting in store based barrier to initialize process group")
+
+
+def stopped_in_store_setup(f: RuleInputs):
+    """Every log stops on c10d's store setup (rank 0's TCPStore listening, a client about to connect to it, the store
+    barrier waiting for the world) and nothing after: the process group was never formed, because the ranks never
+    reached rank 0's store (MASTER_ADDR/MASTER_PORT that other nodes cannot reach, a world size that counts ranks
+    never started, a proxy or firewall in the way). c10d prints no error while a connect is retried, so this shape
+    is the evidence, as for NCCL's own setup (network.stopped_in_nccl_setup); `config`, the launch's addresses and
+    counts being the usual fault, weakly: the answer stays inconclusive and says what would decide it."""
+    last = f.last_lines()
+    if not last or not all(_STORE_SETUP.search(e.text) for e in last):
+        return []
+    if f.hits("job.finished") or any("Init COMPLETE" in e.text for e in f.hits("nccl.comm_init")):
+        return []
+    return [candidate("config.stopped_in_store_setup", "config",
+                      f"every log ({len(last)}) stops while c10d sets up its store (rank 0 listening, the others "
+                      "connecting) and nothing comes after: the ranks never all reached rank 0's store, so the process "
+                      "group never formed", 0.4, last[:8], f, status="hung", ranks=[], nodes=[],
+                      recommendations=["check that MASTER_ADDR:MASTER_PORT (rank 0's store) is reachable from every "
+                                       "node (nc -zv), and that WORLD_SIZE counts only ranks that were started",
+                                       "look for what sits between the ranks: a firewall or security group, a service "
+                                       "mesh sidecar (Istio) or a Kubernetes service not ready yet",
+                                       "the other ranks' logs say whether they tried to connect (the client socket lines)"])]
+
+
+RULES = [port_in_use, rendezvous_timeout, nccl_version_mismatch, nccl_interface, unknown_variable, default_timeout_phase,
+         stopped_in_store_setup]
