@@ -19,6 +19,10 @@ from collections import deque
 from trainlog_debugger.tools.lines.attribution import strip_prefixes
 from trainlog_debugger.tools.sources.pattern import HitContext, Hook, P
 
+# an exception class a library keeps in its exc/errors/exceptions module (`torch._dynamo.exc.Unsupported`): one
+# spelling for the pattern that finds such a line and for the traceback reader that finds its final exception
+_LIB_EXC = r"\.(?:exc|errors?|exceptions?)\.[A-Z][A-Za-z0-9_]*"
+
 PATTERNS = [
     P("python.traceback", 2, "software", "root_candidate",
       r"Traceback \(most recent call last\)", "Traceback (most recent call last)",
@@ -33,10 +37,10 @@ PATTERNS = [
     # (`torch._dynamo.exc.Unsupported`, `triton.runtime.errors.OutOfResources`): a last resort, so that a line a
     # fallback explains (`requests.exceptions.ReadTimeout: ... Read timed out`: io.timed_out) stays that
     P("python.exception_named", 2, "software", "root_candidate",
-      r"\.(?:exc|errors?|exceptions?)\.[A-Z][A-Za-z0-9_]*: ", (".exc.", ".errors.", ".error.", ".exceptions.", ".exception."),
+      _LIB_EXC + ": ", (".exc.", ".errors.", ".error.", ".exceptions.", ".exception."),
       "torch._dynamo.exc.Unsupported: call_function BuiltinVariable(print) [ConstantVariable()] {}",
       "Python exception (a library's exception class)",
-      fields=r"(?P<exception>[A-Za-z_][A-Za-z0-9_.]*\.(?:exc|errors?|exceptions?)\.[A-Z][A-Za-z0-9_]*): (?P<message>.*)",
+      fields=r"(?P<exception>[A-Za-z_][A-Za-z0-9_.]*" + _LIB_EXC + r"): (?P<message>.*)",
       fallback=2),
     P("python.stop_iteration", 2, "data", "root_candidate",
       # the engine's trigger stops before `ation`: Hyperscan's literal matcher keys on a literal's last bytes, and
@@ -225,7 +229,7 @@ LOOKAHEAD_LINES = 200  # how far a traceback's final exception line is searched 
 LINE_HEAD = 4096  # bytes of a following line read: its prefixes and its start, bounded for a 2 GB line
 MAX_FRAMES = 12  # innermost frames kept per traceback
 _EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|StopIteration|Warning)|StopIteration|"
-                       r"[A-Za-z_][\w.]*\.(?:exc|errors?|exceptions?)\.[A-Z]\w*|"
+                       r"[A-Za-z_][\w.]*" + _LIB_EXC + "|"
                        r"KeyboardInterrupt)\b:? ?(.*)")
 _FRAME = re.compile(r'^\s*File "([^"]+)", line \d+, in (\S+)')
 _TB_SKIP = ("Traceback", "During handling", "The above exception", "File ", "^", "~")
