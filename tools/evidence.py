@@ -165,7 +165,14 @@ class Evidence(_Plain):
                 and (offset is None or type(offset) is int) and (time is None or type(time) is Stamp)
                 and (rank is None or type(rank) is int) and (node is None or type(node) is str)
                 and (kind is None or type(kind) is str)):
-            self._set((file, line, text, offset, time, rank, node, kind))
+            _EV_FILE(self, file)  # the slots' setters one by one: a 90,000-hit bundle makes as many of these
+            _EV_LINE(self, line)
+            _EV_TEXT(self, text)
+            _EV_OFFSET(self, offset)
+            _EV_TIME(self, time)
+            _EV_RANK(self, rank)
+            _EV_NODE(self, node)
+            _EV_KIND(self, kind)
         else:
             given = dict(file=file, line=line, text=text, offset=offset, time=time, rank=rank, node=node, kind=kind)
             self._validated({k: v for k, v in given.items() if v is not _MISSING} | unknown)
@@ -180,6 +187,9 @@ class Evidence(_Plain):
     def cite(self) -> str:
         return f"{self.file}:{self.line}"
 
+
+
+_EV_FILE, _EV_LINE, _EV_TEXT, _EV_OFFSET, _EV_TIME, _EV_RANK, _EV_NODE, _EV_KIND = Evidence._setters
 
 
 class Coverage(_Plain):

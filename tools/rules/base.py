@@ -9,6 +9,8 @@ the rest as alternatives with the reason each was rejected.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from heapq import merge
+from itertools import islice
 from operator import itemgetter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -98,8 +100,11 @@ class _EvidenceByPattern(Mapping):
     def keyed(self, pid: str) -> list[tuple]:
         got = self._keyed.get(pid)
         if got is None:
-            evs = [to_evidence(h, rel, kind) for h, rel, kind in self._raw.get(pid, ())]
-            got = [(by_time(e), e) for e in evs]
+            got = []
+            add = got.append
+            for h, rel, kind in self._raw.get(pid, ()):  # by_time's key, from the hit (per hit: 70,000 at 10,000 ranks)
+                k = h.time.order_key() if h.time is not None else None
+                add(((k is None, k or (), rel, h.line), to_evidence(h, rel, kind)))
             got.sort(key=_FIRST)
             self._keyed[pid] = got
         return got
@@ -188,6 +193,11 @@ class RuleInputs:
         pairs = [kv for p in pids for kv in keyed(p)]
         pairs.sort(key=_FIRST)  # the keys made once per hit, not once per sort
         return [ev for _k, ev in pairs]
+
+    def first(self, n: int, *pids: str) -> list[Evidence]:
+        """hits(*pids)[:n] without sorting them all: a merge of the per-pattern lists, each already in time order
+        (a rule that cites the first two of 50,000 watchdog lines at 10,000 ranks)."""
+        return [ev for _k, ev in islice(merge(*(self.by_pattern.keyed(p) for p in pids), key=_FIRST), n)]
 
     def fields_of(self, ev: Evidence, pid: str) -> dict:
         return self.fields.get((ev.file, ev.line, pid), {})

@@ -331,11 +331,11 @@ def default_timeout_phase(f: RuleInputs):
     build, a checkpoint save) was where some rank's log stops (TAXONOMY edge case: `config`). A default timeout alone
     is no evidence (every job has one): this needs the phase. A decisive fault elsewhere (OOM, ECC, ENOSPC...) keeps
     it weak context; storage errors make the slow save a storage problem, left to the storage rules."""
-    tos = [(e, ms) for pid in ("pytorch.watchdog_timeout", "gloo.timeout") for e in f.hits(pid)
-           if isinstance(ms := f.fields_of(e, pid).get("timeout_ms"), int) and ms in DEFAULT_TIMEOUTS]
-    if not tos:
+    first = next(((e, ms) for pid in ("pytorch.watchdog_timeout", "gloo.timeout") for e in f.by_pattern.get(pid, ())
+                  if isinstance(ms := f.fields_of(e, pid).get("timeout_ms"), int) and ms in DEFAULT_TIMEOUTS), None)
+    if first is None:
         return []
-    to_ev, ms = tos[0]
+    to_ev, ms = first
     last = f.last_lines()
     for rx, what, strength in PHASES:
         running = [e for e in last if rx.search(e.text)]

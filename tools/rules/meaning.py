@@ -120,18 +120,26 @@ def table_key(text: str) -> str:
     return text
 
 
+def _body(f: RuleInputs, text: str) -> str:
+    """A line's text as the tables read it: masked (table_key), its prefixes stripped. Once per text and per
+    RuleInputs (three rules ask for the same lines), and stripped once per masked text (once for all ranks)."""
+    of_text: dict[str, str] = f.__dict__.setdefault("_meaning_of_text", {})
+    b = of_text.get(text)
+    if b is None:
+        stripped: dict[str, str] = f.__dict__.setdefault("_meaning_bodies", {})
+        k = table_key(text)
+        b = stripped.get(k)
+        if b is None:
+            b = stripped[k] = strip_prefixes(k)
+        of_text[text] = b
+    return b
+
+
 def _tables_of(f: RuleInputs, evs: list[Evidence]):
     """Each line's best table entry (or None), in the order of `evs`; a text is stripped and matched once per
     RuleInputs, whichever rule asks, and once for all ranks that print it (table_key)."""
     known: dict[str, object] = f.__dict__.setdefault("_meaning_tables", {})
-    stripped: dict[str, str] = f.__dict__.setdefault("_meaning_bodies", {})
-    bodies = []
-    for e in evs:  # masked first: the prefixes are stripped once per distinct text, not once per rank's copy
-        k = table_key(e.text)
-        b = stripped.get(k)
-        if b is None:
-            b = stripped[k] = strip_prefixes(k)
-        bodies.append(b)
+    bodies = [_body(f, e.text) for e in evs]
     new = [t for t in dict.fromkeys(bodies) if t not in known]  # all of them: one engine pass, no cap to report
     if new:
         known.update(zip(new, (f.messages.pick_best(h) for h in f.messages.match_many(new))))

@@ -155,9 +155,9 @@ def nccl_only(f: RuleInputs):
     doing other work (evaluation or a save on one rank) or calling a different collective, `software`. A transport
     error among the lines (gloo's peer reads, NCCL's `remote process exited or there was a network error`, a system
     error) keeps the network reading."""
-    evs = f.hits("pytorch.watchdog_timeout", "pytorch.nccl_ops_failed", "pytorch.process_down",
-                 "pytorch.watchdog_thread_exception", "pytorch.comm_aborted", "gloo.timeout", "gloo.read_error",
-                 "gloo.peer_closed")
+    evs = f.first(2, "pytorch.watchdog_timeout", "pytorch.nccl_ops_failed", "pytorch.process_down",
+                  "pytorch.watchdog_thread_exception", "pytorch.comm_aborted", "gloo.timeout", "gloo.read_error",
+                  "gloo.peer_closed")
     if not evs:
         return []
     transport = f.hits("gloo.read_error", "gloo.peer_closed") + [
