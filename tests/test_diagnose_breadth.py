@@ -50,6 +50,11 @@ CASES = [
      "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x1554e8b12f86 in /opt/torch/lib/libc10.so)\n"
      "frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::duration<long, std::ratio<1l,"
      " 1000l> > >) + 0x1d2 (0x1554e9e0f8f2 in /opt/torch/lib/libtorch_cuda.so)\n", "software", Status.inconclusive),
+    # frames as torchrun prints them, each behind the rank's `[rankN]:` label, cut before the exception
+    ("rank-labelled frames",
+     "[rank8]:   File \"/opt/app/checkpointing.py\", line 2011, in _create_dirs\n"
+     "[rank8]:     os.makedirs(directory, exist_ok=True)\n"
+     "[rank8]:   File \"<frozen os>\", line 225, in makedirs\n", "software", Status.inconclusive),
     # a user's own per-rank prints, with a NaN
     ("own prints",
      "rank 3: epoch 2 step 1200 loss 2.3104\nrank 3: epoch 2 step 1201 loss nan\n", "numerical", None),

@@ -23,6 +23,7 @@ import re
 from trainlog_debugger.tools.bundle.source import READ_ERRORS
 from trainlog_debugger.tools.bundle.reread import read_window
 from trainlog_debugger.tools.investigation import Context, Stage
+from trainlog_debugger.tools.lines.attribution import strip_prefixes
 from trainlog_debugger.tools.model import Evidence, Status
 from trainlog_debugger.tools.scan.result import ScanResult
 from trainlog_debugger.tools.sources.detect import HW_KINDS
@@ -52,7 +53,8 @@ def traceback_tails(bundle, scan: ScanResult) -> tuple[list[Evidence], int]:
             w = read_window(src, fs.lines, before=_TAIL_LINES, after=0)
         except READ_ERRORS:
             continue
-        frames = [(n, t) for n, t in w.lines if _FRAME.match(t)]
+        # a frame as the launcher printed it: `[rank8]:   File ...`, `[default0]:`, srun's `3: `, Ray's `(pid=12)`
+        frames = [(n, t) for n, t in w.lines if _FRAME.match(t) or _FRAME.match(strip_prefixes(t))]
         if frames:
             n, t = frames[-1]
             rank = next(iter(fs.ranks), None) if len(fs.ranks) == 1 else None
