@@ -218,7 +218,28 @@ QUIET = [
 ]
 
 
+FIRE += [
+    # ranks waited in the store for rank 0's NCCL unique id until the store's own timeout (ProcessGroupNCCL.cpp
+    # broadcastUniqueNCCLID): rank 0 never reached the first collective; it is named, weakly
+    ("collective.unique_id_root", {f"rank_{r}.log": [
+        f"[rank{r}]: torch.distributed.DistBackendError: [{r}] is setting up NCCL communicator and retrieving "
+        f"ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: wait timeout after "
+        "1800000ms, keys: /default_pg/0//cuda//0"] for r in (1, 2, 3)}, "software", 0.4),
+]
+
+
 QUIET += [
+    # the store itself went away (its server's process died, or the address is wrong): not a key that never came
+    ("collective.unique_id_root", {"rank_3.log": [
+        "[rank3]: torch.distributed.DistBackendError: [3] is setting up NCCL communicator and retrieving ncclUniqueId "
+        "from [0] via c10d key-value store by key '0', but store->get('0') got error: Connection reset by peer"]}),
+    # rank 0's own log shows why it never published: its error is the story, not the waiting
+    ("collective.unique_id_root", {
+        "rank_0.log": ["[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+                       "total capacity of 79.10 GiB of which 1.23 GiB is free."],
+        "rank_1.log": ["[rank1]: torch.distributed.DistBackendError: [1] is setting up NCCL communicator and retrieving "
+                       "ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: wait "
+                       "timeout after 600000ms"]}),
     # exit 137 next to a SystemOOM event: the OOM rules own it
     ("infra.container_sigkill", {"describe.txt": ["      Exit Code:    137", "  Warning  SystemOOM  3m  kubelet  System "
                                                   "OOM encountered, victim process: python, pid: 3419"]}),

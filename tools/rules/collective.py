@@ -219,4 +219,42 @@ def op_differs(f: RuleInputs):
     return []
 
 
-RULES = [stack_outlier, straggler, mismatch, desync, missing_logs, flight_recorder, op_differs]
+# the store's own words when a key never came (TCPStore.cpp doWait): the store answered, the root never published
+_STORE_WAITED = re.compile(r"wait timeout after \d+ ?ms|Wait timeout")
+
+
+def unique_id_root(f: RuleInputs):
+    """Ranks waited in the c10d store for the NCCL unique id that their group's root publishes when it reaches the
+    first collective (ProcessGroupNCCL::broadcastUniqueNCCLID: `[3] is setting up NCCL communicator and retrieving
+    ncclUniqueId from [0] ...`), and the root printed no error of its own. Why the root: the waiting ranks name it,
+    and PyTorch's own message says why it would not come ("a possible application crash on rank 0"); a root still
+    busy elsewhere (loading weights, tokenizing or evaluating on rank 0 alone past the process group's timeout) is
+    TAXONOMY's `software` edge case, like a rank that never reached a collective. Weak (inconclusive): the root's log
+    decides. A store that could not be reached (`Connection reset`, `Socket Timeout`) is not this reading: the store
+    answered only when it says it waited for the key, or when the paste cut the store's error off."""
+    pid = "pytorch.unique_id_wait"
+    evs = f.hits(pid)
+    if not evs:
+        return []
+    fields = [f.fields_of(e, pid) for e in evs]
+    roots = {x["root"] for x in fields if isinstance(x.get("root"), int)}
+    errors = [x.get("error") or "" for x in fields]
+    if len(roots) != 1 or any(err and not _STORE_WAITED.search(err) for err in errors):
+        return []
+    root = roots.pop()
+    if any(root in s.rank_counts for s in f.summaries.values() if s.role == "root_candidate" and s.tier in (1, 2)):
+        return []  # the root's own error is the story: the rules that read it decide
+    waiting = sorted({x["waiting"] for x in fields if isinstance(x.get("waiting"), int)})
+    return [candidate("collective.unique_id_root", "software",
+                      f"rank(s) {ranks_str(waiting) if waiting else '?'} waited for the NCCL unique id that rank {root} "
+                      f"publishes at its first collective, and it never came: rank {root} was elsewhere (a long phase "
+                      f"on it alone: loading, tokenizing, evaluation) or died before it", 0.4, evs[:2], f,
+                      ranks=[root], nodes=[], status="hung",
+                      recommendations=[f"read rank {root}'s log for what it was doing (or its crash) when the others "
+                                       f"started waiting",
+                                       "if rank 0 alone runs a long phase before the first collective (weights, dataset "
+                                       "tokenizing), raise the process group timeout (init_process_group(timeout=...), "
+                                       "the framework's ddp_timeout) or run the phase on every rank"])]
+
+
+RULES = [stack_outlier, straggler, mismatch, desync, missing_logs, flight_recorder, op_differs, unique_id_root]

@@ -104,6 +104,19 @@ PATTERNS = [
       "ranks issued different collectives",
       fields=r"Rank (?P<mismatch_rank>\d+) is running (?:inconsistent )?collective: CollectiveFingerPrint\((?:SequenceNumber=\d+, ?)?OpType=(?P<op>[A-Z_]+)(?:.*?, but Rank (?P<other_rank>\d+) is running collective)?",
       ints=("mismatch_rank", "other_rank")),
+    # ProcessGroupNCCL::broadcastUniqueNCCLID (ProcessGroupNCCL.cpp:2411, torch 2.6): a rank waits in the store for the
+    # NCCL unique id that the root (rank 0 of the group) publishes when it reaches its first collective. A job fact
+    # (tier 0: who waited for whom), not a failure of its own: the line's exception is still read by the exception
+    # patterns, as before (tools.scan.filepass: a fact does not hide the fallbacks of its line)
+    P("pytorch.unique_id_wait", 0, None, "context",
+      r"is setting up NCCL communicator and retrieving ncclUniqueId from \[\d+\]",
+      "retrieving ncclUniqueId from [",
+      "[rank3]: torch.distributed.DistBackendError: [3] is setting up NCCL communicator and retrieving ncclUniqueId "
+      "from [0] via c10d key-value store by key '0', but store->get('0') got error: wait timeout after 1800000ms",
+      "a rank waited in the store for the NCCL unique id of the group's root",
+      fields=r"\[(?P<waiting>\d+)\] is setting up NCCL communicator and retrieving ncclUniqueId from \[(?P<root>\d+)\]"
+             r"(?:.*?got error: (?P<error>.*))?",
+      ints=("waiting", "root")),
     P("pytorch.desync_lagging", 1, None, "context",
       r"are the lagging ranks that caused this timeout", "lagging ranks that caused this timeout",
       "\t - To our best knowledge, ranks [5, 6] are the lagging ranks that caused this timeout. They never joined any collectives",
