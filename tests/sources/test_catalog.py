@@ -43,6 +43,7 @@ EXAMPLE_OVERLAPS = {
     "pytorch.nccl_error": {"nccl.version"},                            # `..., NCCL version 2.21.5`
     "nccl.shm_no_space": {"io.no_space"},                              # `No space left on device`
     "cuda.error": {"python.exception"},                                # two fallbacks: both kept
+    "rpc.deadline_exceeded": {"python.exception"},                     # XLA's exception carries the status
     "slurm.task_exit": {"process.sigabrt"},                            # `Aborted (core dumped)`
     "ais.shared_dm_error": {"io.broken_pipe"},                         # `(write: broken pipe --> ...)`
     "python.fatal_error": {"process.segfault"},                        # `Fatal Python error: Segmentation fault`

@@ -112,8 +112,11 @@ IO = [
     ("k of n", "retry 2 of 5", {RETRY: dict(attempt=2, max_attempts=5)}),
     ("read timeout (fallback)", "requests.exceptions.ReadTimeout: HTTPConnectionPool(host='ais-proxy', port=51080): Read timed out. (read timeout=60)",
      {"io.timed_out": {}}),
+    # gRPC's status code is an RPC to another process, not storage I/O (rpc.deadline_exceeded: network)
     ("DEADLINE_EXCEEDED: two fallbacks", "grpc._channel._InactiveRpcError: StatusCode.DEADLINE_EXCEEDED",
-     {"io.timed_out": {}, EXC: dict(exception="grpc._channel._InactiveRpcError")}),
+     {"rpc.deadline_exceeded": {}, EXC: dict(exception="grpc._channel._InactiveRpcError")}),
+    ("XLA's status text", "jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Deadline Exceeded",
+     {"rpc.deadline_exceeded": {}, EXC: dict(exception="jaxlib.xla_extension.XlaRuntimeError")}),
     ("gloo timeout",
      "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 1800000ms for recv operation to complete",
      {"gloo.timeout": dict(timeout_ms=1800000, op="recv")}),

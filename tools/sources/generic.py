@@ -145,9 +145,17 @@ PATTERNS = [
       "a retried operation (escalation N/M matters, not the count)",
       fields=r"[Rr]etr(?:ying|y) \(?(?:attempt )?(?P<attempt>\d+) ?(?:/|of) ?(?P<max_attempts>\d+)", ints=("attempt", "max_attempts")),
     P("io.timed_out", 3, "storage_io", "root_candidate",
-      r"(?:[Tt]imed out|[Tt]imeout[Ee]rror|[Dd]eadline [Ee]xceeded|DEADLINE_EXCEEDED)", ("imed out", "imeoutError", "eadline", "DEADLINE_EXCEEDED"),
+      r"(?:[Tt]imed out|[Tt]imeout[Ee]rror)", ("imed out", "imeoutError"),
       "requests.exceptions.ReadTimeout: HTTPConnectionPool(host='ais-proxy', port=51080): Read timed out. (read timeout=60)",
       "an operation timed out", fallback=True),
+    # gRPC's status code (and absl's, which XLA/TSL and Ray use for their RPCs): a call to another process got no
+    # answer by its deadline (grpc/include/grpcpp/support/status_code_enum.h DEADLINE_EXCEEDED; the message gRPC
+    # itself gives it is `Deadline Exceeded`): the process it called, or the way to it, not a file or a store.
+    # Specific wordings (XLA's barrier timeouts) are read by the upstream tables first.
+    P("rpc.deadline_exceeded", 3, "network", "root_candidate",
+      r"(?:DEADLINE_EXCEEDED|[Dd]eadline [Ee]xceeded)", ("DEADLINE_EXCEEDED", "eadline"),
+      "jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Deadline Exceeded",
+      "an RPC to another process got no answer by its deadline", fallback=True),
     P("gloo.timeout", 1, "network", "cascade",
       r"Timed out waiting \d+ms for (?:recv|send) operation", "Timed out waiting",
       "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 1800000ms for recv operation to complete",
