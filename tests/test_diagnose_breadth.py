@@ -97,3 +97,16 @@ def test_the_cap_on_reading_file_ends_is_said(tmp_path):
     with open_bundle(tmp_path) as b:
         d = investigate(b)
     assert d.category == "none" and any("the ends of 64 of 70 files" in n for n in d.notes)
+
+
+def test_a_line_logged_at_error_severity_is_read_whatever_its_words(tmp_path):
+    """XLA's rendezvous warning names no failure word, but its logger says ERROR (TSL's sink, `: E file.cc:N] `): it
+    is kept and read (the jax table knows it: a stuck communicator setup's cascade), never "no fault found"."""
+    line = ("2024-07-29 17:14:59.920189: E external/xla/xla/service/rendezvous.cc:38] This thread has been waiting for "
+            "`initialize clique for rank 6; clique=devices=[0,1,2,3,4,5,6,7]; stream=0; run_id=724296073` for 10 "
+            "seconds and may be stuck. Expected 8 threads to join the rendezvous, but not all of them arrived on time.")
+    (tmp_path / "combined.log").write_text(line + "\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.category != "none" and d.status == Status.inconclusive
+    assert d.chain[0].evidence[0].text == line

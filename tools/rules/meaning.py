@@ -50,7 +50,8 @@ def read_by_words(f: RuleInputs, text: str) -> tuple[str, str, str] | None:
 def _error_level_ids(cascade: bool = False) -> tuple[str, ...]:
     if cascade:
         return tuple(p.id for p in patterns() if p.role == "cascade" and p.tier > 0)
-    return tuple(p.id for p in patterns() if p.role == "root_candidate" or p.id == "generic.error_line")
+    return tuple(p.id for p in patterns() if p.role == "root_candidate" or p.id in ("generic.error_line",
+                                                                                     "generic.error_level"))
 
 
 def _memo(f: RuleInputs, key, make):
