@@ -55,6 +55,13 @@ CASES = [
      "[rank8]:   File \"/opt/app/checkpointing.py\", line 2011, in _create_dirs\n"
      "[rank8]:     os.makedirs(directory, exist_ok=True)\n"
      "[rank8]:   File \"<frozen os>\", line 225, in makedirs\n", "software", Status.inconclusive),
+    # frames behind a prefix no launcher writes (pytest's `E   ` around a Ray worker's traceback), cut before the
+    # exception: a training stack's frames are a training log (never refused) and a cut-off stack (software)
+    ("pytest-prefixed frames",
+     "E                         File \"/envs/ntf/lib/python3.8/site-packages/pytorch_lightning/plugins/training_type/"
+     "ddp_spawn.py\", line 215, in configure_ddp\n"
+     "E                           self._model = self._setup_model(LightningDistributedModule(self.model))\n",
+     "software", Status.inconclusive),
     # a user's own per-rank prints, with a NaN
     ("own prints",
      "rank 3: epoch 2 step 1200 loss 2.3104\nrank 3: epoch 2 step 1201 loss nan\n", "numerical", None),

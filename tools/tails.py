@@ -30,6 +30,9 @@ from trainlog_debugger.tools.sources.detect import HW_KINDS
 
 # a frame of a Python traceback or of c10's C++ backtrace (`frame #3: c10d::ProcessGroupNCCL::watchdogHandler()`)
 _FRAME = re.compile(r'^\s*(?:File "[^"\n]+", line \d+, in \S|frame #\d+: \S)')
+# a frame behind a prefix no launcher table knows (pytest's `E   `, a logger's own header): any `File "...", line N,
+# in f` after a blank, which only a Python traceback prints
+_FRAME_ANYWHERE = re.compile(r'(?:^|\s)File "[^"\n]+", line \d+, in \S')
 _TAIL_LINES = 40
 _TAIL_FILES = 64
 _TAIL_MAX_BYTES = 64 << 20  # the tail is read through the re-reader, from the start: only files this small
@@ -54,7 +57,8 @@ def traceback_tails(bundle, scan: ScanResult) -> tuple[list[Evidence], int]:
         except READ_ERRORS:
             continue
         # a frame as the launcher printed it: `[rank8]:   File ...`, `[default0]:`, srun's `3: `, Ray's `(pid=12)`
-        frames = [(n, t) for n, t in w.lines if _FRAME.match(t) or _FRAME.match(strip_prefixes(t))]
+        frames = [(n, t) for n, t in w.lines
+                  if _FRAME.match(t) or _FRAME.match(strip_prefixes(t)) or _FRAME_ANYWHERE.search(t)]
         if frames:
             n, t = frames[-1]
             rank = next(iter(fs.ranks), None) if len(fs.ranks) == 1 else None

@@ -38,7 +38,7 @@ _TRAINING_LINE = re.compile(
     rb"(?im)(?:\b(?:rank|local_rank|global_rank|world_size|epoch|global_step|step|iter|iteration|loss|train_loss|"
     rb"val_loss|batch|batch_size|micro_batch|gpu|device|lr|learning_rate|grad_norm|tokens)\b['\"]?\s*[:=#]?\s*\[?\s*"
     rb"(?:\d|nan\b|inf\b)"
-    rb"|^\s*File \"[^\"\n]+\", line \d+, in \S"
+    rb"|(?:^|\s)File \"[^\"\n]+\", line \d+, in \S"  # behind any prefix: `[rank8]: `, Ray's `(pid=12) `, pytest's `E   `
     # NCCL's own lines without their host:pid:tid prefix, or with it and without the word NCCL (NCCL 2.3 and older);
     # an absl/gRPC status as JAX, XLA and TensorFlow print it
     # (`FAILED_PRECONDITION: ...`); a Ray worker process's title (`ray::WorkerDict.generate`)
