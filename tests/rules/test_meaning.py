@@ -66,11 +66,16 @@ def _diagnose(tmp_path, files: dict[str, str]):
     ("AssertionError: Micro batch size per gpu: 0 has to be greater than 0", "config"),
     ("AssertionError: Tensor parallel communication/GEMM overlap can happen only when sequence parallelism is "
      "enabled", "config"),
+    # a setting asks for what the build lacks: Cray MPICH's GPU-aware MPI without its GTL library linked in
+    ("MPICH ERROR [Rank 0] [job id ] [Thu Jan 30 22:35:30 2025] [x3006c0s19b1n0] - Abort(-1) (rank 0 in comm 0): "
+     "MPIDI_CRAY_init: GPU_SUPPORT_ENABLED is requested, but GTL library is not linked", "config"),
+    ("AssertionError: Torch not compiled with CUDA enabled", "config"),
     # ... and program errors that stay program errors (no setting named, no setting's words)
     ("RuntimeError: The size of tensor a (1024) must match the size of tensor b (2048) at non-singleton dimension 1",
      "software"),
     ("TypeError: forward() got an unexpected keyword argument 'labels'", "software"),
     ("AssertionError: attempting to reduce an unsupported grad type: torch.int64", "software"),
+    ("KeyError: 'the requested key was not found in the cache'", "software"),
 ])
 def test_the_lexicon_reads_what_a_line_says(line, category):
     got = messages.read_by_words(line)
