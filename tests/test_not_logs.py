@@ -78,6 +78,16 @@ def test_a_log_no_producer_names_is_still_read_by_every_command(tmp_path):
         assert r.exit_code == 0, (cmd, r.output)
 
 
+def test_a_trace_of_gpu_driver_calls_failing_is_read(tmp_path):
+    """A sandbox's (or strace's) trace of a GPU job names no trainer, but a driver device and an errno on one line
+    are a failure of the training stack: read, never refused (issue 25)."""
+    root = _write(tmp_path / "b", {"runsc.log": (
+        "I0412 15:55:45.690863  1008391 strace.go:605] [  15:  42] python X ioctl(0x44 /dev/nvidiactl, 0xc08046d4, "
+        "0x7f5c573fcb90) = 0 (0x0) errno=22 (invalid argument) (21.739µs)\n")})
+    r = runner.invoke(app, ["ask", "--offline", str(root)])
+    assert r.exit_code == 0 and "no training-job logs" not in r.output, r.output
+
+
 def _job(root, host: str, day: str, rank: int = 0):
     return _write(root, {f"{host}.log": (
         f"{host}:20000:20000 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.{rank + 2}<0>\n"

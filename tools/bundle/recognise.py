@@ -25,8 +25,10 @@ NOT_LOGS = ("no training-job logs recognised in {root}: {files} file(s) read, no
 _STACK = (rb"(?:(?-i:cu[A-Z][a-zA-Z]+)|nccl\w*|cuda\w*|cudnn|cublas|torch\w*|pytorch|jax\w*|xla\w*|tpu|gpu\w*|nvidia\w*|"
           rb"rocm|rccl|gloo|horovod|deepspeed|megatron|nemo|lightning|accelerate|slurm\w*|srun|sbatch|mpirun|torchrun|"
           rb"rank|world_size|epoch|iteration|train(?:ing|er)?|optimizer|checkpoint\w*|dataloader)")
+# (an errno is the kernel's own failure word: `ioctl(0x44 /dev/nvidiactl, ...) = 0 errno=22 (invalid argument)` in
+# a sandbox's or strace's trace of a GPU job)
 _FAILURE = (rb"(?:\w*error|warn(?:ing)?|fail(?:ed|ure)?|\w*exception|fatal|abort(?:ed)?|timeout|timed out|killed|segfault|"
-            rb"traceback|out of memory|resource_exhausted)")
+            rb"traceback|out of memory|resource_exhausted|errno|invalid argument)")
 _STACK_LOG_LINE = re.compile(rb"(?im)^[^\n]*?(?:\b" + _STACK + rb"\b[^\n]*\b" + _FAILURE + rb"\b|\b" + _FAILURE
                              + rb"\b[^\n]*\b" + _STACK + rb"\b)")
 # What a training job prints even when nothing failed and no library is named (issue 25: a user's own per-rank
