@@ -88,6 +88,17 @@ def test_a_trace_of_gpu_driver_calls_failing_is_read(tmp_path):
     assert r.exit_code == 0 and "no training-job logs" not in r.output, r.output
 
 
+def test_a_training_loop_s_progress_bar_is_read(tmp_path):
+    """HF Trainer's tqdm bar over the training steps, with nothing else: a training log, read (issue 25); a
+    download's bar (bytes a second, not iterations) is not one."""
+    root = _write(tmp_path / "b", {"out.log": "".join(
+        f"  0%|          | {i}/11084 [00:{i:02d}<5:18:57,  1.73s/it]\n" for i in range(1, 8))})
+    r = runner.invoke(app, ["ask", "--offline", str(root)])
+    assert r.exit_code == 0 and "no training-job logs" not in r.output, r.output
+    dl = _write(tmp_path / "dl", {"out.log": "Downloading: 100%|#####| 1.2G/1.2G [00:10<00:00, 120MB/s]\n"})
+    assert runner.invoke(app, ["ask", "--offline", str(dl)]).exit_code == 2
+
+
 def _job(root, host: str, day: str, rank: int = 0):
     return _write(root, {f"{host}.log": (
         f"{host}:20000:20000 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.{rank + 2}<0>\n"

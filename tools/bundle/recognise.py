@@ -48,6 +48,8 @@ _TRAINING_LINE = re.compile(
     rb"|(?-i:\b(?:FAILED_PRECONDITION|RESOURCE_EXHAUSTED|DEADLINE_EXCEEDED|UNAVAILABLE|INVALID_ARGUMENT|INTERNAL|"
     rb"ABORTED|UNIMPLEMENTED|DATA_LOSS|OUT_OF_RANGE|PERMISSION_DENIED|ALREADY_EXISTS|UNAUTHENTICATED): \S)"
     rb"|\bray::[A-Za-z_]\w*"
+    # a loop's tqdm bar (HF Trainer, Accelerate, Lightning's TQDM bar): `12/11084 [00:14<6:56:29,  2.26s/it]`
+    rb"|\b\d+/\d+ \[\d+:\d\d(?::\d\d)?<[\d:?]+, +[\d.?]+ ?(?:s/it|it/s)\b"
     # Lightning's Trainer banner and model summary, printed at the start of every fit whatever the accelerator
     # (lightning/pytorch/trainer/setup.py:164-167 `GPU available: False, used: False`, `TPU available: True, using: 8
     # TPU cores`; utilities/model_summary/model_summary.py:479 `Trainable params`, which PEFT's summary prints too;
