@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from trainlog_debugger.tools.lines.attribution import Attribution
 from trainlog_debugger.tools.ranks import MAX_RANKS, plausible_rank
 from trainlog_debugger.tools.scan.labels import FAST_RANK, bounded_attribution as attribute_line
 from trainlog_debugger.tools.scan.longline import shown_tail_line
@@ -45,7 +46,8 @@ def read_tail(fs: FileScan, tail: bytes, tail_line: int, tail_nl: int, tail_cut:
     if tail.endswith(b"\n"):
         end -= 1
     steps = 0
-    wanted = tail_ranks(fs, tail, tail_cut) if multi else None
+    attrs: dict[str, Attribution] = {}  # a line's attribution, made once for tail_ranks and the walk
+    wanted = tail_ranks(fs, tail, tail_cut, attrs) if multi else None
     while end >= 0:  # walk back line by line with rfind: no split of the whole tail for one-rank files
         start = tail.rfind(b"\n", 0, end) + 1
         raw = tail[start:end]
@@ -66,7 +68,7 @@ def read_tail(fs: FileScan, tail: bytes, tail_line: int, tail_nl: int, tail_cut:
             if fast is not None and int(fast.group(1)) <= MAX_RANKS:
                 rank = int(fast.group(1))
             else:
-                a = attribute_line(text)
+                a = attrs.get(text) or attribute_line(text)
                 rank = a.rank
             if rank is None and a.local_rank is not None:
                 mapped = fs.local_to_rank.get(a.local_rank, -1)
@@ -94,7 +96,7 @@ def read_tail(fs: FileScan, tail: bytes, tail_line: int, tail_nl: int, tail_cut:
             break
 
 
-def tail_ranks(fs: FileScan, tail: bytes, cut: bool) -> set[int | None] | None:
+def tail_ranks(fs: FileScan, tail: bytes, cut: bool, attrs: dict[str, Attribution] | None = None) -> set[int | None] | None:
     """The ranks whose last line the reverse walk of a multi-rank file's tail must reach before it may stop early,
     or None when it may not (it then walks the whole tail, as it must to find every last line). Early only where
     every rank that a line of the tail falls to is known beforehand: the `[rankN]:` labels (such a line's rank is
@@ -104,7 +106,9 @@ def tail_ranks(fs: FileScan, tail: bytes, cut: bool) -> set[int | None] | None:
     (the walk keeps such lines apart: fs.last_local). One regex pass over the tail in C instead of attributing each
     of its ~20,000 lines: the whole walk cost 10 of 12.5 CPU-s of a 1,024-rank scan in per-node files, and two
     thirds of a 10,000-rank one whose tails hold a few dozen unlabelled abort lines. `cut`: the tail begins inside
-    a line (the last MiB of a bigger file): that fragment is left out (a walk that stops early does not reach it)."""
+    a line (the last MiB of a bigger file): that fragment is left out (a walk that stops early does not reach it).
+    `attrs`: filled with each other line's attribution (by its shown text), so the walk does not make it again (half
+    the attribution of a per-node file's tail)."""
     pos = tail.find(b"\n") + 1 if cut else 0
     if cut and pos == 0:
         return None
@@ -120,6 +124,8 @@ def tail_ranks(fs: FileScan, tail: bytes, cut: bool) -> set[int | None] | None:
             wanted.add(int(fast.group(1)))
             continue
         a = attribute_line(text)
+        if attrs is not None:
+            attrs[text] = a
         rank = a.rank
         if rank is None and a.local_rank is not None:
             rank = fs.local_to_rank.get(a.local_rank, -1)
