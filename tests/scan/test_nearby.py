@@ -27,3 +27,26 @@ def test_remembered_times_and_ranks_are_the_parsers_and_stay_bounded():
     assert nearby._stamps.cache_info().currsize == nearby.MEMO
     nearby.forget_lines()
     assert nearby._stamps.cache_info().currsize == nearby._ranks.cache_info().currsize == 0
+
+
+def test_a_remembered_forward_search_answers_as_a_fresh_one():
+    from trainlog_debugger.tools.scan.nearby import next_stamp
+    """nearby.next_stamp with the buffer's memo (`seen`) answers every search exactly as a fresh search does: a
+    per-node file's tail where each rank's abort text is untimed, interleaved with the other ranks' lines, some timed,
+    searched in the order the scan meets them (increasing offsets)."""
+    lines = []
+    for i in range(60):
+        r = i % 4
+        if i % 5 == 0:
+            lines.append(f"[rank{r}]:[E1105 03:35:{10 + i // 10:02d}.000000000 ProcessGroupNCCL.cpp:616] [Rank {r}] "
+                         f"Watchdog caught collective operation timeout")
+        else:
+            lines.append(f"[default{r}]:terminate called after throwing an instance of 'c10::DistBackendError'")
+        if i == 30:
+            lines.append("[rank2]:2024-11-05 03:35:40,000 - INFO - step 7")
+    buf = ("\n".join(lines) + "\n").encode()
+    ends = [i for i, b in enumerate(buf) if b == 10]
+    for rank in (0, 1, 2, 3, None):
+        seen: dict = {}
+        for end in ends:
+            assert next_stamp(buf, end, rank, seen) == next_stamp(buf, end, rank), (rank, end)

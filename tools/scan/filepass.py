@@ -97,6 +97,7 @@ class FileScanner:
         self._more_first = [(prefix, n) for _src, table in declared("KEEP_FIRST")
                             for prefix, n in cast("dict[str, int]", table).items()]
         self._on_line: list[Run] = []
+        self._nexts: dict = {}
         self.whole: bytes | None = None
 
     # -- public -------------------------------------------------------------------------------------------
@@ -207,6 +208,7 @@ class FileScanner:
             by_line.setdefault(start, []).append(idx)
         prev_start, prev_line = 0, base_line + 1
         budget = [0]  # look-backs made in this buffer (MAX_LOOKBACKS)
+        self._nexts = {}  # what this buffer's forward searches for a time found (nearby.next_stamp)
         pats, find, fast_rank = self.patterns, buf.find, FAST_RANK.match
         on_hit, on_repeat = self._on_hit, self._on_repeat
         matched: list[Pattern]
@@ -345,7 +347,7 @@ class FileScanner:
         if st is None and budget[0] < MAX_LOOKBACKS and fatal:
             budget[0] += 1
             st, inferred_from = previous_stamp(buf, start, line_no, attr_rank)
-            if st is not None and not bracketed(st, next_stamp(buf, end, attr_rank)):
+            if st is not None and not bracketed(st, next_stamp(buf, end, attr_rank, self._nexts)):
                 st, inferred_from = None, None
         time = st
         if time is not None and inferred_from:  # a traceback line has no time of its own
