@@ -101,7 +101,12 @@ def test_the_groups_see_the_costly_group(buf):
     last resort and the table triggers), so "measurable" is 3 %, not the 5 % of a smaller database."""
     ids = [p.id for p in patterns()]
     g = tuple(ids[ids.index("numerical.nan_loss") // GROUP * GROUP:][:GROUP])
-    assert marginal_shares(buf, [g])[g] > 0.03
+    # measured again before failing, as the slow check does: one descheduled round on a busy CI runner measured the
+    # database without the group as slower than with it (a share of -0.8 % where it is 5.5 % on a quiet machine)
+    shares = [marginal_shares(buf, [g])[g]]
+    while shares[-1] <= 0.03 and len(shares) < 3:
+        shares.append(marginal_shares(buf, [g])[g])
+    assert max(shares) > 0.03, shares
 
 
 def test_the_cost_check_sees_a_costly_trigger(buf):
