@@ -252,9 +252,9 @@ def unique_id_root(f: RuleInputs):
                       ranks=[root], nodes=[], status="hung",
                       recommendations=[f"read rank {root}'s log for what it was doing (or its crash) when the others "
                                        f"started waiting",
-                                       "if rank 0 alone runs a long phase before the first collective (weights, dataset "
-                                       "tokenizing), raise the process group timeout (init_process_group(timeout=...), "
-                                       "the framework's ddp_timeout) or run the phase on every rank"])]
+                                       f"if rank {root} alone runs a long phase before the first collective (weights, "
+                                       "dataset tokenizing), raise the process group timeout (init_process_group("
+                                       "timeout=...), the framework's ddp_timeout) or run the phase on every rank"])]
 
 
 RULES = [stack_outlier, straggler, mismatch, desync, missing_logs, flight_recorder, op_differs, unique_id_root]
