@@ -65,6 +65,9 @@ CASES = [
     # a user's own per-rank prints, with a NaN
     ("own prints",
      "rank 3: epoch 2 step 1200 loss 2.3104\nrank 3: epoch 2 step 1201 loss nan\n", "numerical", None),
+    # a trainer's own stop, the whole paste: the loss named non-finite in words, no number beside it (read, never
+    # refused; numerical)
+    ("loss named NaN in words", "Loss is NaN, stopping training\n", "numerical", None),
     # Lightning's Trainer banner and model summary on a TPU host, then the paste stops: a training job, read
     # (lightning/pytorch/trainer/setup.py, utilities/model_summary/model_summary.py), never refused
     ("lightning banner",

@@ -34,6 +34,10 @@ def _diagnose(tmp_path, files: dict[str, str]):
     ("cudaErrorSystemNotReady: system not yet initialized (is the fabric manager running?)", "infrastructure"),
     ("worker 7 failed: connection reset by peer 10.0.0.4:29500", "network"),
     ("ibv_poll_cq failed on mlx5_2 port 1", "network"),
+    # an HTTP client that could not reach its host (urllib3's words, as requests and huggingface_hub print them)
+    ("requests.exceptions.ConnectionError: HTTPSConnectionPool(host='hub.example.org', port=443): Max retries exceeded "
+     "with url: /api/models (Caused by NewConnectionError('Failed to establish a new connection: [Errno 101]'))",
+     "network"),
     ("ERROR: failed to bind: Address already in use (port 29500)", "config"),
     ("ValueError: failed to decode record 1834 in shard-00017.parquet: corrupt page", "data"),
     ("step 1200: loss is nan, stopping", "numerical"),

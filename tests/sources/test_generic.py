@@ -88,6 +88,8 @@ NUMERICAL = [
     ("fp16 loss scaler overflow", "[2024-11-05 12:00:00] Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0", {GRAD: {}}),
     ("non-finite loss", "Detected non-finite loss", {GRAD: {}}),
     ("a user's own print", "rank 3: epoch 2 step 1201 loss nan", {NAN: {}}),
+    ("a trainer's stop in words", "Loss is NaN, stopping training", {NAN: {}}),
+    ("a loss that became inf", "[rank0]: step 310: loss became inf, skipping the update", {NAN: {}}),
     ("ESPnet grad norm", "(trainer:582) WARNING: The grad norm is nan. Skipping updating the model.", {GRAD: {}}),
 ]
 

@@ -40,6 +40,9 @@ _TRAINING_LINE = re.compile(
     rb"(?im)(?:\b(?:rank|local_rank|global_rank|world_size|epoch|global_step|step|iter|iteration|loss|train_loss|"
     rb"val_loss|batch|batch_size|micro_batch|gpu|device|lr|learning_rate|grad_norm|tokens)\b['\"]?\s*[:=#]?\s*\[?\s*"
     rb"(?:\d|nan\b|inf\b)"
+    # a training quantity said to have gone non-finite in words (`Loss is NaN, stopping training`, `grad norm became
+    # inf`): the line a numerical failure's paste often is, with no number beside the word
+    rb"|\b(?:loss|grad(?:ient)?s?|grad_norm|gradient norm)\b[^\n]{0,24}?\b(?:nan|inf|infinite|non-finite)\b"
     rb"|(?:^|\s)File \"[^\"\n]+\", line \d+, in \S"  # behind any prefix: `[rank8]: `, Ray's `(pid=12) `, pytest's `E   `
     # NCCL's own lines without their host:pid:tid prefix, or with it and without the word NCCL (NCCL 2.3 and older);
     # an absl/gRPC status as JAX, XLA and TensorFlow print it

@@ -95,13 +95,13 @@ PATTERNS = [
       # lets Hyperscan keep the digit in its literals instead of confirming `: +` after the field's name on every
       # iteration line (12-14 % of the database's time); no producer pads it wider.
       r"(?:Loss became infinite or NaN|: (?:nan|NaN|NAN|inf|Inf|INF)\b|:(?:nan|NaN|NAN|inf|Inf|INF)\b|= ?(?:nan|NaN|NAN|inf|Inf|INF)\b|[:=] ?(?:tensor\()?-(?:nan|NaN|NAN|inf|Inf|INF)\b|[:=] ?tensor\((?:nan|NaN|NAN|inf|Inf|INF)\b"
-      r"|number of nan iterations: {1,3}[1-9]|[Ll]oss (?:nan|NaN|NAN|inf|Inf|INF)\b|\b(?:nan|NaN|NAN|inf|Inf|INF) [Ll]oss\b)",
+      r"|number of nan iterations: {1,3}[1-9]|[Ll]oss (?:(?:is|became|was|went) )?(?:nan|NaN|NAN|inf|Inf|INF)\b|\b(?:nan|NaN|NAN|inf|Inf|INF) [Ll]oss\b)",
       ("Loss became infinite or NaN", "oss", "number of nan iterations"),
       "FloatingPointError: Loss became infinite or NaN at iteration=1!",
       "loss is NaN/Inf (divergence, bad init or bad data)",
-      # a user's own print without a separator (`step 1201 loss nan`)
+      # a user's own print without a separator (`step 1201 loss nan`), or in words (`Loss is NaN, stopping training`)
       verify=r"(?:Loss became infinite or NaN|[Ll]oss[ a-z_]*'?(?::|=) ?(?:tensor\()?-?(?:nan|NaN|NAN|inf|Inf|INF)\b"
-             r"|number of nan iterations: {1,3}[1-9]|[Ll]oss (?:nan|NaN|NAN|inf|Inf|INF)\b"
+             r"|number of nan iterations: {1,3}[1-9]|[Ll]oss (?:(?:is|became|was|went) )?(?:nan|NaN|NAN|inf|Inf|INF)\b"
              # `Detected NaN loss at step 1500` (the word order of a trainer's own check)
              r"|\b(?:nan|NaN|NAN|inf|Inf|INF) [Ll]oss\b)"),
     P("numerical.grad_nan", 2, "numerical", "root_candidate",
