@@ -22,7 +22,12 @@ def test_remembered_times_and_ranks_are_the_parsers_and_stay_bounded():
             assert nearby.line_rank(line) == bounded_attribution(line).rank
     for line in lines:
         nearby.stamp(line), nearby.line_rank(line)
-    assert nearby._stamps.cache_info().currsize == nearby._ranks.cache_info().currsize == nearby.MEMO
+    # a line that opens with c10's `[rankN]:` is N without attributing it: its rank is never kept
+    assert nearby._stamps.cache_info().currsize == nearby.MEMO and nearby._ranks.cache_info().currsize < 5
+    plain = [f"2024-11-05 03:13:00 worker {r}: [Rank {r}] timeout" for r in range(nearby.MEMO + 50)]
+    for line in plain:
+        assert nearby.line_rank(line) == bounded_attribution(line).rank
+    assert nearby._ranks.cache_info().currsize == nearby.MEMO
     assert nearby.stamp(lines[-1]) is not None  # the long line: parsed, never kept
     assert nearby._stamps.cache_info().currsize == nearby.MEMO
     nearby.forget_lines()
