@@ -68,6 +68,11 @@ CASES = [
     # a trainer's own stop, the whole paste: the loss named non-finite in words, no number beside it (read, never
     # refused; numerical)
     ("loss named NaN in words", "Loss is NaN, stopping training\n", "numerical", None),
+    # a refused connection to the coordinator (gRPC's words under XLA's status): nothing listened there, which is
+    # no filesystem's fault (TAXONOMY's start-up rule: config, network or infrastructure; read as network)
+    ("refused connection under an absl status",
+     "jaxlib.xla_extension.XlaRuntimeError: UNAVAILABLE: failed to connect to all addresses; last error: UNKNOWN: "
+     "ipv4:10.0.0.5:1234: Failed to connect to remote host: Connection refused\n", "network", None),
     # Lightning's Trainer banner and model summary on a TPU host, then the paste stops: a training job, read
     # (lightning/pytorch/trainer/setup.py, utilities/model_summary/model_summary.py), never refused
     ("lightning banner",

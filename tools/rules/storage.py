@@ -53,8 +53,12 @@ def retries_exhausted(f: RuleInputs):
 
 
 def io_errors(f: RuleInputs):
-    evs = f.hits("io.broken_pipe", "io.connection_refused", "io.timed_out")
-    return [candidate("storage.io_errors", "storage_io", "I/O errors (timeouts, refused connections, broken pipes)", 0.3,
+    """Timeouts and broken pipes, weakly storage's. A refused connection is not among them: nothing listened at the
+    address it dialled (a coordinator, a rendezvous store, a peer not up yet), which TAXONOMY's start-up rule reads
+    as config, network or infrastructure, never as the filesystem; io.connection_refused is network's own pattern
+    and the lexicon reads such a line."""
+    evs = f.hits("io.broken_pipe", "io.timed_out")
+    return [candidate("storage.io_errors", "storage_io", "I/O errors (timeouts, broken pipes)", 0.3,
                  evs[:3], f)] if evs else []
 
 
