@@ -26,7 +26,7 @@ from trainlog_debugger.tools.lines.attribution import Attribution, note_local_ra
 from trainlog_debugger.tools.lines.timestamps import Stamp
 from trainlog_debugger.tools.ranks import MAX_DIGITS, MAX_RANKS, plausible_rank
 from trainlog_debugger.tools.scan.keeper import HitKeeper
-from trainlog_debugger.tools.scan.labels import (FAST_RANK, SRUN_LABEL, bounded_attribution as attribute_line,
+from trainlog_debugger.tools.scan.labels import (FAST_RANK, SRUN_LABEL, bounded_attribution as attribute_line, c10_attribution,
                                                  bounded_path_hint as attribute_path, cr_lines, rank_labels,
                                                  srun_labelled)
 from trainlog_debugger.tools.scan.longline import LINE_CAP, SHOW, match_long_line
@@ -277,8 +277,8 @@ class FileScanner:
                             run(ctx)
                     keeper.add_unfinished((p.id, rank), (p, start, end, line_no, text, rank, facts, matched))
                 continue
-            if attr is None:
-                attr = attribute_line(text)
+            if attr is None:  # a `[rankN]:` line: c10's own log lines need no attribution (labels.c10_attribution)
+                attr = c10_attribution(text) or attribute_line(text)
             fatal = any(p.tier in (1, 2) for p in matched)
             where = (start, end, line_no, text, rank, attr.rank, fatal, attr.node or self._hint.node)
             time, node = self._when(fs, buf, where, budget)
@@ -305,7 +305,7 @@ class FileScanner:
             p, start, end, line_no, text, rank, facts, matched = e
             got = when.get(start)
             if got is None:
-                a = attribute_line(text)
+                a = c10_attribution(text) or attribute_line(text)
                 fatal = any(q.tier in (1, 2) for q in matched)
                 where = (start, end, line_no, text, rank, a.rank, fatal, a.node or self._hint.node)
                 got = when[start] = (a, self._when(fs, buf, where, budget))
