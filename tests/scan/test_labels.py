@@ -58,3 +58,15 @@ def test_the_c10_shortcut_leaves_every_other_line_to_attribution():
         assert c10_attribution(line) is None, line
     a = c10_attribution("[default2]:[rank10]:" + header + "[Rank 10] Watchdog caught collective operation timeout")
     assert a is not None and _fields(a) == (10, 2, None)
+
+
+def test_a_c10_line_is_stripped_as_its_wrappers_say():
+    """tools.lines.attribution.strip_prefixes cuts a c10 log line after its `[rankN]:` at once; the same line behind
+    a colour escape takes the full path (_clean, _wrappers, _peel) and must come out the same."""
+    from trainlog_debugger.tools.lines.attribution import _C10_HEADED, strip_prefixes
+    n = 0
+    for line in _corpus_lines():
+        if line.startswith("[") and _C10_HEADED.match(line):
+            n += 1
+            assert strip_prefixes(line) == strip_prefixes("\x1b[0m" + line), line
+    assert n > 100

@@ -249,8 +249,19 @@ _STRIPPED: dict[str, str] = {}
 STRIPPED_MAX = 1 << 17
 
 
+# c10's own log line: `[rankN]:` (after at most a torchrun role label), then its header `[E1105 03:33:27.000023757
+# ProcessGroupNCCL.cpp:636] `, which no wrapper pattern opens on: its wrappers end where the header starts
+_C10_HEADED = re.compile(r"(?:\[(?!rank\d)[A-Za-z_]\w*?\d{1,7}\]:)?\[rank\d{1,7}\]:"
+                         r"(?=\[[EWIF]\d{4} \d\d:\d\d:\d\d\.\d{1,9} [^\]\s]+:\d+\] )")
+
+
 def _strip(line: str) -> str:
-    """`_scan`'s text after the wrappers, without what only an Attribution needs (none of the header reads)."""
+    """`_scan`'s text after the wrappers, without what only an Attribution needs (none of the header reads). A c10
+    log line with one `[rank` and no CR or escape is cut after its prefix at once: what _peel and _wrappers would
+    find (the cascade's lines at 10,000 ranks: 60,000 strips in the lexicon's onset reading)."""
+    if line.startswith("[") and (m := _C10_HEADED.match(line)) is not None and "\r" not in line \
+            and "\x1b" not in line and line.count("[rank") == 1:
+        return line[m.end():].rstrip("\n")
     s, _idx = _clean(line)
     st = _St()
     pos, last = _wrappers(s, st)
