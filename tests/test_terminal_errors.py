@@ -134,7 +134,12 @@ def test_a_dataloader_worker_error_is_followed_into_the_original_traceback(tmp_p
     ("RuntimeError: Function 'MulBackward0' returned nan values in its 0th output.", "numerical"),
     ("OSError: [Errno 28] No space left on device: '/scratch/ckpt/iter_0004000/mp_rank_03/model_optim_rng.pt'",
      "storage_io"),
-], ids=["hf-vlm-mismatch", "vlm-mismatch-other-wording", "pil-undecodable", "pil-truncated", "anomaly-mode", "enospc"])
+    # a checkpoint that does not fit the model the settings built: the settings (or the path chosen), not a bug
+    ("RuntimeError: Error(s) in loading state_dict for LlamaForCausalLM: size mismatch for lm_head.weight: copying a "
+     "param with shape torch.Size([32001, 4096]) from checkpoint, the shape in current model is "
+     "torch.Size([32000, 4096]).", "config"),
+], ids=["hf-vlm-mismatch", "vlm-mismatch-other-wording", "pil-undecodable", "pil-truncated", "anomaly-mode", "enospc",
+        "state-dict-size-mismatch"])
 def test_a_bare_exception_line_is_classified_by_its_meaning(tmp_path, line, category):
     (tmp_path / "paste.log").write_text(line + "\n")
     with open_bundle(tmp_path) as b:

@@ -88,9 +88,14 @@ BY_FRAME = (
 # wrong arguments, a name or attribute that does not exist, autograd misuse, DDP's unused-parameter error. A bare
 # KeyError or IndexError is not here: a missing key is as often a config or a record as a bug.
 PROGRAM_ERRORS = (
+    # a checkpoint that does not fit the model it is loaded into (torch/nn/modules/module.py load_state_dict): the
+    # model the settings built, or the checkpoint path chosen, is not the one that saved it; TAXONOMY's setting, not
+    # a bug (the pytorch table reads these lines the same way)
+    _r(r"size mismatch for [\w.]+: copying a param|Error\(s\) in loading state_dict|Missing key\(s\) in state_dict|"
+       r"Unexpected key\(s\) in state_dict", "config",
+       "a checkpoint that does not fit the model the settings built (another size, layout or architecture)"),
     _r(r"mat1 and mat2 shapes cannot be multiplied|The size of tensor a \(\d+\) must match the size of tensor b|"
-       r"shape '\[[\d, -]*\]' is invalid for input of size|size mismatch for [\w.]+: copying a param|"
-       r"Error\(s\) in loading state_dict|Given groups=\d+, weight of size|Dimension out of range|"
+       r"shape '\[[\d, -]*\]' is invalid for input of size|Given groups=\d+, weight of size|Dimension out of range|"
        r"Expected all tensors to be on the same device|expected scalar type \w+ but found \w+|"
        r"Input type \(\S+\) and weight type \(\S+\) should be the same|too many values to unpack|"
        r"not enough values to unpack", "software", "tensor shapes, devices or dtypes the code combined do not fit"),
