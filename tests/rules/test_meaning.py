@@ -38,6 +38,9 @@ def _diagnose(tmp_path, files: dict[str, str]):
     ("requests.exceptions.ConnectionError: HTTPSConnectionPool(host='hub.example.org', port=443): Max retries exceeded "
      "with url: /api/models (Caused by NewConnectionError('Failed to establish a new connection: [Errno 101]'))",
      "network"),
+    # transformers 4.x's wording when the Hub is out of reach: the connection, before the `config.json` it names
+    ("OSError: We couldn't connect to 'https://huggingface.co' to load this file, couldn't find it in the cached files "
+     "and it looks like org/model is not the path to a directory containing a file named config.json.", "network"),
     ("ERROR: failed to bind: Address already in use (port 29500)", "config"),
     ("ValueError: failed to decode record 1834 in shard-00017.parquet: corrupt page", "data"),
     ("step 1200: loss is nan, stopping", "numerical"),
