@@ -51,6 +51,8 @@ def _diagnose(tmp_path, files: dict[str, str]):
     ("KeyError: 'LOCAL_RANK'", "config"),  # a launcher's variable: started without torchrun
     ("*** Error in `python': double free or corruption (!prev): 0x000055d5c9a0f2a0 ***", "software"),  # glibc
     ("wandb.errors.UsageError: api_key not configured (no-tty)", "config"),
+    ("deepspeed.runtime.config.DeepSpeedConfigError: Optimizer type adamw_8bit is not supported", "config"),
+    ("ValueError: Please specify `target_modules` in `peft_config`", "config"),
     # Triton's on-chip shared memory is the kernel's configuration, not /dev/shm
     ("triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 131072, Hardware limit: "
      "101376.", "software"),
