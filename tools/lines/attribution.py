@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from trainlog_debugger.tools.lines.memo import remember
 
-__all__ = ["Attribution", "attribute_line", "strip_prefixes"]
+__all__ = ["Attribution", "attribute_line", "c10_headed", "strip_prefixes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,16 +251,28 @@ STRIPPED_MAX = 1 << 17
 
 # c10's own log line: `[rankN]:` (after at most a torchrun role label), then its header `[E1105 03:33:27.000023757
 # ProcessGroupNCCL.cpp:636] `, which no wrapper pattern opens on: its wrappers end where the header starts
-_C10_HEADED = re.compile(r"(?:\[(?!rank\d)[A-Za-z_]\w*?\d{1,7}\]:)?\[rank\d{1,7}\]:"
+_C10_HEADED = re.compile(r"(?:\[(?!rank\d)[A-Za-z_]\w*?(\d{1,7})\]:)?\[rank(\d{1,7})\]:"
                          r"(?=\[[EWIF]\d{4} \d\d:\d\d:\d\d\.\d{1,9} [^\]\s]+:\d+\] )")
+
+
+def c10_headed(line: str) -> re.Match | None:
+    """The `[roleL]:[rankN]:` prefix of a c10 log line whose attribution is its prefix alone (group 1: the role's
+    local rank or None, group 2: N; end(): where the wrappers end), or None. None unless the line holds one `[rank`
+    (attribution reads the last), no CR (tqdm: the text after it counts) and no escape (ANSI colours), and no NCCL
+    `host:pid:tid` stands after the header (_NCCL at the same place _scan tries it). Why: at 10,000 ranks the
+    watchdog cascade's c10 lines are most of what is stripped and attributed, each ~25 µs the full way; for these
+    the full way gives the prefix's answer (tests/scan/test_labels.py checks both over every corpus line)."""
+    if not line.startswith("[") or (m := _C10_HEADED.match(line)) is None or "\r" in line or "\x1b" in line \
+            or line.count("[rank") != 1 or _NCCL.match(line, m.end()) is not None:
+        return None
+    return m
 
 
 def _strip(line: str) -> str:
     """`_scan`'s text after the wrappers, without what only an Attribution needs (none of the header reads). A c10
-    log line with one `[rank` and no CR or escape is cut after its prefix at once: what _peel and _wrappers would
-    find (the cascade's lines at 10,000 ranks: 60,000 strips in the lexicon's onset reading)."""
-    if line.startswith("[") and (m := _C10_HEADED.match(line)) is not None and "\r" not in line \
-            and "\x1b" not in line and line.count("[rank") == 1:
+    log line (c10_headed) is cut after its prefix at once: what _peel and _wrappers would find (the cascade's lines
+    at 10,000 ranks: 60,000 strips in the lexicon's onset reading)."""
+    if (m := c10_headed(line)) is not None:
         return line[m.end():].rstrip("\n")
     s, _idx = _clean(line)
     st = _St()

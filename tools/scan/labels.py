@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from trainlog_debugger.tools.lines.attribution import Attribution, attribute_line
+from trainlog_debugger.tools.lines.attribution import Attribution, attribute_line, c10_headed
 from trainlog_debugger.tools.sources.paths import PathHint, attribute_path
 from trainlog_debugger.tools.ranks import plausible_rank
 from trainlog_debugger.tools.scan.engine import HyperscanEngine, _cached_db, _hs, thread_scratch
@@ -21,26 +21,16 @@ _NO_ATTRIBUTION = Attribution()
 # tools.lines.attribution gives it is N (the first `[rankN]:` wrapper outranks every other rank source), so the
 # readers that need only a line's rank (the scan's repeats, the tail walk) skip attributing it (~10-30 µs a line).
 FAST_RANK = re.compile(r"(?:\[(?!rank\d)[A-Za-z_]\w*?\d{1,7}\]:)?\[rank(\d{1,7})\]:")
-# The same prefix with its role label's local rank, then c10's own log header (`[E1105 03:33:27.000023757
-# ProcessGroupNCCL.cpp:636] `): what follows such a header is the message, in which no wrapper can open and no NCCL
-# `host:pid:tid` prefix stands unless it comes right after the header (checked separately: _NCCL_AFTER)
-_C10_LINE = re.compile(r"(?:\[(?!rank\d)[A-Za-z_]\w*?(\d{1,7})\]:)?\[rank(\d{1,7})\]:"
-                       r"\[[EWIF]\d{4} \d\d:\d\d:\d\d\.\d{1,9} [^\]\s]+:\d+\] ")
-_NCCL_AFTER = re.compile(r"[^\s:\[\]]+:\d+:\d+ ")  # tools.lines.attribution._NCCL's host:pid:tid, after the header
 _C10_ATTRS: dict[tuple[int, int | None], Attribution] = {}
 
 
 def c10_attribution(text: str) -> Attribution | None:
     """The attribution of a c10 log line (`[default3]:[rank3]:[E1105 03:33:27.000023757 ProcessGroupNCCL.cpp:636]
     ...`: rank N from its `[rankN]:`, the local rank from its torchrun role label, no node), without attributing
-    it; None for any other line, which is attributed as before. Why: a rank of a 10,000-rank cascade keeps ~40 such
-    lines (the watchdog's report), each attributed at ~25 µs, a tenth of a per-node file's scan. Exact where it
-    answers (tests/scan/test_labels.py checks it against attribute_line): one `[rank` in the line (attribution
-    takes the last), no CR (tqdm: the text after it) and no escape (ANSI colours), and no NCCL host after the
-    header; the rest of the line (a `[Rank 3]`, a PG tag) names nothing that outranks the prefix's rank or names a
-    node. Only the fields the scan reads are filled (rank, local rank, node)."""
-    if (m := _C10_LINE.match(text)) is None or "\r" in text or "\x1b" in text or text.count("[rank") != 1 \
-            or _NCCL_AFTER.match(text, m.end()) is not None:
+    it; None for any other line (tools.lines.attribution.c10_headed says which), attributed as before. Why: a rank
+    of a 10,000-rank cascade keeps ~40 such lines (the watchdog's report), each attributed at ~25 µs, a tenth of a
+    per-node file's scan. Only the fields the scan reads are filled (rank, local rank, node)."""
+    if (m := c10_headed(text)) is None:
         return None
     rank, local = int(m.group(2)), (int(m.group(1)) if m.group(1) is not None else None)
     if not plausible_rank(rank) or (local is not None and not plausible_rank(local)):
