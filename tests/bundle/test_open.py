@@ -277,3 +277,49 @@ def test_tar_header_precheck_turns_down_only_what_tarfile_turns_down(tmp_path):
     log = (b"[rank3]:[E1105 12:34:56.789012345 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective "
            b"operation timeout: WorkNCCL(SeqNum=5231, OpType=ALLREDUCE) ran for 600000 milliseconds\n") * 8
     assert not _looks_tar(log) and not by_tarfile(log)
+
+
+def _mixed_dir(root: Path, n: int) -> None:
+    """n rank logs of three producers, with what the walk refuses or reads itself mixed in: program source, a
+    binary, a gzip, a NUL-run (copytruncate) log, a UTF-16 log, a case label, a link, an empty file."""
+    root.mkdir()
+    for r in range(n):
+        d = root / f"node{r // 8:03d}"
+        d.mkdir(exist_ok=True)
+        body = (f"[rank{r}]:[E1105 03:13:52.000000000 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught "
+                f"collective operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE) ran for 600000 milliseconds\n"
+                if r % 3 == 0 else f"2024-11-05 03:13:5{r % 10} INFO step {r} loss 2.{r}\n" if r % 3 == 1 else
+                f"{r}: srun: error: node{r}: task {r}: Exited with exit code 1\n")
+        (d / f"rank_{r}.log").write_text(body * 3)
+    (root / "node000" / "train.py").write_text('raise RuntimeError("NCCL error")\n')
+    (root / "node000" / "blob.bin").write_bytes(bytes(range(256)) * 40)
+    (root / "node001" / "old.log.gz").write_bytes(gzip.compress(b"RuntimeError: CUDA error: out of memory\n"))
+    (root / "node001" / "truncated.log").write_bytes(b"\x00" * 4096 + b"CUDA error: an illegal memory access\n")
+    (root / "node002" / "win.log").write_bytes("error: NCCL timeout\r\n".encode("utf-16"))
+    (root / "node002" / "truth.yaml").write_text("category: oom\n")
+    (root / "node002" / "empty.log").write_text("")
+    os.symlink(root / "node003" / "rank_24.log", root / "node003" / "again.log")
+
+
+def test_a_big_directory_sniffed_by_workers_opens_as_one_process_opens_it(tmp_path, monkeypatch):
+    """Issue 28: a directory of ≥ PRECLASSIFY_MIN_FILES files is read and sniffed by forked workers; the walk must
+    give the same sources (order, kinds, sizes, flags) and the same refusals as when it reads every file itself."""
+    from trainlog_debugger.tools.bundle import walk
+    _mixed_dir(tmp_path / "logs", 1100)
+
+    def index(root):
+        with open_bundle(root) as b:
+            return ([(s.rel, s.kind, s.size, s.gzip, s.nul, s.utf16, s.ident) for s in b.sources],
+                    [(s.rel, s.reason) for s in b.skipped])
+
+    listing = [(d, dirs, files) for d, dirs, files in os.walk(tmp_path / "logs")]
+    pre = walk._preclassify_dir(listing, lambda p: os.path.relpath(p, tmp_path / "logs"),
+                                os.path.realpath(tmp_path / "logs"), 10_000)
+    assert len(pre) >= 1100 and not any("truncated" in k or k.endswith((".gz", "win.log")) for k in pre)
+    parallel = index(tmp_path / "logs")
+    monkeypatch.setattr(walk, "PRECLASSIFY_MIN_FILES", 10**9)
+    serial = index(tmp_path / "logs")
+    assert parallel == serial
+    kinds = {k for _r, k, *_ in serial[0]}
+    assert len(serial[0]) >= 1100 and len(kinds) >= 2
+    assert {r for r, _ in serial[1]} >= {"node000/train.py", "node000/blob.bin", "node002/truth.yaml"}

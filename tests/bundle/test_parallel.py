@@ -126,3 +126,29 @@ def test_the_whole_investigation_runs_with_fewer_collections(monkeypatch):
             assert gc.get_threshold() == (555, 11, 12)
     finally:
         gc.set_threshold(*before)
+
+
+def _pids_and_squares(chunk: list[int], offset: int) -> list[tuple[int, int]]:
+    return [(os.getpid(), x * x + offset) for x in chunk]
+
+
+def test_map_ordered_keeps_the_order_and_forks():
+    """map_ordered (issue 28: opening 10,000 files in workers): the chunks' results in the items' order, from
+    forked workers where fork exists, with the shared argument passed to each."""
+    from trainlog_debugger.tools.bundle.parallel import fork_workers, map_ordered
+    got = map_ordered(_pids_and_squares, list(range(1000)), 7, workers=2)
+    assert [v for chunk in got for _pid, v in chunk] == [x * x + 7 for x in range(1000)]
+    if fork_workers(2) >= 2:
+        assert os.getpid() not in {pid for chunk in got for pid, _v in chunk}
+
+
+def _fails_in_a_worker(chunk: list[int], parent: int) -> list[int]:
+    if os.getpid() != parent and 500 in chunk:
+        raise OSError("a worker's read failed")
+    return chunk
+
+
+def test_map_ordered_runs_a_failed_chunk_here():
+    from trainlog_debugger.tools.bundle.parallel import map_ordered
+    got = map_ordered(_fails_in_a_worker, list(range(1000)), os.getpid(), workers=2)
+    assert [x for chunk in got for x in chunk] == list(range(1000))

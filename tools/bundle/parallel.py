@@ -217,6 +217,43 @@ def _local(fn: Callable[[list[T]], R], items: list[T], workers: int, per_worker:
         yield tally(fn(tasks[i]), sum(map(_size, tasks[i])))
 
 
+def fork_workers(workers: int | None = None) -> int:
+    """How many forked workers `map_ordered` would use: 0 where `fork` is unavailable."""
+    return default_workers(workers) if "fork" in mp.get_all_start_methods() else 0
+
+
+def map_ordered(fn: Callable[..., R], items: list[T], *shared, workers: int | None = None,
+                per_worker: int = 4) -> list[R]:
+    """`fn(chunk, *shared)` over `items` cut into `workers × per_worker` chunks of consecutive items, in forked
+    workers, the results in the chunks' order: for work that is per item, small and many (opening 10,000 files)
+    rather than per byte (`map_sources`). A chunk whose worker died or raised is run here, so the answer is
+    complete; Ctrl-C stops the workers at once (stop_pool)."""
+    n = max(1, fork_workers(workers))
+    size = max(1, -(-len(items) // (n * per_worker)))
+    chunks = [items[i:i + size] for i in range(0, len(items), size)]
+    if n < 2 or len(chunks) < 2:
+        return [fn(c, *shared) for c in chunks]
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+    out: list = [None] * len(chunks)
+    done = [False] * len(chunks)
+    pool = ProcessPoolExecutor(n, mp_context=mp.get_context("fork"), initializer=_worker_signals)
+    try:
+        futs = [pool.submit(fn, c, *shared) for c in chunks]
+        for i, fut in enumerate(futs):
+            try:
+                out[i], done[i] = fut.result(), True
+            except BrokenProcessPool:
+                break
+            except Exception:  # noqa: BLE001 - the chunk is run here instead, where its error is the caller's
+                continue
+    except BaseException:
+        stop_pool(pool)
+        raise
+    pool.shutdown(wait=True)
+    return [out[i] if done[i] else fn(c, *shared) for i, c in enumerate(chunks)]
+
+
 def _worker_signals() -> None:
     """In each forked worker: Ctrl-C (sent to the whole process group) is the parent's to handle; the parent stops
     the workers itself (stop_pool). A worker that raised KeyboardInterrupt mid-batch printed a traceback and broke
