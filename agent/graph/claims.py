@@ -136,7 +136,7 @@ class Facts:
                 role = "trigger" if f.role is Role.root_candidate else f.role.value
                 return Reading(role, f.category, f"the deterministic chain, {f.id}")
         from trainlog_debugger.tools.sources.messages import catalog as messages
-        best = messages.pick_best(messages.match(text))
+        best = messages.pick_best(messages.match(text), text)
         if best is not None:
             return Reading(best.role, best.category, f"the {best.table} table, {best.id}")
         from trainlog_debugger.tools.sources import patterns

@@ -168,3 +168,38 @@ def test_a_regex_that_does_not_compile_is_named_by_the_check_and_never_matches_a
         M.read_table(t)
     _head, (m,) = M.read_table(t, check=False)  # a diagnosis's load: compiled on first use
     assert not m.matches("NET/IB : ibv_poll_cq failed")
+
+
+@pytest.mark.parametrize("line,wrapper", [
+    ("[rank0]: RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before "
+     "calling NumCudaDevices() that might have already set an error? Error 802: system not yet initialized",
+     "pytorch"),
+    ("gpu-a3-0042:53371:53582 [3] transport/nvls.cc:376 (nvlsAllocateMem) NCCL WARN Failed to bind NVLink SHARP "
+     "(NVLS) Multicast memory of size 1073741824 : CUDA error 802 'system not yet initialized'.", "nccl"),
+])
+def test_a_wrapper_yields_to_the_error_it_quotes(line, wrapper):
+    """TAXONOMY step 1, the innermost error: a line that matches a wrapper's template (PyTorch's or NCCL's message
+    around a CUDA error) and, inside the wrapper's placeholder, a specific entry of another category, reads as the
+    quoted error; without the line's text (no spans to compare) the more specific wrapper is still the answer."""
+    hits = M.match(line)
+    assert {m.table for m in hits} >= {wrapper, "cuda"}
+    assert M.pick_best(hits).table == wrapper
+    got = M.pick_best(hits, line)
+    assert (got.table, got.category) == ("cuda", "infrastructure")
+    assert M.best(line) is got
+
+
+def test_a_phrase_of_the_wrappers_own_text_is_not_an_inner_error():
+    """Only what sits in a wrapper's placeholder is an error it quotes: an entry that matches the wrapper's own
+    literal words does not unseat it; one that matches what the program filled in does."""
+    wrapper = M.Message("t", "v", "Call to ibv_reg_mr failed with error %s", "a.cc:1", "network", "trigger", "m", "a",
+                        "x", syntax="printf")
+    words = M.Message("t", "v", "ibv_reg_mr failed with", "b.cc:2", "config", "trigger", "m", "a", "x",
+                      syntax="printf")
+    quoted = M.Message("t", "v", "Cannot allocate memory", "c.cc:3", "oom", "trigger", "m", "a", "x", syntax="printf")
+    line = "node1:12:34 [0] NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory"
+    assert M.innermost([wrapper, words], line) == [wrapper, words]
+    assert M.innermost([wrapper, words, quoted], line) == [words, quoted]
+    assert M.pick_best([wrapper, quoted], line) is quoted
+    assert M.pick_best([wrapper, quoted]) is wrapper  # without the text: the most specific
+    assert M.innermost([wrapper, quoted], line.replace("Cannot allocate memory", "Success")) == [wrapper, quoted]

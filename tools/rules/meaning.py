@@ -143,7 +143,7 @@ def _tables_of(f: RuleInputs, evs: list[Evidence]):
     bodies = [_body(f, e.text) for e in evs]
     new = [t for t in dict.fromkeys(bodies) if t not in known]  # all of them: one engine pass, no cap to report
     if new:
-        known.update(zip(new, (f.messages.pick_best(h) for h in f.messages.match_many(new))))
+        known.update(zip(new, (f.messages.pick_best(h, t) for h, t in zip(f.messages.match_many(new), new))))
     return [known.get(b) for b in bodies]
 
 
@@ -194,7 +194,7 @@ def nccl_last_error(f: RuleInputs):
         # last error too: `NET/OFI Unable to insert remote address into address vector`)
         hits = [m for m in f.messages.match_many([detail])[0]
                 if m.table.startswith("nccl") or m.source.startswith(NCCL_PLUGIN_SOURCES)]
-        m = f.messages.pick_best(hits)
+        m = f.messages.pick_best(hits, detail)
         if m is None or m.role != "trigger" or m.category is None:
             continue
         ev = Evidence(file=e.file, line=fx["detail_line"], text=fx["detail_text"], time=e.time, rank=e.rank,

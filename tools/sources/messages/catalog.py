@@ -386,11 +386,61 @@ def match(text: str) -> list[Message]:
     return match_many([text])[0]
 
 
-def pick_best(hits: list[Message]) -> Message | None:
-    """The most specific of a line's entries; among equally specific ones a trigger before a cascade before the
-    rest."""
+INNER_SPECIFIC = 12  # literal characters an entry must pin down to count as the error a wrapper quotes
+
+
+@lru_cache(maxsize=4096)
+def _holes_rx(template: str, syntax: str) -> tuple[re.Pattern, bool, bool]:
+    """template_regex with each placeholder a group; whether the template starts, and ends, with a placeholder."""
+    ps = pieces(template, syntax)
+    parts = [r"\s+".join(re.escape(w) for w in re.split(r" {2,}", p)) if p else "" for p in ps]
+    return re.compile("(.*?)".join(parts)), ps[0] == "", ps[-1] == ""
+
+
+def _holes(m: Message, text: str) -> list[tuple[int, int]]:
+    """Where in `text` the entry's placeholders sit (what the program filled in), for an entry read from its
+    template; a trailing placeholder runs to the end of the line, a leading one is left out (it would take in the
+    line's prefixes). [] for an entry with its own regex, or that does not match."""
+    if m.regex:
+        return []
+    rx, open_start, open_end = _holes_rx(m.template, m.syntax)
+    got = rx.search(text)
+    if got is None or not rx.groups:
+        return []
+    spans = [got.span(i) for i in range(1, rx.groups + 1)]
+    if open_end:
+        spans[-1] = (spans[-1][0], len(text))
+    return spans[1:] if open_start else spans
+
+
+def innermost(hits: list[Message], text: str) -> list[Message]:
+    """The entries of a line without those that only wrap another's error: a trigger whose placeholder holds the
+    whole match of a specific trigger of another category (PyTorch's `Unexpected error from cudaGetDeviceCount()
+    ... Error {}: {}` around CUDA's `system not yet initialized`). Why: a cause is read at its innermost error
+    (TAXONOMY, step 1); the wrapper says where it surfaced, the error it quotes says what failed."""
+    triggers = [m for m in hits if m.role == "trigger" and m.category]
+    if len({m.category for m in triggers}) < 2:
+        return hits
+    spans = {}
+    for m in triggers:
+        if m.specificity >= INNER_SPECIFIC and (got := m.rx.search(text)) is not None:
+            spans[m.id] = got.span()
+    wrappers = set()
+    for a in triggers:
+        holes = _holes(a, text)
+        if holes and any(b.id != a.id and b.category != a.category and b.id in spans
+                         and any(s <= spans[b.id][0] and spans[b.id][1] <= e for s, e in holes) for b in triggers):
+            wrappers.add(a.id)
+    return [m for m in hits if m.id not in wrappers] if wrappers else hits
+
+
+def pick_best(hits: list[Message], text: str | None = None) -> Message | None:
+    """The most specific of a line's entries (given the line's `text`: of those that do not only wrap another's
+    error, see innermost); among equally specific ones a trigger before a cascade before the rest."""
     if not hits:
         return None
+    if text is not None and len(hits) > 1:
+        hits = innermost(hits, text)
     top = max(m.specificity for m in hits)
     order = {r: i for i, r in enumerate(ROLES)}
     return min((m for m in hits if m.specificity == top), key=lambda m: (order[m.role], m.id))
@@ -398,7 +448,7 @@ def pick_best(hits: list[Message]) -> Message | None:
 
 def best(text: str) -> Message | None:
     """The most specific entry for a line (pick_best of match)."""
-    return pick_best(match(text))
+    return pick_best(match(text), text)
 
 
 # -- the lexicon: reading a line by its words -----------------------------------------------------------------
