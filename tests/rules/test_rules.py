@@ -149,6 +149,12 @@ FIRE += [
         "rank1.log": ["[rank1]: INFO:torch.distributed.distributed_c10d:Waiting in store based barrier to initialize "
                       "process group for rank: 1, key: store_based_barrier_key:1 (world_size=4, worker_count=2, "
                       "timeout=0:30:00)"]}, "config", 0.4),
+    # Lightning's members announced themselves and the logs stop there, rank 0 never saying all registered: half the
+    # world (the second node) never joined
+    ("config.stopped_in_lightning_init", {
+        "node0.out": ["GPU available: True (cuda), used: True",
+                      *(f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/8" for r in range(4)),
+                      "JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)"]}, "config", 0.4),
 ]
 
 FIRE += [
@@ -173,6 +179,13 @@ QUIET = [
         "[I socket.cpp:950] [c10d] The client socket has connected to [node-0]:23456 on [node-0]:51234."]}),
     ("config.stopped_in_store_setup", {"rank0.log": [
         "[I socket.cpp:522] [c10d] The server socket has started to listen on [::]:23456.", "epoch 0 step 1 loss 2.3"]}),
+    # every member joined (rank 0 said so), or the run went on long after the announcements
+    ("config.stopped_in_lightning_init", {"node0.out": [
+        *(f"initializing ddp: GLOBAL_RANK: {r}, MEMBER: {r + 1}/2" for r in range(2)),
+        "All DDP processes registered. Starting ddp with 2 processes"]}),
+    ("config.stopped_in_lightning_init", {"node0.out": [
+        "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2", "Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/2",
+        *(f"Epoch 0:  {i}%|##| {i}/100 [00:{i:02d}<00:10, loss=2.3{i % 10}]" for i in range(20))]}),
     # NCCL gave no reason (c10d prints `Unknown NCCL Error`), or one its table does not call a trigger
     ("meaning.nccl_last_error", {"r.log": ["[rank1]: Last error: Unknown NCCL Error"]}),
     # every process inside a collective: nobody is stuck on data

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from trainlog_debugger.tools.model import Evidence
+from trainlog_debugger.tools.groups import rank_set
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate, time_key
 from trainlog_debugger.tools.sources.env_names import CHECKED_PREFIXES, FOREIGN_PREFIXES, KNOWN
 
@@ -392,5 +393,47 @@ def stopped_in_store_setup(f: RuleInputs):
                                        "the other ranks' logs say whether they tried to connect (the client socket lines)"])]
 
 
+INIT_TAIL_LINES = 15  # a log that stops within this many lines of its last `Initializing distributed` stopped there
+
+
+def stopped_in_lightning_init(f: RuleInputs):
+    """Lightning's members announce themselves (`Initializing distributed: GLOBAL_RANK: g, MEMBER: m/N`) right
+    before init_process_group, and its rank 0 says `All distributed processes registered` once every member joined;
+    logs that end within a few lines of the announcements without it stopped while the process group was forming
+    (the same shape as stopped_in_store_setup, in the trainer's words). Fewer members announced than N: the others
+    never started or never reached this point (a launch that starts fewer processes than the world it declares, a
+    node that did not come up). `config` weakly, inconclusive, saying what would decide it."""
+    members = f.hits("job.lightning_member")
+    if not members or f.hits("job.lightning_registered") or f.hits("job.finished"):
+        return []
+    if any("Init COMPLETE" in e.text for e in f.hits("nccl.comm_init")):
+        return []
+    lines = {fs.rel: fs.lines for fs in f.scan.files}
+    last: dict[str, int] = {}
+    for e in members:
+        last[e.file] = max(last.get(e.file, 0), e.line)
+    if any(lines.get(file, 0) - line > INIT_TAIL_LINES for file, line in last.items()):
+        return []
+    world = max((f.fields_of(e, "job.lightning_member").get("world_size") or 0 for e in members), default=0)
+    joined = sorted({g for e in members if (g := f.fields_of(e, "job.lightning_member").get("global_rank")) is not None})
+    if not world or not joined:
+        return []
+    missing = world - len(joined)
+    said = (f"{len(joined)} of the {world} members announced themselves (global ranks {rank_set(joined)}): the other "
+            f"{missing} never started or never reached the process group" if missing > 0 else
+            f"all {world} members announced themselves and none was registered")
+    return [candidate("config.stopped_in_lightning_init", "config",
+                      f"the logs stop while Lightning forms the process group: {said}, and rank 0 never printed "
+                      "`All distributed processes registered`", 0.4, members[:8], f, status="hung", ranks=[],
+                      nodes=[], recommendations=[
+                          "check that the launcher starts as many processes as the trainer declares: "
+                          "Trainer(num_nodes=..., devices=...) must match srun --ntasks-per-node / --nodes (or "
+                          "torchrun --nnodes/--nproc-per-node)",
+                          "check that MASTER_ADDR:MASTER_PORT is reachable from every node (nc -zv) and that every "
+                          "node's job started (squeue, each node's log)",
+                          "the missing members' own logs (or NCCL_DEBUG=INFO, TORCH_DISTRIBUTED_DEBUG=DETAIL) say "
+                          "whether they started and where they stopped"])]
+
+
 RULES = [port_in_use, rendezvous_timeout, nccl_version_mismatch, nccl_interface, unknown_variable, default_timeout_phase,
-         stopped_in_store_setup]
+         stopped_in_store_setup, stopped_in_lightning_init]

@@ -18,6 +18,12 @@ PATTERNS = [
       "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/16",
       "Lightning distributed init: rank and world size",
       fields=r"GLOBAL_RANK: (?P<global_rank>\d+), MEMBER: \d+/(?P<world_size>\d+)", ints=("global_rank", "world_size")),
+    # Lightning's rank 0, once init_process_group returned on every member (fabric/utilities/distributed.py
+    # _init_dist_connection; 1.x: `All DDP processes registered. Starting ddp with N processes`)
+    P("job.lightning_registered", 0, None, "context",
+      r"All (?:DDP|distributed) processes registered\. Starting", ("processes registered. Starting",),
+      "All distributed processes registered. Starting with 16 processes",
+      "Lightning: every member joined the process group"),
     P("job.finished", 0, None, "context",
       r"(?:worker group successfully finished|`Trainer\.fit` stopped: `max_(?:steps|epochs)=\d+` reached|after training is done|[Tt]raining (?:completed|finished|complete)\b|\{'train_runtime': )",
       ("successfully finished", "Trainer.fit` stopped", "after training is done", "raining completed", "raining finished",
