@@ -290,4 +290,5 @@ def test_every_rule_has_a_firing_row():
         "asymmetry.outlier_lines",  # needs the rank diff: tests/rules/test_asymmetry.py
         "collective.stack_outlier",  # needs the parsed stack dumps: tests/sources/pyspy/test_report.py
         "hardware.out_of_line",  # needs parsed hardware snapshots: tests/rules/test_hardware.py
+        "hardware.nccl_tests_stopped",  # needs a parsed nccl-tests run: tests/sources/hw/test_bundles.py
         "meaning.upstream_messages", "meaning.read_by_meaning"}  # tests/rules/test_meaning.py

@@ -67,4 +67,38 @@ def out_of_line(f: RuleInputs):
     return out
 
 
-RULES = [out_of_line]
+def nccl_tests_stopped(f: RuleInputs):
+    """An nccl-tests run whose output stops after a result row below its maxBytes, with no `Avg bus bandwidth` and
+    no `Collective test concluded`: the collective at the next size never completed (it hung, or the node froze
+    under it). nccl-tests exercises nothing but NCCL, the GPUs and the path between them, so what stalled is that
+    path: within one host, the GPUs' peer-to-peer path (NVLink or PCIe P2P: `gpu_cuda`; an IOMMU or ACS setting of
+    the platform is the alternative); across hosts, the fabric (`network`). Weak: an output cut when it was pasted
+    reads the same, and the answer stays inconclusive."""
+    out: list[Candidate | None] = []
+    for r in f.hardware:
+        if r.tool != "nccl-tests" or r.get("avg_busbw") is not None or r.get("test") is not None:
+            continue
+        last, top = r.get("last_row"), r.get("max_bytes")
+        if last is None or top is None or last >= top:
+            continue
+        hosts = list(r.hosts)
+        within = len(hosts) <= 1
+        where = (f"within {hosts[0] if hosts else 'one host'}: the GPUs' peer-to-peer path (NVLink or PCIe P2P)"
+                 if within else f"across {len(hosts)} hosts: the fabric between them")
+        evs = [e for e in (r.ev("last_row"), r.ev("max_bytes"), r.ev("hosts_line")) if e is not None]
+        out.append(candidate("hardware.nccl_tests_stopped", "gpu_cuda" if within else "network",
+                             f"nccl-tests stopped after the {last:,}-byte row of a sweep to {top:,} bytes, with no "
+                             f"average and no end: the next collective never completed, {where}", 0.4, evs, f,
+                             status="hung", ranks=[], nodes=hosts[:1] if within and hosts else [],
+                             recommendations=[
+                                 ("rerun it with NCCL_P2P_DISABLE=1 (and then NCCL_P2P_LEVEL=PHB): if it completes, "
+                                  "the peer-to-peer path is at fault; check `nvidia-smi topo -m`, `nvidia-smi nvlink "
+                                  "-s` and dmesg for Xid/NVLink errors, and that the IOMMU or PCIe ACS does not block "
+                                  "P2P" if within else
+                                  "rerun it between pairs of these hosts to find the link that hangs; check ibstat "
+                                  "and the switch ports, NCCL_DEBUG=INFO for the transport it chose"),
+                                 "rerun with NCCL_DEBUG=INFO to see where it stops"]))
+    return out
+
+
+RULES = [out_of_line, nccl_tests_stopped]

@@ -117,3 +117,35 @@ def test_json_of_ask_names_the_node(tmp_path):
     got = json.loads(res.stdout)
     assert got["culprit_nodes"] == [names[1]] and got["culprit_ranks"] == list(range(8, 16))
     assert got["chain"][0]["evidence"][0]["file"] == "hw/snap-001/ibstat.txt"
+
+
+def _stopped(text: str, after: int) -> str:
+    """nccl-tests output cut after the result row of `after` bytes: the run never reached its average or its end."""
+    out = []
+    for line in text.splitlines():
+        out.append(line)
+        if line.strip().startswith(f"{after} "):
+            break
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("hosts,category", [(["gpu-a"], "gpu_cuda"), (["gpu-a", "gpu-b"], "network")])
+def test_nccl_tests_that_stop_mid_sweep_hung_on_the_path_it_tests(tmp_path, hosts, category):
+    """A sweep that stops after a row below its maxBytes, with no average and no end, hung at the next size: within one
+    host on the GPUs' peer-to-peer path, across hosts on the fabric; weakly (a cut paste reads the same). The file
+    is recognised with the command that ran it pasted as a comment above its output."""
+    from hw_samples import nccl_tests
+    cut = _stopped(nccl_tests(hosts, gpus_per_host=2), 32768)
+    (tmp_path / "combined.log").write_text("#  ./build/all_reduce_perf -b 8 -e 8G -f 8 -g 2\n" + cut)
+    d = ask(tmp_path)
+    assert (d.category, d.status.value, str(d.confidence)) == (category, "inconclusive", "low"), d.headline
+    assert "32,768-byte row" in d.headline and "8,589,934,592" in d.headline
+    assert d.chain[0].evidence[0].text.strip().startswith("32768 ")
+    assert d.culprit_nodes == (hosts if len(hosts) == 1 else [])
+
+
+def test_a_whole_nccl_tests_sweep_did_not_stop(tmp_path):
+    from hw_samples import nccl_tests
+    (tmp_path / "combined.log").write_text("#  ./build/all_reduce_perf -b 8 -e 8G -f 8 -g 2\n"
+                                            + nccl_tests(["gpu-a"], gpus_per_host=2))
+    assert "stopped" not in ask(tmp_path).headline

@@ -32,7 +32,10 @@ HW_CONTENT = (
     (GPU_TOPO, re.compile(r"^\s*(?:\x1b\[[0-9;]*m)?\s*GPU0\s+GPU1\b[^\n]*\n(?:\x1b\[[0-9;]*m)?GPU0\s+X\b", _M)),
     (NVIDIA_SMI, re.compile(r"=+NVSMI LOG=+|^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d\s*\n\s+\S[^\n]*: ", _M)),
 )
+# (nccl-tests: its own first line, or the command that ran it pasted as a comment above it, `#  ./all_reduce_perf -b 8`:
+# every test binary is named `<collective>_perf`)
 _START = re.compile(r"\s*(?:(?:\x1b\[[0-9;]*m)?\s*GPU0\s|CA '|hca_id:|# Port (?:extended )?counters:|# nThread \d|"
+                    r"#\s+\S*\b[a-z_]+_perf\s+-|"
                     r"Successfully ran diagnostic|\+-{20,}\+-{20,}\+|\|\s*Diagnostic\s+\|)")
 # the nvidia-smi banner or `-q` header anywhere in a head: prolog scripts print it at the top of workers' logs
 _NVSMI = re.compile(r"NVIDIA-SMI \d+\.\d+|=+NVSMI LOG=+|Driver Version\s*:.*CUDA Version", re.S)

@@ -33,12 +33,14 @@ _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([\d.]+)")
 _RANK = re.compile(r"^#\s*Rank\s+(\d{1,7})\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S{1,128})\s+device\s+(\d{1,3})")
 _ROW = re.compile(r"^\s*(\d{1,15})\s+(\d{1,15})\s+(\w+)\s+(.*)$")
 _TEST = re.compile(r"^#\s*Collective test concluded:\s*(\w{1,40})")
+_HEADER = re.compile(r"^# nThread \d+ nGpus \d+ minBytes (\d{1,15}) maxBytes (\d{1,15})")
 MAX_HOSTS = 4096
 
 
 def parse(file: str, text: str) -> list[Record]:
-    """One Record for the run (`avg_busbw`, `max_size_busbw`, `test`), hosts from the rank lines in order of
-    first appearance."""
+    """One Record for the run (`avg_busbw`, `max_size_busbw`, `test`; `max_bytes` from its header and `last_row`,
+    the size of its last result row, to tell where a run that never concluded stopped), hosts from the rank lines in
+    order of first appearance."""
     rec = Record(TOOL, file, "run")
     hosts: list[str] = []
     best: tuple[int, float, int, str] | None = None  # (size, busbw, line, raw)
@@ -54,12 +56,16 @@ def parse(file: str, text: str) -> list[Record]:
                 rec.values["avg_busbw"] = Value(bw, evidence(file, i, raw))
         elif m := _TEST.match(raw):
             rec.values["test"] = Value(m.group(1), evidence(file, i, raw))
+        elif m := _HEADER.match(raw):
+            rec.values["max_bytes"] = Value(to_int(m.group(2)), evidence(file, i, raw))
         elif not raw.startswith("#") and (m := _ROW.match(raw)):
             nums = m.group(4).split()
             bw = _busbw(nums)
             size = to_int(m.group(1))
             if bw is not None and size is not None and (best is None or size >= best[0]):
                 best = (size, bw, i, raw)
+            if bw is not None and size is not None:
+                rec.values["last_row"] = Value(size, evidence(file, i, raw))
     if best:
         rec.values["max_size_busbw"] = Value(best[1], evidence(file, best[2], best[3]))
         rec.values["max_size"] = Value(best[0], evidence(file, best[2], best[3]))
