@@ -216,6 +216,8 @@ def test_torch_213_gloo_and_host_memory(line, expected):
     ("I1105 12:00:00.000 123 x.cc:1] failed to connect, retrying", False),
     ("2024-01-01 12:00:00,000 INFO worker.py:88 -- retry 1 failed, trying again", False),
     ("iteration 100 | lm loss 2.31 | grad norm 0.90", False),
+    # nccl-tests' column header (before 2.13 its last column is `error`) in a worker's log
+    ("#       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  error", False),
 ])
 def test_the_last_resort_keeps_error_lines_only(line, kept):
     from matching import matched

@@ -220,11 +220,12 @@ PATTERNS = [
       # crash and names no fault: C++ backtrace frames, c10's `Exception raised from`, PyTorch's CUDA hints, the
       # elastic report's headings (without it each crashed rank kept them as error lines);
       # and lines their producer printed at INFO or DEBUG level (`NCCL INFO NET/Plugin: Could not find: ...`,
-      # `[INFO] ... failed, retrying`, glog `I1105`): a level below warning is not an error line
+      # `[INFO] ... failed, retrying`, glog `I1105`): a level below warning is not an error line; nor is nccl-tests'
+      # column header (`time   algbw   busbw  error`) in a worker's log
       verify=r"^(?!\s*[ID]\d{4} \d\d:\d\d:\d\d)(?!.*?(?:frame #\d+: |Exception raised from |"
              r"CUDA kernel errors might be asynchronously reported|"
              r"For debugging consider passing CUDA_LAUNCH_BLOCKING|Compile with .TORCH_USE_CUDA_DSA|"
-             r"To enable traceback see|Root Cause \(first observed failure\)|\bNCCL INFO\b|\[INFO\]|"
+             r"To enable traceback see|Root Cause \(first observed failure\)|\bNCCL INFO\b|\[INFO\]|algbw\s+busbw|"
              r"(?:^|[\s|])INFO(?::|\s)|\bDEBUG\b))"
              r".*?(?:(?i:\b(?:errors?|fatal|failed|failure|exception|abort(?:ed|ing)?|killed|panic|timed out|refused|"
              r"unreachable|denied|cannot|could not|unable to|out of memory|no space)\b)"
