@@ -244,6 +244,25 @@ def test_a_rule_that_named_a_category_from_wording_is_re_read_by_the_table(facts
     assert c.facts["upstream"].startswith("cuda ") and "fabricmanager" in c.recommendations[0]
 
 
+@pytest.mark.parametrize("message, category", [
+    # verl's check of a prompt against data.max_prompt_length (truncation='error'): the data, whatever the type
+    ("NotImplementedError: sequence_length=1081 is larger than max_length=1024", "data"),
+    # a NotImplementedError no table documents stays what its type says
+    ("NotImplementedError: fused kernel for dtype float64 on this device", "software"),
+])
+def test_an_exception_classified_by_its_type_alone_is_re_read_by_the_table(facts_from, message, category):
+    """Terminal errors classified by their type only (the weakest tier of tools/rules/terminal.py) yield to an
+    upstream table that documents the very message as a trigger of another category."""
+    from trainlog_debugger.tools.diagnose import candidates
+    lines = ["Traceback (most recent call last):", '  File "/app/verl/utils/torch_functional.py", line 553, in '
+             "postprocess_data", "    raise NotImplementedError(f\"{sequence_length=} is larger than {max_length=}\")",
+             message]
+    c = next(c for c in candidates(facts_from({"rank_0.log": lines})) if c.rule == "software.terminal_error")
+    assert c.facts.get("by_type") is True
+    assert c.category == category
+    assert ("category_was" in c.facts) == (category != "software")
+
+
 def test_a_collective_abort_that_names_the_network_stays_network(tmp_path):
     d = _run(tmp_path, "[rank2]:[E1105 12:00:01.123456789 ProcessGroupNCCL.cpp:1897] [PG ID 0 PG GUID 0(default_pg) "
                        "Rank 2] NCCL communicator was aborted on rank 2. Original reason for failure was: NCCL error: "

@@ -270,7 +270,8 @@ def read_by_meaning(f: RuleInputs):
 
 
 # Rules that name a category from a line's wording alone (the CUDA error string, the NCCL source file that warned,
-# an exception nobody classified): where the upstream's own table documents that very line as a trigger of another
+# an exception nobody classified; and a terminal exception classified by its type alone, facts `by_type`): where the
+# upstream's own table documents that very line as a trigger of another
 # category, the table's reading stands (cudaErrorSystemNotReady is the fabric manager, not the GPU; an NCCL WARN
 # from init.cc about two ranks on one GPU is the launch, not the network). Rules that decided by cross-rank,
 # cross-source or curated analysis are never re-read.
@@ -300,7 +301,8 @@ def refine(cands: list, f: RuleInputs) -> None:
             continue
         c.facts.setdefault("upstream", m.cite())
         c.facts.setdefault("meaning", m.meaning)
-        if c.rule in READ_BY_WORDING and m.category != c.category and m.specificity >= MIN_SPECIFIC:
+        if ((c.rule in READ_BY_WORDING or c.facts.get("by_type")) and m.category != c.category
+                and m.specificity >= MIN_SPECIFIC):
             c.facts["category_was"] = c.category
             c.finding = c.finding.model_copy(update={"category": m.category,
                                                      "summary": f"{c.summary} — {m.table}: {m.meaning}"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from trainlog_debugger.tools.sources import is_cascade
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate
-from trainlog_debugger.tools.rules.terminal import classify, handled
+from trainlog_debugger.tools.rules.terminal import by_type, classify, handled
 
 
 def classify_terminal(text: str, frames=(), exception: str | None = None) -> tuple[str, str] | None:
@@ -36,8 +36,9 @@ def exception(f: RuleInputs):
                                 rank=ev.rank, node=ev.node, kind=ev.kind), exc, ev]
                 said = deeper if deeper else (said[0], f"{said[1]}; the worker raised {ifx.get('exception')}")
         if said:  # a clearly classified terminal error is decisive
+            typed = said == by_type(fx.get("exception")) and evs[0].text == text
             return [candidate("software.terminal_error", said[0], f"{said[1]}: {evs[0].text.strip()[:160]}", 0.75,
-                              evs, f, facts={"classified_by": "terminal exception"},
+                              evs, f, facts={"classified_by": "terminal exception", **({"by_type": True} if typed else {})},
                               recommendations=["fix what the error names, then restart"])]
         return [candidate("software.exception", "software", f"{fx['exception']}: {fx.get('message', '')[:160]}", 0.45,
                           evs, f, recommendations=["fix the error in the traceback (its last frames are in the file)"])]
@@ -47,8 +48,10 @@ def exception(f: RuleInputs):
         fx = f.fields_of(e, "python.exception") or f.fields_of(e, "python.exception_named")
         said = classify_terminal(e.text, (), fx.get("exception"))
         if said:
+            typed = said == by_type(fx.get("exception"))
             return [candidate("software.terminal_error", said[0], f"{said[1]}: {e.text.strip()[:160]}", 0.6, [e], f,
-                              facts={"classified_by": "exception line without its traceback"},
+                              facts={"classified_by": "exception line without its traceback",
+                                     **({"by_type": True} if typed else {})},
                               recommendations=["fix what the error names, then restart"])]
     if evs:
         return [candidate("software.exception", "software", evs[0].text.strip()[:160], 0.35, evs[:1], f)]

@@ -151,5 +151,10 @@ def classify(text: str, frames: list[str] | tuple[str, ...] = (), exception: str
     for row in PROGRAM_ERRORS:
         if row.rx.search(text):
             return row.category, row.why
-    name = (exception or "").rsplit(".", 1)[-1]
-    return BY_TYPE.get(name)
+    return by_type(exception)
+
+
+def by_type(exception: str | None) -> tuple[str, str] | None:
+    """(category, why) from the exception's type alone: the last resort of `classify`, and the weakest (a type
+    says little of what was at fault: a NotImplementedError may be a prompt too long for the settings)."""
+    return BY_TYPE.get((exception or "").rsplit(".", 1)[-1])
