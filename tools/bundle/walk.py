@@ -182,13 +182,13 @@ def _preclassify(items: list[tuple[str, str, tuple[int, int]]], within: str) -> 
             size = os.fstat(fd).st_size
             with io.BufferedReader(_Bounded(fd, size)) as f:
                 head = f.read(HEAD_BYTES)
-        except OSError:
+            if b"\x00" in head or _magic(head) or _utf16(head):
+                continue
+            kind = sniff(rel, head)
+            why = None if kind == FR_DUMP else (_binary_reason(head) or _source_code_reason(rel, kind)
+                                                or _doc_head(head, kind))
+        except Exception:  # noqa: BLE001 - the walk reads it again, and its last line of defence says why
             continue
-        if b"\x00" in head or _magic(head) or _utf16(head):
-            continue
-        kind = sniff(rel, head)
-        why = None if kind == FR_DUMP else (_binary_reason(head) or _source_code_reason(rel, kind)
-                                            or _doc_head(head, kind))
         out[path] = (rel, size, ident, kind, why)
     return out
 
