@@ -203,3 +203,17 @@ def test_a_phrase_of_the_wrappers_own_text_is_not_an_inner_error():
     assert M.pick_best([wrapper, quoted], line) is quoted
     assert M.pick_best([wrapper, quoted]) is wrapper  # without the text: the most specific
     assert M.innermost([wrapper, quoted], line.replace("Cannot allocate memory", "Success")) == [wrapper, quoted]
+
+
+@pytest.mark.parametrize("line, category", [
+    # srun's wrappers carry their own regex (they print more than their template): their placeholder still holds
+    # Slurm's own error string, which says what was at fault
+    ("srun: error: Application launch failed: Invalid MPI plugin name", "config"),
+    ("srun: error: Task launch for StepId=4891784.0 failed on node gpu-node-17: Slurmd could not connect IO",
+     "storage_io"),
+])
+def test_a_wrapper_with_its_own_regex_yields_too(line, category):
+    hits = M.match(line)
+    assert M.pick_best(hits).category == "infrastructure"  # the launch failure, without the line's text
+    got = M.pick_best(hits, line)
+    assert (got.table, got.category) == ("slurm", category)

@@ -400,9 +400,8 @@ def _holes_rx(template: str, syntax: str) -> tuple[re.Pattern, bool, bool]:
 def _holes(m: Message, text: str) -> list[tuple[int, int]]:
     """Where in `text` the entry's placeholders sit (what the program filled in), for an entry read from its
     template; a trailing placeholder runs to the end of the line, a leading one is left out (it would take in the
-    line's prefixes). [] for an entry with its own regex, or that does not match."""
-    if m.regex:
-        return []
+    line's prefixes). [] where the template does not match the line (an entry with its own regex may print more
+    than its template says)."""
     rx, open_start, open_end = _holes_rx(m.template, m.syntax)
     got = rx.search(text)
     if got is None or not rx.groups:
