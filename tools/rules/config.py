@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from trainlog_debugger.tools.model import Evidence
-from trainlog_debugger.tools.groups import rank_set
+from trainlog_debugger.tools.ranks import ranks_str
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate, time_key
 from trainlog_debugger.tools.sources.env_names import CHECKED_PREFIXES, FOREIGN_PREFIXES, KNOWN
 
@@ -419,7 +419,7 @@ def stopped_in_lightning_init(f: RuleInputs):
     if not world or not joined:
         return []
     missing = world - len(joined)
-    said = (f"{len(joined)} of the {world} members announced themselves (global ranks {rank_set(joined)}): the other "
+    said = (f"{len(joined)} of the {world} members announced themselves (global ranks {ranks_str(joined)}): the other "
             f"{missing} never started or never reached the process group" if missing > 0 else
             f"all {world} members announced themselves and none was registered")
     return [candidate("config.stopped_in_lightning_init", "config",
