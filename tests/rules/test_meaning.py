@@ -436,3 +436,18 @@ def test_masking_what_differs_rank_to_rank_changes_no_table_reading():
     b = "[rank9]:[E1105 12:00:02.987654321 ProcessGroupNCCL.cpp:616] [Rank 9] Watchdog caught collective operation"
     assert strip_prefixes(table_key(a)) == strip_prefixes(table_key(b))
     assert table_key("node-7:12345:12390 [3] NCCL WARN x") == table_key("node-8:2345:2390 [5] NCCL WARN x")
+
+
+def test_an_error_class_is_a_lead_and_its_cause_decides(tmp_path):
+    """NCCL's `unhandled system error` names a class (a socket, /dev/shm, ibverbs or NVML call failed), not which:
+    its table entry is marked `lead`, so alone it reads inconclusive at low confidence; the WARN line that says which
+    call failed decides."""
+    tb = ("Traceback (most recent call last):\n  File \"train.py\", line 10, in <module>\n    dist.barrier()\n"
+          "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)\n")
+    assert [m.lead for m in messages.match(tb.splitlines()[-1]) if m.name == "ncclSystemError"] == [True]
+    alone = _diagnose(tmp_path, {"rank_0.log": tb})
+    assert (alone.status, str(alone.confidence)) == (Status.inconclusive, "low")
+    warn = ("node1:123:456 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<34567> failed : "
+            "Connection refused\n")
+    told = _diagnose(tmp_path, {"rank_0.log": warn + tb})
+    assert told.category == "network" and told.status == Status.crashed and str(told.confidence) != "low"

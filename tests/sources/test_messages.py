@@ -217,3 +217,14 @@ def test_a_wrapper_with_its_own_regex_yields_too(line, category):
     assert M.pick_best(hits).category == "infrastructure"  # the launch failure, without the line's text
     got = M.pick_best(hits, line)
     assert (got.table, got.category) == ("slurm", category)
+
+
+def test_lead_is_true_or_false(tmp_path):
+    bad = tmp_path / "t.yaml"
+    bad.write_text("upstream: t\nsyntax: printf\nmessages:\n  - template: unhandled thing %s happened\n    source: a.c:1\n"
+                   "    role: trigger\n    category: network\n    meaning: m\n    action: a\n"
+                   "    example: unhandled thing x happened\n    lead: maybe\n")
+    with pytest.raises(M.TableError, match="lead must be true or false"):
+        M.read_table(bad)
+    bad.write_text(bad.read_text().replace("lead: maybe", "lead: true"))
+    assert M.read_table(bad)[1][0].lead is True

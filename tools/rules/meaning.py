@@ -35,6 +35,7 @@ from trainlog_debugger.tools.sources import is_cascade, patterns
 from trainlog_debugger.tools.sources.detect import HW_KINDS
 
 TABLE_STRENGTH = 0.55
+LEAD_STRENGTH = 0.4  # an entry marked `lead` (a class of failures, not its cause): below DECISIVE, so inconclusive
 LEXICON_STRENGTH = 0.3
 CONSEQUENCE_STRENGTH = 0.2  # a reading of consequence lines only: below the collective analysis's own weak reading
 ONSET_LINES = 6     # error lines from the onset (on the outlier rank first) read for a lexicon category
@@ -162,8 +163,10 @@ def upstream_messages(f: RuleInputs):
     out = []
     for m, lines in groups.values():
         # the meaning alone: the line itself is cited right under it
-        out.append(candidate(f"table.{m.table}", m.category, f"{m.meaning} ({m.table})",
-                             TABLE_STRENGTH, lines[:3], f, status=m.status,
+        what = (f"{m.meaning} ({m.table}; a class of failures, not its cause: the line that says which is not in "
+                f"the bundle)" if m.lead else f"{m.meaning} ({m.table})")
+        out.append(candidate(f"table.{m.table}", m.category, what,
+                             LEAD_STRENGTH if m.lead else TABLE_STRENGTH, lines[:3], f, status=m.status,
                              facts={"upstream": m.cite(), "template": m.template, "meaning": m.meaning,
                                     **({"name": m.name} if m.name else {})},
                              recommendations=[m.action]))

@@ -14,7 +14,7 @@ LEXICON = HERE / "lexicon.yaml"
 ROLES = ("trigger", "cascade", "noise", "context")
 SYNTAXES = ("printf", "brace", "literal")
 FIELDS = ("template", "source", "level", "category", "role", "meaning", "action", "example", "regex", "name", "number",
-          "status")
+          "status", "lead")
 STATUSES = ("crashed", "hung", "slow", "cancelled")  # what a job whose trigger is this line did (default crashed)
 MIN_LITERAL = 8   # a template with less literal text than this (all chunks together) is too vague to name a line
 MIN_ANCHOR = 5    # and its longest literal chunk must be at least this long: the engine's anchor
@@ -69,6 +69,9 @@ class Message:
     number: str = ""
     syntax: str = "literal"
     status: str = "crashed"
+    # a class of failures whose cause the line does not say (NCCL's `unhandled system error`: a socket, /dev/shm,
+    # ibverbs or NVML call): its category is the likeliest, read as a lead (below a decisive reading), never a verdict
+    lead: bool = False
 
     @cached_property
     def id(self) -> str:
@@ -137,6 +140,8 @@ def _entry(table: str, version: str, syntax: str, raw: dict, i: int, check: bool
         raise TableError(f"{where}: role {raw['role']!r} is not one of {ROLES}")
     if raw["role"] == "trigger" and cat is None:
         raise TableError(f"{where}: a trigger needs a category")
+    if raw.get("lead") not in (None, True, False):
+        raise TableError(f"{where}: lead must be true or false")
     if raw.get("status") is not None and raw["status"] not in STATUSES:
         raise TableError(f"{where}: status {raw['status']!r} is not one of {STATUSES}")
     if check:
@@ -149,7 +154,7 @@ def _entry(table: str, version: str, syntax: str, raw: dict, i: int, check: bool
                    action=" ".join(raw["action"].split()), example=raw["example"].rstrip("\n"),
                    level=str(raw.get("level") or ""), regex=raw.get("regex") or None, name=str(raw.get("name") or ""),
                    number=str(raw.get("number") if raw.get("number") is not None else ""), syntax=syntax,
-                   status=raw.get("status") or "crashed")
+                   status=raw.get("status") or "crashed", lead=bool(raw.get("lead")))
 
 
 def _parsed(path: Path):
