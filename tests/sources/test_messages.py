@@ -150,13 +150,19 @@ def test_checker_finds_ok_moved_and_missing_citations(tmp_path, capsys):
     assert "src/ib.cc:151  NET/IB : a message no table has %d" in out and "ibv_reg_mr" not in out.split("\n")[0]
 
 
-def test_a_broken_table_is_one_clear_error(tmp_path):
+@pytest.mark.parametrize("field, error", [("category: gpu", "category 'gpu' is not a fault category"),
+                                          ("lead: maybe", "lead must be true or false")])
+def test_a_broken_table_is_one_clear_error(tmp_path, field, error):
     t = tmp_path / "bad.yaml"
-    t.write_text("upstream: bad\nmessages:\n  - template: x\n    source: a:1\n    role: trigger\n    category: gpu\n"
-                 "    meaning: m\n    action: a\n    example: x\n")
-    with pytest.raises(M.TableError, match="bad entry 0: category 'gpu' is not a fault category"):
+    entry = "  - template: x\n    source: a:1\n    role: trigger\n    category: network\n    meaning: m\n    action: a\n" \
+            "    example: x\n"
+    t.write_text("upstream: bad\nmessages:\n" + entry.replace("category: network", field) if field.startswith("cat")
+                 else "upstream: bad\nmessages:\n" + entry + f"    {field}\n")
+    with pytest.raises(M.TableError, match=f"bad entry 0: {error}"):
         M.read_table(t)
     assert checker.main(["stats", str(t)]) == 2
+    t.write_text("upstream: bad\nmessages:\n" + entry + "    lead: true\n")
+    assert M.read_table(t)[1][0].lead is True
 
 
 def test_a_regex_that_does_not_compile_is_named_by_the_check_and_never_matches_at_run_time(tmp_path):
@@ -217,14 +223,3 @@ def test_a_wrapper_with_its_own_regex_yields_too(line, category):
     assert M.pick_best(hits).category == "infrastructure"  # the launch failure, without the line's text
     got = M.pick_best(hits, line)
     assert (got.table, got.category) == ("slurm", category)
-
-
-def test_lead_is_true_or_false(tmp_path):
-    bad = tmp_path / "t.yaml"
-    bad.write_text("upstream: t\nsyntax: printf\nmessages:\n  - template: unhandled thing %s happened\n    source: a.c:1\n"
-                   "    role: trigger\n    category: network\n    meaning: m\n    action: a\n"
-                   "    example: unhandled thing x happened\n    lead: maybe\n")
-    with pytest.raises(M.TableError, match="lead must be true or false"):
-        M.read_table(bad)
-    bad.write_text(bad.read_text().replace("lead: maybe", "lead: true"))
-    assert M.read_table(bad)[1][0].lead is True
