@@ -213,6 +213,8 @@ PATTERNS = [
        "illed", "ILLED", "anic", "ANIC", "imed out", "IMED OUT", "efused", "EFUSED", "nreachable", "NREACHABLE",
        "enied", "ENIED", "annot", "ANNOT", "ould not", "OULD NOT", "nable to", "NABLE TO", "ut of memory",
        "UT OF MEMORY", "o space", "O SPACE", "FAILED_PRECONDITION: ", "RESOURCE_EXHAUSTED: ", "DEADLINE_EXCEEDED: ",
+       # the phrases in Title Case (composer's `Out Of Memory (OOM) observed`): the regex is case-blind, the anchors not
+       "imed Out", "ould Not", "nable To", "ut Of Memory", "o Space",
        "UNAVAILABLE: ", "DATA_LOSS: ", "INTERNAL: ", "INVALID_ARGUMENT: ", "UNIMPLEMENTED: ", "PERMISSION_DENIED: "),
       "[2024-05-01 10:00:00,123 E 1234 1234] (raylet) node_manager.cc:3069: 1 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 1f2e, IP: 10.0.0.5) over the last time period.",
       "an error-level line (read by meaning when nothing specific explains it)", fallback=2,
