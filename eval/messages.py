@@ -190,12 +190,30 @@ def scanlist_text() -> str:
     def found(line: str) -> bool:
         return any(s == 0 and pats[i].match(line) for s, i in eng.candidates(line.encode()))
 
-    rows, taken = [], []
+    # the entries of one message that a table splits by regex (glibc's `version `%s' not found`: GLIBC_, GLIBCXX_,
+    # anything else): one pattern keeps the lines of all of them, on the template's literal, when any of them is a
+    # line no other pattern finds (one variant's example being found said nothing of the others' lines)
+    variants: dict[tuple, list] = {}
+    for m in messages():
+        if m.role == "trigger" and not m.weak:
+            variants.setdefault((m.table, m.source, m.template), []).append(m)
+    rows, taken, done = [], [], set()
     for m in sorted(messages(), key=lambda m: (m.table, m.source, m.template)):
-        if m.role != "trigger" or m.weak or found(m.example):
+        group = variants.get((m.table, m.source, m.template), [])
+        if m.role != "trigger" or m.weak or (m.table, m.source, m.template) in done:
             continue
-        rx = m.regex or template_regex(m.template, m.syntax)
-        lits = (m.anchor,) if m.regex is None else required_literals(m.regex)
+        if len(group) > 1 and len({v.regex for v in group}) > 1:
+            if all(found(v.example) for v in group):
+                continue
+            done.add((m.table, m.source, m.template))
+            rx = "|".join(f"(?:{v.regex or template_regex(v.template, v.syntax)})" for v in group)
+            lits = (m.anchor,)
+            m = next(v for v in group if not found(v.example))
+        elif found(m.example):
+            continue
+        else:
+            rx = m.regex or template_regex(m.template, m.syntax)
+            lits = (m.anchor,) if m.regex is None else required_literals(m.regex)
         if not lits or any(re.compile(t).search(m.example) for t in taken):
             continue  # no literal to scan for, or another generated pattern already keeps this line
         trig = "|".join(re.escape(a) for a in lits)
