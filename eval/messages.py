@@ -199,16 +199,17 @@ def scanlist_text() -> str:
             variants.setdefault((m.table, m.source, m.template), []).append(m)
     rows, taken, done = [], [], set()
     for m in sorted(messages(), key=lambda m: (m.table, m.source, m.template)):
-        group = variants.get((m.table, m.source, m.template), [])
-        if m.role != "trigger" or m.weak or (m.table, m.source, m.template) in done:
+        key = (m.table, m.source, m.template)
+        if m.role != "trigger" or m.weak or key in done:
             continue
-        if len(group) > 1 and len({v.regex for v in group}) > 1:
-            if all(found(v.example) for v in group):
+        group = variants[key]
+        if len({v.regex for v in group}) > 1:
+            done.add(key)
+            lost = [v for v in group if not found(v.example)]
+            if not lost:
                 continue
-            done.add((m.table, m.source, m.template))
             rx = "|".join(f"(?:{v.regex or template_regex(v.template, v.syntax)})" for v in group)
-            lits = (m.anchor,)
-            m = next(v for v in group if not found(v.example))
+            lits, m = (m.anchor,), lost[0]
         elif found(m.example):
             continue
         else:

@@ -43,13 +43,13 @@ def pieces(template: str, syntax: str) -> list[str]:
     return t.split(_HOLE)
 
 
-def template_regex(template: str, syntax: str) -> str:
-    """A Python regex for the printed line: the literal pieces in order, anything between them. Runs of spaces in
-    the template match one or more spaces (padding widths differ between releases)."""
+def template_regex(template: str, syntax: str, hole: str = ".*?") -> str:
+    """A Python regex for the printed line: the literal pieces in order, `hole` (anything) between them. Runs of
+    spaces in the template match one or more spaces (padding widths differ between releases)."""
     parts = []
     for p in pieces(template, syntax):
         parts.append(r"\s+".join(re.escape(w) for w in re.split(r" {2,}", p)) if p else "")
-    return ".*?".join(parts)
+    return hole.join(parts)
 
 
 @dataclass(frozen=True)
@@ -398,8 +398,7 @@ INNER_SPECIFIC = 12  # literal characters an entry must pin down to count as the
 def _holes_rx(template: str, syntax: str) -> tuple[re.Pattern, bool, bool]:
     """template_regex with each placeholder a group; whether the template starts, and ends, with a placeholder."""
     ps = pieces(template, syntax)
-    parts = [r"\s+".join(re.escape(w) for w in re.split(r" {2,}", p)) if p else "" for p in ps]
-    return re.compile("(.*?)".join(parts)), ps[0] == "", ps[-1] == ""
+    return re.compile(template_regex(template, syntax, hole="(.*?)")), ps[0] == "", ps[-1] == ""
 
 
 def _holes(m: Message, text: str) -> list[tuple[int, int]]:
