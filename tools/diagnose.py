@@ -51,6 +51,8 @@ CASCADE_STEPS = (  # (pattern, what it means in the chain), in causal order
 def candidates(inputs: RuleInputs) -> list[Candidate]:
     out: list[Candidate] = []
     for rule in RULES:
+        if getattr(rule, "undecided_only", False) and _decided(out):
+            continue
         out.extend(c for c in rule(inputs) if c is not None)
     refine(out, inputs)  # the upstream tables' reading of each trigger line (tools/rules/meaning.py)
     culprits = set(inputs.nccl.culprits) if inputs.nccl else set()
@@ -59,6 +61,14 @@ def candidates(inputs: RuleInputs) -> list[Candidate]:
             c.strength = min(1.0, c.strength + CULPRIT_BOOST)
             c.facts["on_collective_culprit"] = True
     return out
+
+
+def _decided(cands: list[Candidate]) -> bool:
+    """Whether a rule (not a reading of a line's words or table entry) already decided: then a rule marked
+    `undecided_only` (the lexicon's reading, tools/rules/meaning.read_by_meaning) is not run. Why: `pick` never lets
+    a reading win over a decisive rule, so its only product would be a weak alternative; and at 10,000 ranks it read
+    every rank's cascade lines (a third of the diagnosis's time) to say "only consequences erred"."""
+    return any(c.strength >= DECISIVE and not c.rule.startswith(READINGS) for c in cands)
 
 
 def pick(cands: list[Candidate]) -> Candidate | None:

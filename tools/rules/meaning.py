@@ -331,4 +331,8 @@ def _covers(m, text: str) -> bool:
     return m.specificity >= max(16, 0.4 * len(strip_prefixes(text).strip()))
 
 
+# The lexicon reads a line only "when nothing decisive fires" (issue 25): tools.diagnose.candidates skips it once a
+# rule has decided (RULES of the families before this one run first: tools/rules/__init__.FAMILIES ends here).
+read_by_meaning.undecided_only = True  # type: ignore[attr-defined]
+
 RULES = [upstream_messages, nccl_last_error, read_by_meaning]
