@@ -332,7 +332,7 @@ def default_timeout_phase(f: RuleInputs):
     build, a checkpoint save) was where some rank's log stops (TAXONOMY edge case: `config`). A default timeout alone
     is no evidence (every job has one): this needs the phase. A decisive fault elsewhere (OOM, ECC, ENOSPC...) keeps
     it weak context; storage errors make the slow save a storage problem, left to the storage rules."""
-    first = next(((e, ms) for pid in ("pytorch.watchdog_timeout", "gloo.timeout") for e in f.by_pattern.get(pid, ())
+    first = next(((e, ms) for pid in ("pytorch.watchdog_timeout", "gloo.timeout") for e in f.each(pid)
                   if isinstance(ms := f.fields_of(e, pid).get("timeout_ms"), int) and ms in DEFAULT_TIMEOUTS), None)
     if first is None:
         return []
