@@ -170,3 +170,23 @@ def test_healthy_run_with_the_trainers_end_line_is_completed(tmp_path):
     with open_bundle(root) as b:
         d = investigate(b)
     assert d.status == Status.completed and d.category == "none" and d.chain[0].id == "job.finished", d.headline
+
+
+@pytest.mark.parametrize("after, status", [
+    ("", Status.inconclusive),  # the log stops at Megatron's marker: the final save, evaluation and exit are not shown
+    ("I1105 14:00:09.000000 2585 torch/distributed/elastic/agent/server/api.py:862] [default] worker group "
+     "successfully finished. Waiting 300 seconds for other agents to finish.\n", Status.completed),  # the exit is
+])
+def test_megatrons_after_training_marker_is_no_proof_of_a_normal_end(tmp_path, after, status):
+    """Megatron's `[after training is done]` is a phase marker printed before pretrain()'s final checkpoint and
+    evaluation: a job that then hung in its teardown leaves exactly these logs. Only an end line proves the end."""
+    root = _steps_generator()(tmp_path / "b", ranks=16, noise=0.05, spikes=True)
+    last = sorted(root.rglob("*.log"))[0]
+    with open(last, "a") as fh:
+        fh.write("[after training is done] datetime: 2024-11-05 14:00:00\n" + after)
+    with open_bundle(root) as b:
+        d = investigate(b)
+    assert d.status == status and d.category == "none", d.headline
+    if status == Status.inconclusive:
+        assert d.chain[0].id == "job.training_done" and "training finished" in d.headline
+        assert any("exit code" in m for m in d.missing) and d.verified

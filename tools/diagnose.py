@@ -421,6 +421,8 @@ def _no_failure(inputs: RuleInputs, job: JobDetails) -> Diagnosis:
     answer is `inconclusive`: it shows where each rank's log stops and names what would decide it. A false
     all-clear sends the on-call engineer back to bed while the job is dead."""
     fin = inputs.hits("job.finished")
+    if not fin and (done := inputs.hits("job.training_done")):
+        return _stops_after_training(inputs, job, done)
     if fin:
         return Diagnosis(status=Status.completed, category="none", confidence="high",
                          headline="completed: the job says it finished normally", job=job,
@@ -440,6 +442,28 @@ def _no_failure(inputs: RuleInputs, job: JobDetails) -> Diagnosis:
                               "the scheduler's view (sacct -j <job> state and exit codes)"],
                      recommendations=["check whether the job is still running or was killed; the logs shown stop "
                                       "without an error and without an end line"])
+
+
+def _stops_after_training(inputs: RuleInputs, job: JobDetails, fin: list[Evidence]) -> Diagnosis:
+    """No fault, and no end line, but a trainer's marker that its training loop is over (job.training_done: Megatron's
+    `[after training is done]`, printed before the final checkpoint, the final evaluation and the async-save
+    finalisation of pretrain()): the job got that far, and what follows is not shown. Not `completed` (TAXONOMY:
+    positive proof of a normal end): a job that hung in its teardown (destroy_process_group, a final write) or was
+    killed there leaves exactly these logs."""
+    chain = [Finding(id="job.training_done", summary="the training loop reports its end; nothing after it shows the "
+                                                     "job's own end", role=Role.context, evidence=fin[:2])]
+    chain += _where_logs_stop(inputs)
+    return Diagnosis(status=Status.inconclusive, category="none", confidence="low",
+                     headline="inconclusive: training finished, but nothing shows the job's own end after it (final "
+                              "checkpoint, evaluation, process-group teardown, exit)",
+                     job=job, coverage=inputs.scan.coverage, chain=chain, timeline=_timeline(inputs, chain),
+                     key_files=_key_files(chain), restart="",
+                     missing=["the lines after the end of training, or every rank's exit code (sacct -j <job>, the "
+                              "launcher's 'worker group successfully finished')",
+                              "if the job did not exit: a py-spy dump of every rank (a hang in destroy_process_group, "
+                              "a final checkpoint write, DataLoader workers or a logger's finish)"],
+                     recommendations=["check whether the job exited after training: if it hung or was killed after "
+                                      "this line, dump its stacks (py-spy dump --pid) and look at the teardown"])
 
 
 def _where_logs_stop(inputs: RuleInputs, cap: int = 8) -> list[Finding]:

@@ -149,6 +149,16 @@ FIRE += [
         "rank1.log": ["[rank1]: INFO:torch.distributed.distributed_c10d:Waiting in store based barrier to initialize "
                       "process group for rank: 1, key: store_based_barrier_key:1 (world_size=4, worker_count=2, "
                       "timeout=0:30:00)"]}, "config", 0.4),
+    # the trainers' own words for "calling init_process_group now" (DeepSpeed's init_distributed, Megatron's
+    # _initialize_distributed), and nothing after
+    ("config.stopped_in_store_setup", {
+        "rank0.log": ["[2024-06-11 00:23:36,254] [INFO] [comm.py:637:init_distributed] cdb=None",
+                      "[2024-06-11 00:23:36,254] [INFO] [comm.py:668:init_distributed] Initializing TorchBackend in "
+                      "DeepSpeed with backend nccl"],
+        "rank1.log": ["[2024-06-11 00:23:36,296] [INFO] [comm.py:668:init_distributed] Initializing TorchBackend in "
+                      "DeepSpeed with backend nccl"]}, "config", 0.4),
+    ("config.stopped_in_store_setup", {"train.out": ["using world size: 16, data-parallel size: 16",
+                                                     "> initializing torch distributed ..."]}, "config", 0.4),
     # Lightning's members announced themselves and the logs stop there, rank 0 never saying all registered: half the
     # world (the second node) never joined
     ("config.stopped_in_lightning_init", {
@@ -179,6 +189,14 @@ QUIET = [
         "[I socket.cpp:950] [c10d] The client socket has connected to [node-0]:23456 on [node-0]:51234."]}),
     ("config.stopped_in_store_setup", {"rank0.log": [
         "[I socket.cpp:522] [c10d] The server socket has started to listen on [::]:23456.", "epoch 0 step 1 loss 2.3"]}),
+    # DeepSpeed's `cdb=None` is logged on entry to init_distributed even when torch.distributed is already up
+    ("config.stopped_in_store_setup", {"rank0.log": [
+        "[WARNING] [comm.py:152:init_deepspeed_backend] NCCL backend in DeepSpeed not yet implemented",
+        " [INFO] [comm.py:594:init_distributed] cdb=None"]}),
+    ("config.stopped_in_store_setup", {"rank0.log": [
+        "[2024-06-11 00:23:36,254] [INFO] [comm.py:668:init_distributed] Initializing TorchBackend in DeepSpeed with "
+        "backend nccl", "[2024-06-11 00:23:41,002] [INFO] [logging.py:96:log_dist] [Rank 0] DeepSpeed info: "
+        "version=0.13.0, git-hash=unknown, git-branch=unknown"]}),
     # every member joined (rank 0 said so), or the run went on long after the announcements
     ("config.stopped_in_lightning_init", {"node0.out": [
         *(f"initializing ddp: GLOBAL_RANK: {r}, MEMBER: {r + 1}/2" for r in range(2)),

@@ -46,7 +46,7 @@ def test_near_misses(line, expected):
     ("I1105 14:00:00.000000 2585 torch/distributed/elastic/agent/server/api.py:862] [default] worker group successfully "
      "finished. Waiting 300 seconds for other agents to finish.", {"job.finished"}),
     ("`Trainer.fit` stopped: `max_steps=1000` reached.", {"job.finished"}),
-    ("[after training is done] datetime: 2024-11-05 14:00:00", {"job.finished"}),
+    ("[after training is done] datetime: 2024-11-05 14:00:00", {"job.training_done"}),
     (" successfully loaded checkpoint from /checkpoints/gpt-8b [ t 0/1, p 0/1 ] at iteration 3000", {"job.resumed"}),
     ("Restoring states from the checkpoint path at /ckpt/last.ckpt", {"job.resumed"}),
     ("training step 10 finished in 0.5s", set()),

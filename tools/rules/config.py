@@ -363,16 +363,25 @@ def default_timeout_phase(f: RuleInputs):
 # c10d's TCPStore setup as torch/csrc/distributed/c10d/socket.cpp logs it (at INFO/DEBUG: TORCH_CPP_LOG_LEVEL=INFO,
 # TORCH_DISTRIBUTED_DEBUG=DETAIL), before a connection is made: the server listening on rank 0, a client about to
 # connect or still trying; and torch 1.x's `Waiting in store based barrier to initialize process group`
-# (distributed_c10d.py). `The client socket has connected to ...` is a made connection: not in this list.
+# (distributed_c10d.py). `The client socket has connected to ...` is a made connection: not in this list. And the
+# trainers' own words for "calling init_process_group now", printed right before it with nothing in between that
+# logs: DeepSpeed's init_distributed (deepspeed/comm/comm.py v0.16.4: rank 0's `Initializing TorchBackend in
+# DeepSpeed with backend nccl` just before TorchBackend() calls init_process_group; not its `cdb=None`, which every
+# rank logs on entry even when torch.distributed is already up and it returns at once) and Megatron-LM's
+# `> initializing torch distributed ...` (megatron/training/initialize.py, _initialize_distributed).
 _STORE_SETUP = re.compile(r"\[c10d(?: - debug)?\] The server socket (?:will attempt to listen|is attempting to listen|"
                           r"has started to listen)|\[c10d(?: - debug)?\] The client socket (?:will attempt to connect|"
                           r"is attempting to connect|has timed out after .{0,40}while trying to connect)"
-                          r"|Waiting in store based barrier to initialize process group")
+                          r"|Waiting in store based barrier to initialize process group"
+                          r"|Initializing TorchBackend in DeepSpeed with backend"
+                          r"|> initializing torch distributed \.\.\.")
 
 
 def stopped_in_store_setup(f: RuleInputs):
     """Every log stops on c10d's store setup (rank 0's TCPStore listening, a client about to connect to it, the store
-    barrier waiting for the world) and nothing after: the process group was never formed, because the ranks never
+    barrier waiting for the world), or on a trainer's line that it is calling init_process_group now (DeepSpeed's
+    init_distributed, Megatron's `initializing torch distributed`), and nothing after: the process group was never
+    formed, because the ranks never
     reached rank 0's store (MASTER_ADDR/MASTER_PORT that other nodes cannot reach, a world size that counts ranks
     never started, a proxy or firewall in the way). c10d prints no error while a connect is retried, so this shape
     is the evidence, as for NCCL's own setup (network.stopped_in_nccl_setup); `config`, the launch's addresses and
@@ -380,12 +389,12 @@ def stopped_in_store_setup(f: RuleInputs):
     last = f.last_lines()
     if not last or not all(_STORE_SETUP.search(e.text) for e in last):
         return []
-    if f.hits("job.finished") or any("Init COMPLETE" in e.text for e in f.hits("nccl.comm_init")):
+    if f.hits("job.finished", "job.training_done") or any("Init COMPLETE" in e.text for e in f.hits("nccl.comm_init")):
         return []
     return [candidate("config.stopped_in_store_setup", "config",
-                      f"every log ({len(last)}) stops while c10d sets up its store (rank 0 listening, the others "
-                      "connecting) and nothing comes after: the ranks never all reached rank 0's store, so the process "
-                      "group never formed", 0.4, last[:8], f, status="hung", ranks=[], nodes=[],
+                      f"every log ({len(last)}) stops while the process group forms (init_process_group: c10d's "
+                      "store, rank 0 listening and the others connecting) and nothing comes after: the ranks never all "
+                      "reached rank 0's store, so the process group never formed", 0.4, last[:8], f, status="hung", ranks=[], nodes=[],
                       recommendations=["check that MASTER_ADDR:MASTER_PORT (rank 0's store) is reachable from every "
                                        "node (nc -zv), and that WORLD_SIZE counts only ranks that were started",
                                        "look for what sits between the ranks: a firewall or security group, a service "
@@ -404,7 +413,7 @@ def stopped_in_lightning_init(f: RuleInputs):
     never started or never reached this point (a launch that starts fewer processes than the world it declares, a
     node that did not come up). `config` weakly, inconclusive, saying what would decide it."""
     members = f.hits("job.lightning_member")
-    if not members or f.hits("job.lightning_registered") or f.hits("job.finished"):
+    if not members or f.hits("job.lightning_registered") or f.hits("job.finished", "job.training_done"):
         return []
     if any("Init COMPLETE" in e.text for e in f.hits("nccl.comm_init")):
         return []

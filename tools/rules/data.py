@@ -14,7 +14,7 @@ def nan_loss(f: RuleInputs):
     if not evs:
         return []
     loss = f.hits("numerical.nan_loss")
-    if not loss and f.hits("job.finished"):
+    if not loss and f.hits("job.finished", "job.training_done"):
         return []  # non-finite gradients in a run that then ended normally: overflows the loss scaler skipped
     m = _ITER.search(evs[0].text)
     early = m is not None and int(m.group(1)) <= 10

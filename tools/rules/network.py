@@ -237,7 +237,7 @@ def stopped_in_nccl_setup(f: RuleInputs):
     last = f.last_lines()
     if not last or not all(_NCCL_INFO.search(e.text) and not _SETUP_DONE.search(e.text) for e in last):
         return []
-    if any("Init COMPLETE" in e.text for e in f.hits("nccl.comm_init")) or f.hits("job.finished"):
+    if any("Init COMPLETE" in e.text for e in f.hits("nccl.comm_init")) or f.hits("job.finished", "job.training_done"):
         return []
     nodes = list(dict.fromkeys(n for e in last if (n := e.node or attribute_line(e.text).node)))
     return [candidate("network.stopped_in_nccl_setup", "network",
