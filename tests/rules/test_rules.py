@@ -182,6 +182,19 @@ FIRE += [
      "infrastructure", 0.8),
 ]
 
+FIRE += [
+    # the fp16 loss scaler driven below 1 (fairseq's trainer notes; apex's and DeepSpeed's step-downs read the same):
+    # the loss is exploding, the paste stops before the scaler gives up
+    ("data.loss_scale_collapse", {"train.log": [
+        "2020-03-23 11:39:44 | INFO | train_inner | epoch 003:      5 / 356 loss=9.44, gnorm=156.036, loss_scale=0",
+        "2020-03-23 11:41:18 | INFO | fairseq.trainer | NOTE: overflow detected, setting loss scale to: 0.00048828125",
+        "2020-03-23 11:48:04 | INFO | fairseq.trainer | NOTE: overflow detected, setting loss scale to: 0.000244140625"]},
+     "numerical", 0.45),
+    ("data.loss_scale_collapse", {"rank0.log": [
+        "[2024-05-02 10:11:12,345] [INFO] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1.0, "
+        "reducing to 0.5"]}, "numerical", 0.45),
+]
+
 QUIET = [
     # the store came up and a client connected, or a later line followed: the group formed
     ("config.stopped_in_store_setup", {"rank0.log": [
@@ -197,6 +210,10 @@ QUIET = [
         "[2024-06-11 00:23:36,254] [INFO] [comm.py:668:init_distributed] Initializing TorchBackend in DeepSpeed with "
         "backend nccl", "[2024-06-11 00:23:41,002] [INFO] [logging.py:96:log_dist] [Rank 0] DeepSpeed info: "
         "version=0.13.0, git-hash=unknown, git-branch=unknown"]}),
+    # overflow step-downs at ordinary scales are the scaler doing its job
+    ("data.loss_scale_collapse", {"train.log": [
+        "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0",
+        "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768"]}),
     # every member joined (rank 0 said so), or the run went on long after the announcements
     ("config.stopped_in_lightning_init", {"node0.out": [
         *(f"initializing ddp: GLOBAL_RANK: {r}, MEMBER: {r + 1}/2" for r in range(2)),

@@ -60,4 +60,47 @@ def loader_stall_in_dumps(f: RuleInputs):
                                        "the dataset)", "give data reads a timeout so a stuck read fails loudly"])]
 
 
-RULES = [nan_loss, corrupt_data, loader_stall_in_dumps]
+SCALE_DOWN = ("numerical.loss_scale_down", "deepspeed.overflow_skip")  # the scalers' step-down lines, with `scale`
+COLLAPSED_BELOW = 1.0  # a scale under 1 scales the loss DOWN: it overflows fp16 even unscaled
+
+
+def loss_scale_collapse(f: RuleInputs):
+    """The dynamic fp16 loss scaler (fairseq, apex/Megatron, DeepSpeed) halves its scale on each overflow, from 2^15
+    or more; a scale driven below 1 means the loss overflows fp16 even when scaled down: the loss is exploding, and
+    the scaler is about to give up (fairseq's `Minimum loss scale reached`, DeepSpeed's `loss scale already at
+    minimum`). A paste that stops there shows the divergence but not the end: numerical, as a lead (inconclusive),
+    unless the run then ended normally. Single overflow notes at ordinary scales are the scaler doing its job."""
+    if f.hits("job.finished"):
+        return []
+    notes = [e for e in f.hits(*SCALE_DOWN) if _scale(f, e) is not None]
+    if not notes:
+        return []
+    last = notes[-1]
+    value = _scale(f, last)
+    if value is None or value >= COLLAPSED_BELOW:
+        return []
+    return [candidate("numerical.loss_scale_collapse", "numerical",
+                      f"the fp16 loss scale fell to {value:g} after {len(notes)} overflow step-down(s): the loss "
+                      "overflows even scaled down, it is exploding (the scaler gives up at its minimum)", 0.45,
+                      [notes[0], last] if notes[0] is not last else [last], f, ranks=[],
+                      facts={"loss_scale": value, "step_downs": len(notes)},
+                      recommendations=["find where the loss and grad norm started to climb (the iterations before the "
+                                       "first overflow): lower the learning rate, clip gradients, or train in bf16",
+                                       "check the batch settings against the recipe (tokens per batch, update "
+                                       "frequency): a much larger effective batch changes the stable learning rate"])]
+
+
+def _scale(f: RuleInputs, e) -> float | None:
+    """The scale a step-down line reports, bounded (a float parse of a log's text sizes nothing, but is checked)."""
+    for pid in SCALE_DOWN:
+        raw = f.fields_of(e, pid).get("scale")
+        if raw:
+            try:
+                v = float(raw)
+            except ValueError:
+                return None
+            return v if 0 <= v < 1e40 else None
+    return None
+
+
+RULES = [nan_loss, corrupt_data, loader_stall_in_dumps, loss_scale_collapse]

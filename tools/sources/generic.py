@@ -106,9 +106,11 @@ PATTERNS = [
              r"|\b(?:nan|NaN|NAN|inf|Inf|INF) [Ll]oss\b)"),
     P("numerical.grad_nan", 2, "numerical", "root_candidate",
       # Megatron's `grad norm: nan`; the HF Trainer's logged dict `'grad_norm': nan`;
-      # ESPnet's `The grad norm is nan`
-      r"(?:grad norm(?::| is) (?:nan|inf)|'grad_norm': (?:nan|inf)|[Gg]radient overflow|non-finite (?:loss|gradients?))",
-      ("grad norm: ", "grad norm is ", "'grad_norm': ", "radient overflow", "non-finite"),
+      # ESPnet's `The grad norm is nan`. Not apex's `Gradient overflow.  Skipping step, loss scaler 0 reducing loss
+      # scale to X`: the dynamic loss scaler doing its job (every fp16 run prints a few at start), read with the other
+      # scalers' step-downs (trainers.py numerical.loss_scale_down, rules/data.loss_scale_collapse)
+      r"(?:grad norm(?::| is) (?:nan|inf)|'grad_norm': (?:nan|inf)|non-finite (?:loss|gradients?))",
+      ("grad norm: ", "grad norm is ", "'grad_norm': ", "non-finite"),
       "[2024-11-05 12:00:00] iteration      100/   10000 | consumed samples:        25600 | grad norm: nan | number of skipped iterations:   1 | number of nan iterations:   0 |",
       "gradients are NaN/Inf or overflowed"),
     # tensorboardX's check_nan (x2num.py) warns when a logged value is non-finite: a loss or gradient norm went

@@ -29,6 +29,16 @@ PATTERNS = [
       r"Monitored metric \S+ = (?:nan|inf|-inf) is not finite", "is not finite",
       "Monitored metric val_loss = nan is not finite. Previous best value was 0.412. Signaling Trainer to stop.",
       "Lightning stopped the run: a monitored metric is not finite", weight=0.8, advice=NAN_ADVICE),
+    # The dynamic fp16 loss scalers' step-down notes: fairseq (fairseq/trainer.py: `NOTE: overflow detected, ` + the
+    # scaler's `setting loss scale to: X`) and apex amp (`Gradient overflow.  Skipping step, loss scaler 0 reducing
+    # loss scale to X`; Megatron-LM's legacy fp16 path prints the same). One is the scaler doing its job (noise); the
+    # scale they reach is read by tools/rules/data.loss_scale_collapse (DeepSpeed's OVERFLOW line: deepspeed.py).
+    P("numerical.loss_scale_down", 2, "numerical", "noise",
+      r"(?:overflow detected, setting loss scale to|reducing loss scale to):? ?[0-9]",
+      ("setting loss scale to", "reducing loss scale to"),
+      "2020-03-23 11:41:18 | INFO | fairseq.trainer | NOTE: overflow detected, setting loss scale to: 0.00048828125",
+      "fp16 overflow: the loss scaler lowered its scale (handled)",
+      fields=r"(?:setting loss scale to|reducing loss scale to):? ?(?P<scale>[0-9][0-9.]*(?:[eE][-+]?\d+)?)"),
     P("jax.debug_nans", 2, "numerical", "root_candidate",
       r"FloatingPointError: invalid value \((?:nan|inf)\) encountered in", "invalid value (",
       "FloatingPointError: invalid value (nan) encountered in jit(train_step)",
