@@ -37,6 +37,9 @@ class Hit:
     node: str | None = None
     time: Stamp | None = None
     fields: dict = field(default_factory=dict)
+    # its sort key in the bundle (order_then_place(time, file, line)), set by the merge that computes it anyway
+    # (tools.scan.summary), read by the rules' time-ordered views (tools.rules.base): not pickled, not compared
+    key: tuple | None = field(default=None, compare=False, repr=False, metadata={"pickled": False})
 
     def __reduce__(self):
         """Pickled as the constructor's arguments (workers send every kept hit to the parent): a fifth cheaper to

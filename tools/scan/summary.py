@@ -145,7 +145,7 @@ class _Merge:
         first_hit, last_hit, rank_first, rank_last = self.first_hit, self.last_hit, self.rank_first, self.rank_last
         templates = self.templates
         for h in f.hits:
-            key = order_then_place(h.time, rel, h.line)
+            key = h.key = order_then_place(h.time, rel, h.line)  # kept on the hit: the rules sort by it too
             kept = (key, h, rel)
             pid, r = h.pattern, h.rank
             _widen(first_hit, last_hit, pid, key, kept)
