@@ -296,6 +296,14 @@ class RuleInputs:
         return out
 
 
+def past_setup(f: RuleInputs) -> bool:
+    """Whether the job got past forming its process group: an end line, a trainer's end-of-training marker, or an
+    NCCL communicator reported ready (`Init COMPLETE`). The rules that read "every log stops in set-up" (c10d's store,
+    Lightning's members, NCCL's bootstrap) stay quiet then. Reads the communicator lines lazily (one per rank)."""
+    return bool(f.hits("job.finished", "job.training_done")) or any("Init COMPLETE" in e.text
+                                                                    for e in f.each("nccl.comm_init"))
+
+
 def restart_without(node: str | None) -> str:
     """The restart advice for a fault on one node: named when the logs name it, said plainly when they do not."""
     return f"restart without node {node}" if node else "drain the failing node (the logs do not name it), then restart"

@@ -7,7 +7,7 @@ import re
 
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.ranks import ranks_str
-from trainlog_debugger.tools.rules.base import RuleInputs, candidate, time_key
+from trainlog_debugger.tools.rules.base import RuleInputs, candidate, past_setup, time_key
 from trainlog_debugger.tools.sources.env_names import CHECKED_PREFIXES, FOREIGN_PREFIXES, KNOWN
 
 
@@ -381,20 +381,20 @@ def stopped_in_store_setup(f: RuleInputs):
     """Every log stops on c10d's store setup (rank 0's TCPStore listening, a client about to connect to it, the store
     barrier waiting for the world), or on a trainer's line that it is calling init_process_group now (DeepSpeed's
     init_distributed, Megatron's `initializing torch distributed`), and nothing after: the process group was never
-    formed, because the ranks never
-    reached rank 0's store (MASTER_ADDR/MASTER_PORT that other nodes cannot reach, a world size that counts ranks
+    formed, because the ranks never reached rank 0's store (MASTER_ADDR/MASTER_PORT that other nodes cannot reach, a world size that counts ranks
     never started, a proxy or firewall in the way). c10d prints no error while a connect is retried, so this shape
     is the evidence, as for NCCL's own setup (network.stopped_in_nccl_setup); `config`, the launch's addresses and
     counts being the usual fault, weakly: the answer stays inconclusive and says what would decide it."""
     last = f.last_lines()
     if not last or not all(_STORE_SETUP.search(e.text) for e in last):
         return []
-    if f.hits("job.finished", "job.training_done") or any("Init COMPLETE" in e.text for e in f.hits("nccl.comm_init")):
+    if past_setup(f):
         return []
     return [candidate("config.stopped_in_store_setup", "config",
                       f"every log ({len(last)}) stops while the process group forms (init_process_group: c10d's "
                       "store, rank 0 listening and the others connecting) and nothing comes after: the ranks never all "
-                      "reached rank 0's store, so the process group never formed", 0.4, last[:8], f, status="hung", ranks=[], nodes=[],
+                      "reached rank 0's store, so the process group never formed", 0.4, last[:8], f, status="hung",
+                      ranks=[], nodes=[],
                       recommendations=["check that MASTER_ADDR:MASTER_PORT (rank 0's store) is reachable from every "
                                        "node (nc -zv), and that WORLD_SIZE counts only ranks that were started",
                                        "look for what sits between the ranks: a firewall or security group, a service "
@@ -413,9 +413,7 @@ def stopped_in_lightning_init(f: RuleInputs):
     never started or never reached this point (a launch that starts fewer processes than the world it declares, a
     node that did not come up). `config` weakly, inconclusive, saying what would decide it."""
     members = f.hits("job.lightning_member")
-    if not members or f.hits("job.lightning_registered") or f.hits("job.finished", "job.training_done"):
-        return []
-    if any("Init COMPLETE" in e.text for e in f.hits("nccl.comm_init")):
+    if not members or f.hits("job.lightning_registered") or past_setup(f):
         return []
     lines = {fs.rel: fs.lines for fs in f.scan.files}
     last: dict[str, int] = {}

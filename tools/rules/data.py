@@ -72,18 +72,16 @@ def loss_scale_collapse(f: RuleInputs):
     unless the run then ended normally. Single overflow notes at ordinary scales are the scaler doing its job."""
     if f.hits("job.finished"):
         return []
-    notes = [e for e in f.hits(*SCALE_DOWN) if _scale(f, e) is not None]
-    if not notes:
+    notes = [(e, v) for e in f.hits(*SCALE_DOWN) if (v := _scale(f, e)) is not None]
+    if not notes or notes[-1][1] >= COLLAPSED_BELOW:
         return []
-    last = notes[-1]
-    value = _scale(f, last)
-    if value is None or value >= COLLAPSED_BELOW:
-        return []
+    (first, _), (last, value) = notes[0], notes[-1]
+    steps = f.count(*SCALE_DOWN)  # every step-down line, not only the kept ones (repeats are counted, not kept)
     return [candidate("numerical.loss_scale_collapse", "numerical",
-                      f"the fp16 loss scale fell to {value:g} after {len(notes)} overflow step-down(s): the loss "
-                      "overflows even scaled down, it is exploding (the scaler gives up at its minimum)", 0.45,
-                      [notes[0], last] if notes[0] is not last else [last], f, ranks=[],
-                      facts={"loss_scale": value, "step_downs": len(notes)},
+                      f"the fp16 loss scale fell to {value:g} after {steps} overflow step-down(s): the loss overflows "
+                      "even scaled down, it is exploding (the scaler stops the run at its minimum)", 0.45,
+                      [first, last] if first is not last else [last], f, ranks=[],
+                      facts={"loss_scale": value, "step_downs": steps},
                       recommendations=["find where the loss and grad norm started to climb (the iterations before the "
                                        "first overflow): lower the learning rate, clip gradients, or train in bf16",
                                        "check the batch settings against the recipe (tokens per batch, update "

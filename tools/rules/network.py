@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from trainlog_debugger.tools.lines.attribution import attribute_line
-from trainlog_debugger.tools.rules.base import RuleInputs, candidate, restart_without
+from trainlog_debugger.tools.rules.base import RuleInputs, candidate, past_setup, restart_without
 from trainlog_debugger.tools.ranks import ranks_str
 
 
@@ -237,7 +237,7 @@ def stopped_in_nccl_setup(f: RuleInputs):
     last = f.last_lines()
     if not last or not all(_NCCL_INFO.search(e.text) and not _SETUP_DONE.search(e.text) for e in last):
         return []
-    if any("Init COMPLETE" in e.text for e in f.hits("nccl.comm_init")) or f.hits("job.finished", "job.training_done"):
+    if past_setup(f):
         return []
     nodes = list(dict.fromkeys(n for e in last if (n := e.node or attribute_line(e.text).node)))
     return [candidate("network.stopped_in_nccl_setup", "network",
