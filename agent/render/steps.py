@@ -1,5 +1,5 @@
-"""`debugger steps` → rich terminal: what was read, stragglers, regressions, the compute/communication split; every
-claim with its `file:line`, every cut said."""
+"""`debugger steps` → rich terminal: what was read, stragglers, regressions, the loss curve, the
+compute/communication split; every claim with its `file:line`, every cut said."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ def render_steps(rep: StepReport, console: Console) -> None:
         console.print(f"groups: {rep.groups}", highlight=False)
     _outliers(rep, console)
     _regressions(rep, console)
+    _divergence(rep, console)
     b = rep.bound
     line = Text.assemble(("bound: ", "bold"), f"{b.kind}-bound" if b.kind != "unknown" else "unknown", f" ({b.reason})")
     console.print(line)
@@ -81,6 +82,18 @@ def _outliers(rep: StepReport, console: Console) -> None:
         console.print("stragglers: none (no rank's median is > 3.5 robust z and ≥ 10 % slower than its group)")
     elif len(rep.outliers) > MAX_FINDINGS:
         console.print(f"  showing {MAX_FINDINGS} of {len(rep.outliers)} stragglers on lines of their own", style="dim")
+
+
+def _divergence(rep: StepReport, console: Console) -> None:
+    """The loss curve (tools/steps/divergence.py): said when it diverged, and that it was read when it did not."""
+    dv = rep.divergence
+    if dv is None:
+        if any(s.metric == "loss" for s in rep.training):
+            console.print("loss: no divergence (no lasting rise, collapse to 0 or non-finite value)")
+        return
+    console.print(Text.assemble(("loss diverged ", "bold red"), dv.summary()))
+    for label, ev in zip(("onset", "before", "last"), dv.evidence):
+        proof(console, f"  {label}: {cite(ev)}  ", ev.text)
 
 
 def _regressions(rep: StepReport, console: Console) -> None:

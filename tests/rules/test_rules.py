@@ -321,6 +321,7 @@ def test_every_rule_has_a_firing_row():
         "scheduler.death_signal",
         "config.rendezvous_timeout", "config.nccl_version_mismatch", "data.corrupt_data", "infra.bus_error",
         "software.native_crash", "perf.slowdown",
+        "data.loss_divergence",  # reads the step stage's loss curve: tests/steps/test_divergence.py
         "network.stopped_in_nccl_setup",  # where every log stops: tests/rules/test_network.py
         "asymmetry.outlier_lines",  # needs the rank diff: tests/rules/test_asymmetry.py
         "collective.stack_outlier",  # needs the parsed stack dumps: tests/sources/pyspy/test_report.py

@@ -1,4 +1,4 @@
-"""Numerics and data: NaN/Inf losses, corrupt or unreadable samples, exhausted iterators."""
+"""Numerics and data: NaN/Inf losses, a loss curve that diverged, corrupt or unreadable samples, exhausted iterators."""
 
 from __future__ import annotations
 
@@ -101,4 +101,27 @@ def _scale(f: RuleInputs, e) -> float | None:
     return None
 
 
-RULES = [nan_loss, corrupt_data, loader_stall_in_dumps, loss_scale_collapse]
+def loss_divergence(f: RuleInputs):
+    """The loss curve the step lines print diverged before the log ends (tools/steps/divergence.py: a level shift
+    up that never came back, a collapse to exactly 0, a non-finite value). Read only when nothing else found a
+    fault (the steps stage runs then): a run that diverged often prints no error, and is stopped by a person or by
+    its loss scaler much later. A lead, not a proof: the log does not say why the run stopped."""
+    rep = f.steps
+    dv = rep.divergence if rep is not None else None
+    if dv is None or not dv.evidence:
+        return []
+    rise = dv.kind == "rise"
+    return [candidate("numerical.loss_divergence", "numerical", dv.summary(), 0.45, dv.evidence, f,
+                      status="inconclusive", facts={"kind": dv.kind, "iteration": dv.iteration, "before": dv.before,
+                                                    "after": dv.after, "grad_norm_before": dv.grad_norm_before,
+                                                    "grad_norm_after": dv.grad_norm_after},
+                      recommendations=[
+                          f"restart from the last checkpoint before iteration {dv.iteration}" + (
+                              " and skip the batches around the spike (Megatron/DeepSpeed: data skip), or lower the "
+                              "learning rate" if rise else ", in bf16 or with a lower learning rate"),
+                          "look at the grad norm and loss scale in the iterations before the onset: a grad norm that "
+                          "climbs first points at the learning rate or an unstable layer, a single bad batch at the "
+                          "data"])]
+
+
+RULES = [nan_loss, corrupt_data, loader_stall_in_dumps, loss_scale_collapse, loss_divergence]

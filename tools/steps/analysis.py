@@ -12,7 +12,9 @@ from collections.abc import Sequence
 
 from trainlog_debugger.tools.steps.evidence import point_refs, resolve_evidence
 from trainlog_debugger.tools.steps.parse import FileOut
-from trainlog_debugger.tools.steps.report import MAX_FINDINGS, METRICS, PRIMARY, Outlier, Regression, StepReport, StepSeries
+from trainlog_debugger.tools.steps.divergence import find_divergence
+from trainlog_debugger.tools.steps.report import (MAX_FINDINGS, METRICS, PRIMARY, TRAINING, Outlier, Regression, StepReport,
+                                                   StepSeries)
 from trainlog_debugger.tools.steps.stats import MIN_RUN, change_points, robust_outliers, slowdown
 from trainlog_debugger.tools.steps.timers import timer_bound
 
@@ -34,7 +36,8 @@ class Analysis:
             if f.error:
                 rep.notes.append(f"{f.rel}: {f.error} (read stopped after {f.bytes:,} bytes)")
             rep.notes.extend(f"{f.rel}: {n}" for n in f.notes)
-            rep.series.extend(f.series)
+            for s in f.series:
+                (rep.training if s.metric in TRAINING else rep.series).append(s)
         rep.series.sort(key=lambda s: (PRIMARY.index(s.metric), -1 if s.rank is None else s.rank, s.file_idx))
         for s in rep.series:
             rep.formats[s.metric] = rep.formats.get(s.metric, 0) + len(s.ms)
@@ -64,6 +67,7 @@ class Analysis:
                              "straggler can be named; `--timing-log-option all` logs per-rank timers")
         if len(rep.outliers) > MAX_FINDINGS:
             rep.notes.append(f"showing {MAX_FINDINGS} of {len(rep.outliers)} straggler ranks as findings")
+        rep.divergence = find_divergence(rep.training)
         resolve_evidence(self.bundle, rep)
 
     # -- layout ----------------------------------------------------------------------------------------------------

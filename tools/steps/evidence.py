@@ -34,7 +34,8 @@ def point_refs(s: StepSeries, i: int, rank: int | None, names: bool = False) -> 
 def resolve_evidence(bundle, rep: StepReport) -> None:
     """Fill `evidence` of the cited stragglers, every regression and the bound from their refs (one Evidence per
     distinct line and rank); a regression's time is the one its first slow line states."""
-    objs = list(rep.outliers[:MAX_FINDINGS]) + rep.regressions + [rep.bound]
+    objs = list(rep.outliers[:MAX_FINDINGS]) + rep.regressions + [rep.bound] + (
+        [rep.divergence] if rep.divergence is not None else [])
     want: dict[int, set] = {}
     for o in objs:
         for ref in o.refs:

@@ -15,6 +15,8 @@ Formats read, real shapes (FORMATS.md §7.2, §7.3); prefixes (`[rank3]:`, srun 
     Lightning / NeMo 1 progress bar (tqdm, `\\r`-separated updates)
     Epoch 0: 100%|██| 10/10 [00:05<00:00, 1.9it/s, v_num=0, reduced_train_loss=9.47, global_step=9.000, train_step_timing in s=0.512]
     generic: `step 120 | loss 2.31 | time 0.523s`, `[step 40/1000] loss=2.1 1.93 s/it`, `step: 10 ... tps: 6,234 tflops: 120.3 mfu: 38.6%`
+    training loss and grad norm: Megatron's `| lm loss: 7.267764E+00 | ... | grad norm: 3273877.676 |`, the HF
+    Trainer's `{'loss': 2.3164, 'grad_norm': 1.52, ...}`, NeMo's `reduced_train_loss=9.47`
 
 Why each pattern begins with a literal (`iteration `, ` across ranks (ms):`, `train_step_timing in s`, `tep`): sre's
 literal-prefix scan then does the walking at GB/s and Python runs per MATCH only (tools/steps/parse.py).
@@ -44,6 +46,16 @@ GENERIC_THROUGHPUT = [
                                 rb" ?[:=]? ?(\d[\d,]*(?:\.\d+)?)|(\d[\d,]*(?:\.\d+)?) ?tok(?:en)?s?/s(?:ec)?\b")),
     ("tflops", re.compile(rb"(?i)\btflop(?:s|/s)(?:/gpu)? ?[:=]? ?(\d[\d,]*(?:\.\d+)?)")),
     ("mfu", re.compile(rb"(?i)\bmfu(?:\(%\))? ?[:=]? ?(\d+(?:\.\d+)?)"))]
+# Training metrics (the loss and the gradient norm), read beside the step times: whether the math diverged before
+# the log ends (tools/steps/divergence.py). A number as the trainers print it (`7.267764E+00`, `0.0`), or non-finite.
+_NUM = rb"([-+]?(?:\d{1,12}(?:\.\d{0,16})?|\.\d{1,16})(?:[eE][-+]?\d{1,3})?|[-+]?(?:nan|inf)\b)"
+# Megatron-LM's training_log (`iteration N/ M | ... | lm loss: 7.267764E+00 | loss scale: 65536.0 | grad norm:
+# 3273877.676 | ...`): read by bytes.find inside the iteration-line loop (tools/steps/parse.py: _megatron).
+# The HF Trainer's logged dict (Trainer.log on the main process): `{'loss': 2.3164, 'grad_norm': 1.52, 'learning_rate':
+# 1e-05, 'epoch': 0.01}`; no step in it: points are numbered in file order.
+HF_LOSS = re.compile(rb"\{'loss': " + _NUM + rb"(?:, 'grad_norm': " + _NUM + rb")?")
+# NeMo / Lightning progress lines: `reduced_train_loss=9.47` (bar) or `reduced_train_loss: 9.47` (NeMo 2 printer).
+NEMO_LOSS = re.compile(rb"reduced_train_loss(?:=|: ?)" + _NUM)
 STAMP = re.compile(rb"(\d{4}-\d\d-\d\d)[ T](\d\d):(\d\d):(\d\d(?:[.,]\d+)?)")
 RANK_LABEL = re.compile(rb"\[rank(\d{1,6})\]")  # at most 6 digits: below tools.ranks.MAX_RANKS
 SRUN_LABEL = re.compile(rb" {0,6}(\d{1,7}): (?!\[[A-Za-z_]\w*?\d+\]:)")

@@ -28,9 +28,11 @@ from trainlog_debugger.tools.steps.formats import (
     GENERIC_THROUGHPUT,
     GENERIC_TIME,
     GLOBAL_STEP,
+    HF_LOSS,
     ITERATION_IN,
     MEGATRON_LINE,
     NAN,
+    NEMO_LOSS,
     PIPELINE,
     RANK_LABEL,
     SRUN_LABEL,
@@ -158,6 +160,8 @@ class FileSteps:
             self._timer_blocks(buf, base)
         if b"train_step_timing in s" in buf:
             self._train_step(buf, base, fixed, per_line)
+        if b"{'loss': " in buf or b"reduced_train_loss" in buf:
+            self._losses(buf, base, fixed, per_line)
         self._generic(buf, base, fixed, per_line)      # its literal 'tep' scans as fast as a gate would
 
     def _rank_mode(self, buf: bytes) -> tuple[int | None, bool]:
@@ -219,32 +223,65 @@ class FileSteps:
         offsets are the match's own (the line start is found again only for cited points)."""
         when = self._meg_time
         m = None
+        find = buf.find
         if per_line:
             rfind = buf.rfind
             for m in MEGATRON_LINE.finditer(buf):
                 s = m.start()
                 it_b, ms_b = m.groups()
-                self._add(self._rank_at(buf, rfind(b"\n", 0, s) + 1, s), "iteration_ms", "megatron", int(it_b),
-                          float(ms_b), when(buf, s), base + s)
+                rank, it, t = self._rank_at(buf, rfind(b"\n", 0, s) + 1, s), int(it_b), when(buf, s)
+                self._add(rank, "iteration_ms", "megatron", it, float(ms_b), t, base + s)
+                e = m.end()
+                j = find(b" loss: ", e, find(b"\n", e) % (len(buf) + 1))
+                if j >= 0:
+                    for metric, v in _meg_training(buf, j):
+                        self._add(rank, metric, "megatron", it, v, t, base + s)
         else:
             key = (fixed, "iteration_ms", "megatron")
             b = self.series.get(key) or self.series.setdefault(key, _Build())
             its, vals, times, offs = b.its.append, b.vals.append, b.times.append, b.offs.append
             minute = self.minutes.get
+            lb = self.series.get((fixed, "loss", "megatron")) or _Build()
+            gb = self.series.get((fixed, "grad_norm", "megatron")) or _Build()
+            # (the key, its length, the series it fills): the loss, then the grad norm after it on the same line
+            probes = tuple((k, len(k), (bb.its.append, bb.vals.append, bb.times.append, bb.offs.append))
+                           for k, bb in ((b" loss: ", lb), (b"| grad norm: ", gb)))
+            n = len(buf) + 1
             for m in MEGATRON_LINE.finditer(buf):
                 s = m.start()
                 it_b, ms_b = m.groups()
-                its(int(it_b))
+                it = int(it_b)
+                its(it)
                 vals(float(ms_b))
                 offs(base + s)
                 # ' [YYYY-MM-DD HH:MM:SS.ffffff] iteration': the usual stamp read in place (else _meg_time)
-                t = minute(buf[s - 28:s - 12]) if s >= 29 and buf[s - 29] == 91 and buf[s - 2] == 93 else None
-                times(when(buf, s) if t is None else t + float(buf[s - 11:s - 2]))
-            if len(b.its) > MAX_POINTS:
-                extra = len(b.its) - MAX_POINTS
-                for arr in (b.its, b.vals, b.times, b.offs):
-                    del arr[MAX_POINTS:]
-                b.dropped += extra
+                st = minute(buf[s - 28:s - 12]) if s >= 29 and buf[s - 29] == 91 and buf[s - 2] == 93 else None
+                t = when(buf, s) if st is None else st + float(buf[s - 11:s - 2])
+                times(t)
+                # the loss and grad norm on the same line (`| lm loss: 3.1106E+00 | ... | grad norm: 0.478 |`): C-speed
+                # finds per line, a value parsed only where they are; float() reads `7.267764E+00`, `nan`, `inf` up to
+                # the next space (` | `)
+                j, eol = m.end(), find(b"\n", m.end()) % n
+                for key_b, width, (a_it, a_v, a_t, a_o) in probes:
+                    j = find(key_b, j, eol)
+                    if j < 0:
+                        break
+                    try:
+                        v = float(buf[j + width:find(b" ", j + width, eol) % n])
+                    except ValueError:
+                        break
+                    a_it(it)
+                    a_v(v)
+                    a_t(t)
+                    a_o(base + s)
+            for k, bb in (((fixed, "loss", "megatron"), lb), ((fixed, "grad_norm", "megatron"), gb), (key, b)):
+                if bb.its:
+                    self.series[k] = bb
+                if len(bb.its) > MAX_POINTS:
+                    extra = len(bb.its) - MAX_POINTS
+                    for arr in (bb.its, bb.vals, bb.times, bb.offs):
+                        del arr[MAX_POINTS:]
+                    bb.dropped += extra
         if m is not None:
             self.last_meg = (base + m.start(), int(m.group(1)), when(buf, m.start()))
 
@@ -327,6 +364,33 @@ class FileSteps:
             self._add(rank, "train_step_ms", "train_step_timing", it, float(m.group(1)) * 1000.0,
                       epoch(st) if st else NAN, base + ls)
 
+    def _losses(self, buf: bytes, base: int, fixed, per_line: bool) -> None:
+        """The training loss (and the grad norm where the line states it) as series `loss` / `grad_norm`: the HF
+        Trainer's logged dicts (numbered in file order), NeMo/Lightning progress lines. Megatron's iteration lines
+        are read in _megatron's own loop (_meg_training)."""
+        rfind, find = buf.rfind, buf.find
+        for rx, fmt in ((HF_LOSS, "hf_trainer"), (NEMO_LOSS, "train_step_timing")):
+            for m in rx.finditer(buf):
+                s = m.start()
+                ls = rfind(b"\n", 0, s) + 1
+                rank = self._rank_at(buf, ls, s) if per_line else fixed
+                if fmt == "hf_trainer":
+                    it = -1
+                else:  # the progress line's own step, as _train_step reads it
+                    seg = max(ls, rfind(b"\r", ls, s) + 1)
+                    e = find(b"\n", s)
+                    e = len(buf) if e < 0 else e
+                    g = GLOBAL_STEP.search(buf, seg, e) or ITERATION_IN.search(buf, seg, s)
+                    it = int(next(x for x in g.groups() if x)) if g else -1
+                if it < 0:
+                    b = self.series.get((rank, "loss", fmt))
+                    it = len(b.its) + 1 if b else 1
+                st = STAMP.search(buf, ls, min(s, ls + 120))
+                t = epoch(st) if st else NAN
+                self._add(rank, "loss", fmt, it, _num(m.group(1)), t, base + ls)
+                if fmt == "hf_trainer" and m.group(2) is not None:
+                    self._add(rank, "grad_norm", fmt, it, _num(m.group(2)), t, base + ls)
+
     def _generic(self, buf: bytes, base: int, fixed, per_line: bool) -> None:
         rfind, find = buf.rfind, buf.find
         for m in GENERIC_STEP.finditer(buf):
@@ -388,6 +452,32 @@ class FileSteps:
             out.notes.append(f"{self.assumed_unit:,} step line(s) state no time unit: read as seconds below 100, "
                              f"else ms")
         return out
+
+
+def _meg_training(buf: bytes, j: int) -> list[tuple[str, float]]:
+    """The loss at `j` (the ` loss: ` of a Megatron iteration line: the first `<name> loss:` key; `loss scale:` is
+    not one) and the line's `| grad norm: ` after it, as _megatron's own loop reads them (the value up to the next
+    space, through float())."""
+    out: list[tuple[str, float]] = []
+    n = len(buf) + 1
+    eol = buf.find(b"\n", j) % n
+    for name, key in (("loss", b" loss: "), ("grad_norm", b"| grad norm: ")):
+        j = buf.find(key, j, eol)
+        if j < 0:
+            break
+        try:
+            out.append((name, float(buf[j + len(key):buf.find(b" ", j + len(key), eol) % n])))
+        except ValueError:
+            break
+    return out
+
+
+def _num(b: bytes) -> float:
+    """A logged value as a float: `nan`/`inf` stay non-finite (they are the finding), anything unreadable is NaN."""
+    try:
+        return float(b)
+    except ValueError:
+        return NAN
 
 
 _FACTS_FOUND = [False]          # per process; reset by scan_steps before the workers fork

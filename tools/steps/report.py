@@ -34,6 +34,9 @@ METRICS: dict[str, tuple[str, str, bool]] = {
     "mfu": ("MFU", "%", False),
 }
 PRIMARY = list(METRICS)         # which metric speaks first when several exist
+#: the training metrics read beside the step times: not speeds, so no straggler or slowdown is sought in them; the
+#: loss curve is read for divergence (tools/steps/divergence.py)
+TRAINING: dict[str, str] = {"loss": "training loss", "grad_norm": "grad norm"}
 
 
 @dataclass
@@ -96,6 +99,43 @@ class Regression:
 
 
 @dataclass
+class Divergence:
+    """The loss curve diverged before the log ends (tools/steps/divergence.py says what counts): `kind` is
+    'rise', 'collapse' or 'non-finite'; `before` is the loss level before the onset `iteration`, `after` the level
+    from it to the end (the first non-finite value for 'non-finite')."""
+
+    kind: str
+    rank: int | None
+    iteration: int
+    before: float
+    after: float
+    last_iteration: int
+    points_before: int
+    points_after: int
+    fmt: str
+    grad_norm_before: float | None = None
+    grad_norm_after: float | None = None
+    evidence: list[Evidence] = field(default_factory=list)
+    refs: list = field(default_factory=list, repr=False)
+
+    def summary(self) -> str:
+        if self.kind == "non-finite":
+            what = (f"the training loss became {fmt_num(self.after)} at iteration {self.iteration} (it was "
+                    f"{fmt_num(self.before)} before)")
+        elif self.kind == "collapse":
+            what = (f"the training loss fell to exactly 0 from iteration {self.iteration} to the end of the log "
+                    f"({self.points_after} logged points; {fmt_num(self.before)} before): the math broke, it did "
+                    f"not converge")
+        else:
+            what = (f"the training loss rose from {fmt_num(self.before)} to {fmt_num(self.after)} "
+                    f"({self.after / self.before:.1f}x) at iteration {self.iteration} and stayed up to the end of the "
+                    f"log ({self.points_after} logged points)")
+        if self.grad_norm_before is not None and self.grad_norm_after is not None:
+            what += f"; grad norm {fmt_num(self.grad_norm_before)} -> {fmt_num(self.grad_norm_after)}"
+        return what
+
+
+@dataclass
 class Bound:
     kind: str                   # 'compute' | 'communication' | 'data' | 'unknown'
     reason: str
@@ -125,6 +165,8 @@ class StepReport:
     seconds: float = 0.0
     formats: dict[str, int] = field(default_factory=dict)   # metric → points read
     notes: list[str] = field(default_factory=list)
+    training: list[StepSeries] = field(default_factory=list)  # the TRAINING metrics' series (not in `series`)
+    divergence: Divergence | None = None
 
     def findings(self) -> list[Finding]:
         """Every claim as a cited tools.model.Finding: stragglers, regressions, the compute/comm split."""
@@ -159,6 +201,11 @@ class StepReport:
                        "recovered_at": r.recovered_at, "also": r.also, "points_before": r.points_before,
                        "points_after": r.points_after},
                 evidence=r.evidence))
+        dv = self.divergence
+        if dv is not None and dv.evidence:
+            out.append(Finding(
+                id="steps.divergence", role=Role.root_candidate, ranks=[dv.rank] if dv.rank is not None else [],
+                summary=dv.summary(), facts=_asdict(dv, {"refs", "evidence"}), evidence=dv.evidence))
         b = self.bound
         if b.evidence:
             out.append(Finding(
@@ -192,6 +239,9 @@ class StepReport:
              "regression": _regression_json(self.regression, drop) if self.regression else None,
              "regressions": [_regression_json(r, drop) for r in self.regressions],
              "bound": _asdict(self.bound, drop), "notes": self.notes,
+             "training_points": {m: sum(len(s.ms) for s in self.training if s.metric == m) for m in TRAINING
+                                 if any(s.metric == m for s in self.training)},
+             "divergence": _asdict(self.divergence, drop) if self.divergence else None,
              "findings": to_jsonable(self.findings())}
         if per_rank():
             d["series"] = [{"rank": s.rank, "node": s.node, "metric": s.metric, "fmt": s.fmt, "source": s.source,

@@ -4,7 +4,8 @@ Why only then: a job that got slow and was killed by its time limit, or still ru
 times are what tell `slow` from `completed` or `inconclusive`. A bundle with a fault is answered by the fault, and
 does not pay for the read. The scan's own pass has already read the step times of every file without a fatal line
 (ctx.read_in_scan: all of them, in such a bundle); the rest are read here. The answer is drawn again only when the
-steps show an outlier rank or a regression (tools/rules/perf.py reads them).
+steps show an outlier rank or a regression (tools/rules/perf.py reads them), or a loss curve that diverged before
+the log ends (tools/steps/divergence.py; tools/rules/data.py reads it).
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ def step_times(ctx: Context) -> tuple[object, list[str]]:
     return scan_steps(ctx.bundle, workers=ctx.workers, done=ctx.read_in_scan), []
 
 
-def shows_slowness(rep: StepReport) -> bool:
-    return bool(rep.outliers or rep.regressions)
+def shows_something(rep: StepReport) -> bool:
+    """An outlier rank or a regression (slow), or a loss curve that diverged (tools/rules/data.py reads it)."""
+    return bool(rep.outliers or rep.regressions or rep.divergence)
 
 
-STAGE = Stage("steps", when=no_fault, run=step_times, redraws=shows_slowness)
+STAGE = Stage("steps", when=no_fault, run=step_times, redraws=shows_something)
