@@ -172,6 +172,33 @@ def test_healthy_run_with_the_trainers_end_line_is_completed(tmp_path):
     assert d.status == Status.completed and d.category == "none" and d.chain[0].id == "job.finished", d.headline
 
 
+@pytest.mark.parametrize("lines, status", [
+    # one rank above 0 says its loop is over, then waits in a final barrier: the job's end is not shown
+    (["2022-05-30 15:54:31 INFO     trainer Training completed for rank 6. Do not forget to share your model on "
+      "huggingface.co/models =)", "2022-05-30 15:54:58 INFO     trainer Before barrier for rank 6"], Status.inconclusive),
+    (["[rank3]: Training completed. Do not forget to share your model on huggingface.co/models =)"], Status.inconclusive),
+    # the main process's end line (the HF Trainer logs on rank 0), unlabelled or labelled: the trainer's end of fit
+    (["Training completed. Do not forget to share your model on huggingface.co/models =)"], Status.completed),
+    (["[rank0]: Training completed. Do not forget to share your model on huggingface.co/models =)"], Status.completed),
+    # a rank's end and the launcher's: every local worker exited 0
+    (["[rank3]: Training completed. Do not forget to share your model on huggingface.co/models =)",
+      "I1105 14:00:09.000000 2585 torch/distributed/elastic/agent/server/api.py:862] [default] worker group "
+      "successfully finished. Waiting 300 seconds for other agents to finish."], Status.completed),
+])
+def test_an_end_line_of_a_rank_above_0_alone_is_no_proof_of_the_jobs_end(tmp_path, lines, status):
+    """The trainers print their end-of-training line from the main process; a rank above 0 that says it finished
+    (and then waits at a barrier while the others still train) proves its own loop's end, not the job's."""
+    root = tmp_path / "b"
+    root.mkdir()
+    (root / "train.log").write_text("\n".join(lines) + "\n")
+    with open_bundle(root) as b:
+        d = investigate(b)
+    assert d.status == status and d.category == "none", d.headline
+    if status == Status.inconclusive:
+        assert d.chain[0].id == "job.finished" and "reports the end of training" in d.chain[0].summary
+        assert "rank 0" in d.chain[0].summary and d.verified
+
+
 @pytest.mark.parametrize("after, status", [
     ("", Status.inconclusive),  # the log stops at Megatron's marker: the final save, evaluation and exit are not shown
     ("I1105 14:00:09.000000 2585 torch/distributed/elastic/agent/server/api.py:862] [default] worker group "

@@ -28,7 +28,7 @@ from trainlog_debugger.tools.lines.timestamps import order_key
 from trainlog_debugger.tools.lines.isotime import human_time
 from trainlog_debugger.tools.rules.base import by_time, restart_without
 from trainlog_debugger.tools.rules.meaning import refine
-from trainlog_debugger.tools.lines.attribution import strip_prefixes
+from trainlog_debugger.tools.lines.attribution import named_in_text, strip_prefixes
 from trainlog_debugger.tools.rankdiff.mask import template_of
 
 DECISIVE = 0.5
@@ -423,6 +423,8 @@ def _no_failure(inputs: RuleInputs, job: JobDetails) -> Diagnosis:
     fin = inputs.hits("job.finished")
     if not fin and (done := inputs.hits("job.training_done")):
         return _stops_after_training(inputs, job, done)
+    if fin and (others := _only_other_ranks_ended(fin)):
+        return _stops_after_training(inputs, job, fin, others)
     if fin:
         return Diagnosis(status=Status.completed, category="none", confidence="high",
                          headline="completed: the job says it finished normally", job=job,
@@ -444,14 +446,40 @@ def _no_failure(inputs: RuleInputs, job: JobDetails) -> Diagnosis:
                                       "without an error and without an end line"])
 
 
-def _stops_after_training(inputs: RuleInputs, job: JobDetails, fin: list[Evidence]) -> Diagnosis:
+_LAUNCHER_END = "worker group successfully finished"  # torchrun's agent: every local worker exited 0
+
+
+def _only_other_ranks_ended(fin: list[Evidence]) -> list[int]:
+    """The ranks whose end-of-training lines are all there is, when none of them is rank 0 and no launcher reports
+    the end: [] otherwise. Why: the trainers print their end line from the main process (the HF Trainer's
+    `Training completed`, Lightning's `Trainer.fit stopped` are rank 0's), so an end line that a rank above 0
+    prints (a prefix, or its own words: `Training completed for rank 6`) says that this rank left its loop. The
+    job is more ranks than that one (at least N + 1), and a rank that finished first and waits in a final
+    barrier while the others still train leaves exactly this log: no proof of the job's end (TAXONOMY)."""
+    ranks = []
+    for e in fin:
+        if _LAUNCHER_END in e.text:
+            return []
+        r = e.rank if e.rank is not None else named_in_text(e.text)[0]
+        if r is None or r == 0:
+            return []
+        ranks.append(r)
+    return sorted(set(ranks))
+
+
+def _stops_after_training(inputs: RuleInputs, job: JobDetails, fin: list[Evidence],
+                          ranks: list[int] | None = None) -> Diagnosis:
     """No fault, and no end line, but a trainer's marker that its training loop is over (job.training_done: Megatron's
     `[after training is done]`, printed before the final checkpoint, the final evaluation and the async-save
-    finalisation of pretrain()): the job got that far, and what follows is not shown. Not `completed` (TAXONOMY:
-    positive proof of a normal end): a job that hung in its teardown (destroy_process_group, a final write) or was
-    killed there leaves exactly these logs."""
-    chain = [Finding(id="job.training_done", summary="the training loop reports its end; nothing after it shows the "
-                                                     "job's own end", role=Role.context, evidence=fin[:2])]
+    finalisation of pretrain()), or an end line of ranks other than rank 0 only (`ranks`, _only_other_ranks_ended):
+    the job got that far, and what follows is not shown. Not `completed` (TAXONOMY: positive proof of a normal
+    end): a job that hung in its teardown (destroy_process_group, a final barrier, a final write) or was killed there
+    leaves exactly these logs."""
+    what = ("the training loop reports its end; nothing after it shows the job's own end" if not ranks else
+            f"only rank {ranks_str(ranks)} reports the end of training: rank 0's (the job's main process) and the "
+            f"launcher's are not shown, and the job has at least {max(ranks) + 1} ranks")
+    chain = [Finding(id="job.finished" if ranks else "job.training_done", summary=what, role=Role.context,
+                     evidence=fin[:2])]
     chain += _where_logs_stop(inputs)
     return Diagnosis(status=Status.inconclusive, category="none", confidence="low",
                      headline="inconclusive: training finished, but nothing shows the job's own end after it (final "

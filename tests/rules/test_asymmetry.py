@@ -28,11 +28,21 @@ def test_an_unknown_error_wording_on_one_rank_names_that_rank(tmp_path):
 
 
 def test_a_classified_outlier_line_also_names_the_category(tmp_path):
-    _job(tmp_path, {2: "ERROR loader: sample 88 of shard 17 failed: cannot identify image file 'img/88.jpg'"})
+    _job(tmp_path, {2: "ERROR loader: sample 88 of shard 17 failed: audio tokens and features do not match (12 vs 13)"})
     with open_bundle(tmp_path) as b:
         d = investigate(b)
     assert d.category == "data" and d.culprit_ranks == [2], d.headline
     assert d.chain[0].id == "asymmetry.outlier_lines"
+
+
+def test_an_outlier_line_an_upstream_table_documents_reads_as_the_table_says(tmp_path):
+    """Pillow's own message (tools/sources/messages/pillow.yaml) on one rank: the table's reading, with its meaning
+    and action, leads; the rank is still the one that stands out."""
+    _job(tmp_path, {2: "ERROR loader: sample 88 of shard 17 failed: cannot identify image file 'img/88.jpg'"})
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.category == "data" and d.culprit_ranks == [2], d.headline
+    assert d.chain[0].id == "table.pillow"
 
 
 def test_lines_every_rank_prints_or_harmless_outliers_name_nobody(tmp_path):

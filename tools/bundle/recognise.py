@@ -59,7 +59,18 @@ _TRAINING_LINE = re.compile(
     # 0.7's `training on 8 TPU cores` (trainer.py:605) and its summary table's `| Name | Type | Params` header
     # (core/memory.py:142))
     rb"|\b(?-i:[GTIH]PU) available: (?-i:True|False)\b|\btrainable params\b|\btraining on \d+ (?-i:TPU|GPU) cores?\b"
-    rb"|(?-i:\|\s*Name\s*\|\s*Type\s*\|\s*Params)\b)")
+    rb"|(?-i:\|\s*Name\s*\|\s*Type\s*\|\s*Params)\b"
+    # how a job is launched, echoed by the script or pasted above its output (torchrun, the older
+    # `python -m torch.distributed.launch`, `accelerate launch`, the deepspeed launcher, their per-node options)
+    rb"|\btorch\.distributed\.(?:launch|run)\b|\btorchrun\b|\baccelerate launch\b|\bdeepspeed --\w"
+    rb"|--(?:nproc[_-]per[_-]node|nnodes|node[_-]rank|num[_-]processes|num[_-]gpus)\b"
+    # the HF examples' and Trainer's banners and the counts they print (transformers trainer.py `***** Running
+    # training *****`, `Num Epochs = 3`; the 2019 examples' `Process rank: -1, device: cuda:0, n_gpu: 4`), and a
+    # line of a training library's own logger in the examples' format `%(asctime)s - %(levelname)s - %(name)s -`
+    rb"|\*{5} Running (?:training|evaluation|prediction|predict|eval)\b|\bProcess rank: -?\d|\bn_gpu\b:? ?\d"
+    rb"|\bNum (?:examples|Epochs|train epochs) = \d"
+    rb"| - (?-i:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) - (?:transformers|pytorch_transformers|pytorch_pretrained_bert|"
+    rb"torch|lightning|pytorch_lightning|deepspeed|accelerate|datasets|peft|trl|megatron|nemo)\b)")
 _HEAD_BYTES = 64 << 10
 _HEAD_FILES = 512
 
