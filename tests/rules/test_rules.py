@@ -67,6 +67,19 @@ FIRE = [
                                      "entire process down."]}, "software", 0.3),
     ("network.nccl_only", {"c.log": ["RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection "
                                      "closed by peer [10.0.0.7]:25231"]}, "network", 0.3),
+    # the watchdog states a timeout set far below every framework's default: TAXONOMY's timeout too short for a long
+    # phase (old and current c10d wordings); at the default it stays the rank-that-never-arrived reading
+    ("network.nccl_only", {"c.log": ["[E ProcessGroupNCCL.cpp:567] [Rank 1] Watchdog caught collective operation "
+                                     "timeout: WorkNCCL(OpType=BROADCAST, Timeout(ms)=60000) ran for 66720 milliseconds "
+                                     "before timing out."]}, "config", 0.3),
+    ("network.nccl_only", {"r.log": ["[rank3]:[E1105 03:35:19.029862549 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog "
+                                     "caught collective operation timeout: WorkNCCL(SeqNum=52, OpType=ALLREDUCE, "
+                                     "NumelIn=1, NumelOut=1, Timeout(ms)=120000) ran for 120043 milliseconds before "
+                                     "timing out."]}, "config", 0.3),
+    ("network.nccl_only", {"r.log": ["[rank3]:[E1105 03:35:19.029862549 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog "
+                                     "caught collective operation timeout: WorkNCCL(SeqNum=52, OpType=ALLREDUCE, "
+                                     "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600043 milliseconds before "
+                                     "timing out."]}, "software", 0.3),
     ("collective.mismatch", {"c.log": ["RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running "
                                        "inconsistent collective: CollectiveFingerPrint(OpType=BROADCAST, TensorShape=[4]"]},
      "software", 0.8),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from trainlog_debugger.tools.lines.attribution import attribute_line
+from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate, past_setup, restart_without
 from trainlog_debugger.tools.ranks import ranks_str
 
@@ -147,6 +148,29 @@ def not_seen_waiting(f: RuleInputs) -> list[int]:
     return absent if 0 < len(absent) <= MAX_ABSENT and len(absent) < len(seen) else []
 
 
+DEFAULT_NCCL_TIMEOUT_MS = 600_000  # torch.distributed's default for NCCL process groups (10 min); others use 30 min
+SHORT_TIMEOUT_MS = 300_000  # below every framework's default: a timeout someone set short on purpose
+_TIMEOUT_MS = re.compile(r"Timeout\(ms\)=(\d{1,12})\)")
+
+
+def _short_timeout(f: RuleInputs) -> tuple[int, Evidence] | None:
+    """The watchdog's configured timeout (`WorkNCCL(..., Timeout(ms)=60000) ran for 66720 milliseconds`), with the
+    line that states it, when every watchdog line states one and the largest is below SHORT_TIMEOUT_MS. Why a
+    reading of its own: TAXONOMY's `a timeout too short for a known long phase` is config, and a collective
+    timeout of one or two minutes is shorter than the phases every job has (the first iteration's compilation, a
+    checkpoint save, an evaluation on one rank), whatever kept the rank busy this time."""
+    got = []
+    for e in f.hits("pytorch.watchdog_timeout"):
+        m = _TIMEOUT_MS.search(e.text)
+        if m is None:
+            return None
+        got.append((int(m.group(1)), e))
+    if not got:
+        return None
+    longest = max(got, key=lambda x: x[0])
+    return longest if 0 < longest[0] < SHORT_TIMEOUT_MS else None
+
+
 def nccl_only(f: RuleInputs):
     """NCCL (or gloo) failed and nothing else explains it: a weak hypothesis, never a confident one. Which one: a
     collective timeout is almost never its own cause (TAXONOMY), and the fabric is at fault only where every rank
@@ -167,16 +191,29 @@ def nccl_only(f: RuleInputs):
         absent = not_seen_waiting(f)
         who = (f"; rank(s) {ranks_str(absent)} printed nothing here while every other rank waited: the likeliest "
                f"to have been elsewhere" if absent else "")
-        return [candidate("collective.timeout_only", "software", "NCCL collectives failed or timed out and no line says "
-                          "why: a rank that never reached the collective (other work on one rank, or a different "
-                          "collective) is the usual cause; the fabric only if every rank entered it" + who, 0.3,
-                          evs[:2], f, status="hung", ranks=absent, nodes=[], facts={"fallback": True},
-                          recommendations=([f"collect the log (or a py-spy dump while stuck) of rank(s) "
-                                            f"{ranks_str(absent)} first"] if absent else []) + [
-                                           "collect every rank's log, or its py-spy dump while stuck: the rank that is "
-                                           "not in the collective, and what it is doing, is the cause",
-                                           "if every rank entered it (TORCH_NCCL_TRACE_BUFFER_SIZE, the watchdog's "
-                                           "last enqueued/completed work): check the fabric with nccl-tests"])]
+        short = _short_timeout(f)
+        category, what = "software", ("NCCL collectives failed or timed out and no line says why: a rank that never "
+                                      "reached the collective (other work on one rank, or a different collective) is "
+                                      "the usual cause; the fabric only if every rank entered it")
+        if short is not None:
+            category, what = "config", (
+                f"NCCL collectives timed out after {short[0] / 1000:g} s (Timeout(ms)={short[0]}), a timeout set far "
+                f"below every framework's default (PyTorch's NCCL {DEFAULT_NCCL_TIMEOUT_MS // 60000} min, DeepSpeed's "
+                f"and Lightning's 30 min): a phase longer than that on one rank (a save, evaluation, data preparation, "
+                f"compilation) trips it while nothing else is wrong")
+            evs = [short[1]] + [e for e in evs if e != short[1]]
+        return [candidate("collective.timeout_only", category, what + who, 0.3,
+                          evs[:2], f, status="hung", ranks=absent, nodes=[],
+                          facts={"fallback": True, "timeout_ms": short[0] if short else None},
+                          recommendations=(["raise the process group's timeout (init_process_group(timeout=...), the "
+                                            "framework's distributed timeout option) above the longest phase one rank "
+                                            "runs alone, or move that phase out of the collective's way"]
+                                           if short else []) + ([f"collect the log (or a py-spy dump while stuck) of "
+                                                                 f"rank(s) {ranks_str(absent)} first"] if absent else [])
+                          + ["collect every rank's log, or its py-spy dump while stuck: the rank that is "
+                             "not in the collective, and what it is doing, is the cause",
+                             "if every rank entered it (TORCH_NCCL_TRACE_BUFFER_SIZE, the watchdog's "
+                             "last enqueued/completed work): check the fabric with nccl-tests"])]
     return [candidate("network.nccl_failure", "network", "NCCL collectives failed or timed out with no other trigger in the "
                  "logs", 0.3, evs[:2], f, status="hung", ranks=[], nodes=[], facts={"fallback": True},
                  recommendations=["collect every rank's log (a straggler or crash on one rank is the usual cause)",
