@@ -73,7 +73,8 @@ def _case_table(rep: dict) -> Table:
             cat = Text(exp, style=OK)
         else:
             cat = Text(f"{exp} → {got['category']}", style=BAD)
-        g = Text(f"{s['grounding']:.2f}/{s['cited']}", style=OK if s["grounding"] >= 1 else BAD)
+        g = (Text("-", style=BAD) if s["grounding"] is None else
+             Text(f"{s['grounding']:.2f}/{s['cited']}", style=OK if s["grounding"] >= 1 else BAD))
         name = Text(r["id"], style="bold" if r.get("control") else "")
         cells = [name, Text(",".join(t for t in r.get("tags", []) if t != "generated")), cat,
                  Text(f"{_culprits(r['expected'])} → {_culprits(got)}"), _score_cell(s["culprit"]),
@@ -211,7 +212,7 @@ def render_eval(rep: dict, console: Console) -> None:
     console.print(_totals_table(rep))
     if rep.get("llm_effect"):
         console.print(_effect_table(rep))
-    bad = [r for r in rep["cases"] if r["scores"]["grounding"] < 1 and not r.get("error")]
+    bad = [r for r in rep["cases"] if not r.get("error") and r["scores"]["grounding"] < 1]
     if bad:
         console.print(Text(f"{len(bad)} case(s) cite lines that are not in the bundle verbatim:", style=BAD))
         for r in bad[:10]:

@@ -179,12 +179,16 @@ def score(truth, diag: Diagnosis, bundle) -> dict:
 
 
 def failed_scores(truth, error: str = "") -> dict:
-    """The scores of a case whose diagnosis raised: every scored dimension fails."""
+    """The scores of a case whose diagnosis raised: every scored dimension fails. Grounding (the share of cited lines
+    that re-read) fails for a crash; a refusal (`BundleError`: no training-job logs recognised) cites no line, so it
+    has no grounding to score: it is counted as `refused` and fails category, culprit and time."""
+    refused = error.startswith("BundleError: ")
     return {"category": False, "culprit": 0.0 if culprit_set(truth.culprit_ranks, truth.culprit_nodes) else None,
             "time": False if truth.first_failure_time else None, "time_delta_s": None,
-            "time_skipped": None if truth.first_failure_time else "no truth time", "grounding": 0.0,
+            "time_skipped": None if truth.first_failure_time else "no truth time",
+            "grounding": None if refused else 0.0,
             "cited": 0, "grounding_problems": [], "control": False if truth.is_control else None,
-            "all_clear": None, "no_fault": None, "refused": error.startswith("BundleError: ")}
+            "all_clear": None, "no_fault": None, "refused": refused}
 
 
 # -- totals -------------------------------------------------------------------------------------------------
@@ -200,7 +204,7 @@ def totals(rows: list[dict], key: str | None = None) -> dict:
     sc = [r["scores"] for r in rows]
     cul = [s["culprit"] for s in sc if s["culprit"] is not None]
     tim = [s["time"] for s in sc if s["time"] is not None]
-    gro = [s["grounding"] for s in sc]
+    gro = [s["grounding"] for s in sc if s["grounding"] is not None]
     ctl = [s["control"] for s in sc if s["control"] is not None]
     rt = [r.get("runtime_s") or 0.0 for r in rows]
     return {

@@ -182,3 +182,16 @@ def test_a_python_traceback_alone_is_generic_unless_its_frames_are_a_training_st
         d = investigate(b)
     assert d.category == "storage_io" and d.confidence != "low"
     assert not any("names a training job" in n for n in d.notes)
+
+
+def test_a_one_file_paste_that_reports_a_failure_is_read(tmp_path):
+    """A user pastes the one message in front of them (a fabric's words no table knows): it is answered as far as
+    it goes (inconclusive), never refused; a lone config file that reports nothing is still refused, and so is a
+    folder of such files."""
+    paste = _write(tmp_path / "p", {"paste.txt": "Cassini Event Queue overflow detected.\n"})
+    with open_bundle(paste) as b:
+        d = investigate(b)
+    assert d.status == Status.inconclusive and d.status != Status.completed
+    for files in ({"hosts": ETC["hosts"]}, {"postgresql.conf": ETC["postgresql.conf"]}):
+        res = runner.invoke(app, ["ask", str(_write(tmp_path / next(iter(files)), files))])
+        assert res.exit_code == 2 and "no training-job logs recognised" in res.output

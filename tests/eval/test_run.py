@@ -156,12 +156,17 @@ def full_report():
 @pytest.mark.slow
 def test_offline_beats_the_regex_baseline(full_report):
     ours, base = full_report["totals"], full_report["baseline_totals"]
-    assert ours["cases"] >= 50 and ours["errors"] == 0
+    # every case ran: the only errors are the tool's own refusals (`no training-job logs recognised`, exit 2), which
+    # are a measured answer, not a crash; none on the lab, generated and dev cases (the ones rules are written from).
+    # A refusal on a real test incident is reported by `debugger eval` (the `refused` column), never mined to fix
+    assert ours["cases"] >= 50 and ours["errors"] == ours["refused"]
+    assert all(full_report["per_origin"][o]["refused"] == 0 for o in ("real dev", "lab", "generated")
+               if o in full_report["per_origin"])
     assert ours["category_accuracy"] > base["category_accuracy"]
     assert ours["culprit_mean"] > base["culprit_mean"]
     assert ours["time_accuracy"] >= base["time_accuracy"]
     assert ours["control_pass_rate"] >= base["control_pass_rate"]
-    assert ours["grounding_min"] == 1.0
+    assert ours["grounding_min"] == 1.0  # every answer's citations re-read (a refusal cites nothing: not scored)
     assert all(v in ("better", "tie") for v in full_report["beats_baseline"].values() if v is not None)
 
 

@@ -194,6 +194,12 @@ def test_a_second_defensible_label_counts_and_the_all_clears_are_counted_apart(b
     assert score(Truth(category="none"), Diagnosis(status=Status.completed, category="none"), bundle)["all_clear"] is None
     refused = failed_scores(t, "BundleError: no training-job logs recognised in /x")
     assert refused["refused"] is True and failed_scores(t, "ValueError: bug")["refused"] is False
+    # a refusal cites nothing: no grounding to score (it fails category and is counted); a crash fails grounding
+    assert refused["grounding"] is None and refused["category"] is False
+    assert failed_scores(t, "ValueError: bug")["grounding"] == 0.0
+    rows = [{"scores": refused, "error": "BundleError: x"}, {"scores": score(t, _diag([_ev(1)]), bundle)}]
+    tot = totals(rows)
+    assert tot["grounding_min"] == 1.0 and tot["refused"] == 1 and tot["errors"] == 1
 
 
 def test_real_incidents_are_split_into_test_then_dev():

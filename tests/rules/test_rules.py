@@ -55,6 +55,10 @@ FIRE = [
                                          "10.99.91.63<51161> with status=12 opcode=32614 len=32614 vendor err 129 (Send) "
                                          "localGid ::ffff:10.99.92.59 remoteGids::ffff:10.99.91.63 hca mlx5_1"]},
      "network", 0.85),
+    # the same line as a paste wrapped it (`len` / `0, vendor err 129 (Recv)` on the next line): the status still reads
+    ("network.ib_completion", {"n.log": ["node-2:5776:5902 [0] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got "
+                                         "completion from peer 10.2.0.5<33092> with error 12, opcode 0, len",
+                                         "0, vendor err 129 (Recv)"]}, "network", 0.85),
     ("network.nccl_error", {"n.log": ["dgxa100:1050:1316 [0] NCCL INFO include/net.h:25 -> 2",
                                       "dgxa100:1050:1316 [0] NCCL INFO transport/net.cc:515 -> 2"]}, "network", 0.55),
     # NCCL's own reason, printed by c10d after `Last error:`, read through NCCL's table

@@ -27,8 +27,9 @@ _STACK = (rb"(?:(?-i:cu[A-Z][a-zA-Z]+)|nccl\w*|cuda\w*|cudnn|cublas|torch\w*|pyt
           rb"rank|world_size|epoch|iteration|train(?:ing|er)?|optimizer|checkpoint\w*|dataloader)")
 # (an errno is the kernel's own failure word: `ioctl(0x44 /dev/nvidiactl, ...) = 0 errno=22 (invalid argument)` in
 # a sandbox's or strace's trace of a GPU job)
-_FAILURE = (rb"(?:\w*error|warn(?:ing)?|fail(?:ed|ure)?|\w*exception|fatal|abort(?:ed)?|timeout|timed out|killed|segfault|"
-            rb"traceback|out of memory|resource_exhausted|errno|invalid argument)")
+_FAILURE_WORDS = (rb"\w*error|warn(?:ing)?|fail(?:ed|ure)?|\w*exception|fatal|abort(?:ed)?|timeout|timed out|killed|"
+                  rb"segfault|traceback|out of memory|resource_exhausted|errno|invalid argument")
+_FAILURE = rb"(?:" + _FAILURE_WORDS + rb")"
 _STACK_LOG_LINE = re.compile(rb"(?im)^[^\n]*?(?:\b" + _STACK + rb"\b[^\n]*\b" + _FAILURE + rb"\b|\b" + _FAILURE
                              + rb"\b[^\n]*\b" + _STACK + rb"\b)")
 # What a training job prints even when nothing failed and no library is named (issue 25: a user's own per-rank
@@ -72,6 +73,14 @@ _TRAINING_LINE = re.compile(
     rb"| - (?-i:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) - (?:transformers|pytorch_transformers|pytorch_pretrained_bert|"
     rb"torch|lightning|pytorch_lightning|deepspeed|accelerate|datasets|peft|trl|megatron|nemo)\b)")
 _HEAD_BYTES = 64 << 10
+PASTE_MAX = 64 << 10
+# a failure reported in words, as a line of a paste (what _failure_paste reads): the failure words above and the
+# ones the ecosystem's messages use for a resource that gave out or refused
+# a setting or a comment, not a report: `log_min_messages = warning`, `# retries on failure`, `timeout: 30`
+_SETTING_LINE = re.compile(rb"\s*(?:[#;]|//|[\w.\-\[\]]+\s*(?:=|:\s))")
+_PASTE_FAILURE = re.compile(rb"(?i)\b(?:" + _FAILURE_WORDS + rb"|overflow\w*|refused|denied|unreachable|"
+                            rb"corrupt\w*|unable to|cannot|could not|not found|no such|exhausted|lost|crash\w*|"
+                            rb"hang(?:s|ing)?|hung|stuck|terminated|core dumped)\b")
 _HEAD_FILES = 512
 
 
@@ -82,7 +91,7 @@ def recognised(scan, bundle) -> bool:
     traceback (_TRAINING_LINE). A source tree, /etc or a folder of images has none of these, and a verdict on it
     would be made up; anything that speaks of training is read (issue 25: never refuse a training log)."""
     return bool(scan.patterns or scan.coverage.seen_ranks or any(s.kind != GENERIC for s in bundle.sources)
-                or _heads_speak(bundle))
+                or _heads_speak(bundle) or _failure_paste(bundle))
 
 
 def holds_training_logs(bundle, scan=None) -> bool:
@@ -101,6 +110,26 @@ def speaks_training(head: bytes) -> bool:
     """Whether the first bytes of a stream hold a training-stack failure line or a training loop's line (what a
     piped log is judged by before it is copied whole)."""
     return bool(_STACK_LOG_LINE.search(head) or _TRAINING_LINE.search(head))
+
+
+def _failure_paste(bundle) -> bool:
+    """One small text file (a paste, PASTE_MAX bytes at most) with a line that reports a failure in any words
+    (`Cassini Event Queue overflow`, `connection refused`, `Killed`): a user asking about the message in front of
+    them, which `ask` reads and answers as far as it supports (inconclusive when nothing knows it). A line that is a
+    setting or a comment (`log_min_messages = warning`) reports nothing. Not a folder: /etc, a source tree or a
+    dataset folder has many files, and their single files (a hosts file, a sources list) report no failure."""
+    if len(bundle.sources) != 1 or bundle.sources[0].size > PASTE_MAX:
+        return False
+    try:
+        with bundle.sources[0].open() as fh:
+            text = fh.read(PASTE_MAX)
+    except READ_ERRORS:
+        return False
+    for m in _PASTE_FAILURE.finditer(text):
+        line = text[text.rfind(b"\n", 0, m.start()) + 1:m.end()]
+        if not _SETTING_LINE.match(line):
+            return True
+    return False
 
 
 def _heads_speak(bundle) -> bool:

@@ -37,7 +37,8 @@ def ib_completion(f: RuleInputs):
                      recommendations=["confirm with NCCL_NET_GDR_LEVEL=0 (works but slower if ACS is the cause)",
                                       "disable PCIe ACS on the hosts' PCIe switches/bridges (BIOS or setpci)"])]
     return [candidate("network.ib_completion", "network",
-                 f"IB completion errors (status {primary}){spread}: " +
+                 f"IB completion errors ({'status ' + str(primary) if primary is not None else 'no status stated'})"
+                 f"{spread}: " +
                  ("retries exhausted, link or peer unreachable" if primary in (12, 13) else "transport failure"),
                  0.85 if primary in (12, 13) else 0.7, [ev0] + [e for e in evs if e is not ev0][:2], f, nodes=nodes,
                  status=_status(f), ranks=[],  # a link fault: the hosts are the suspects, not the ranks' code

@@ -15,7 +15,7 @@ PATTERNS = [
       r"NET/IB\w*(?:/GIN)? ?: ?Got completion from peer", "Got completion from peer",  # IBext / plugin spellings
       "H100-1:9821:9920 [1] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer fe80::966d:ae03:8b:df50%ib0<44413> with error 4, opcode 32613, len 32613, vendor err 81 (Send)",
       "InfiniBand work completion error",
-      fields=r"from peer (?P<peer>\S+) with (?:error |status=(?:(?P<status_name>[A-Z_]+)\()?)(?P<status>\d+)\)?.*?vendor[ _]err[ =]?(?P<vendor_err>\d+)",
+      fields=r"from peer (?P<peer>\S+) with (?:error |status=(?:(?P<status_name>[A-Z_]+)\()?)(?P<status>\d+)\)?(?:.*?vendor[ _]err[ =]?(?P<vendor_err>\d+))?",
       ints=("status", "vendor_err")),
     P("nccl.ib_async_event", 1, "network", "root_candidate",
       r"NET/IB ?: (?:\S+ )?Got (?:non-fatal )?async event", "async event",
