@@ -51,7 +51,7 @@ def _probe(m: Message) -> str:
 
 # adjacent string literals that a source splits over lines (`"NET/IB : Attempted to connect "\n  "incompatible..."`,
 # `"... " PRIu64 " ..."`): joined before a message is looked for, as the compiler joins them
-_JOIN = re.compile(r'"\s*(?:\n\s*)?(?:[A-Z][A-Z0-9_]*\s*)?"|\\\n\s*')
+_JOIN = re.compile(r'"\s*(?:\\?\n\s*)?(?:[A-Z][A-Z0-9_]*\s*)?"|\\\n\s*')
 SPAN = 4  # lines a split message may span
 
 

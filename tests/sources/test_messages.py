@@ -150,6 +150,31 @@ def test_checker_finds_ok_moved_and_missing_citations(tmp_path, capsys):
     assert "src/ib.cc:151  NET/IB : a message no table has %d" in out and "ibv_reg_mr" not in out.split("\n")[0]
 
 
+def test_a_context_line_yields_to_the_error_its_placeholder_quotes():
+    """NCCL/RCCL's `NET/Plugin : dlerror=%s No plugin found` is context when the plugin is simply not installed, and
+    the loader's `version ... not found` when the installed one needs a newer libfabric: read at the innermost error."""
+    plain = ("nid005123:48211:48211 [0] NCCL INFO NET/Plugin : dlerror=librccl-net.so: cannot open shared object "
+             "file: No such file or directory No plugin found (librccl-net.so), using internal implementation")
+    quoted = (" [0] NCCL INFO NET/Plugin : dlerror=/opt/amazon/efa/lib/libfabric.so.1: version `FABRIC_1.7' not found "
+              "(required by /env/lib/libnccl-net.so) No plugin found (libnccl-net.so), using internal implementation")
+    assert (M.best(plain).role, M.best(plain).category) == ("context", None)
+    got = M.best(quoted)
+    assert (got.table, got.role, got.category) == ("glibc_ld", "trigger", "software")
+
+
+def test_checker_joins_literals_split_by_a_line_continuation(tmp_path):
+    """A #define whose string is split with a backslash continuation (`"... during "\\` then `"flow ..."`), as
+    libfabric's CXI provider writes its fatal messages: the compiler joins them, so the checker does."""
+    up = tmp_path / "up"
+    (up / "src").mkdir(parents=True)
+    body = ["// filler"] * 40
+    body[29] = '#define FC_ABORT "LE resources not recovered during "\\'
+    body[30] = '\t"flow control. FI_CXI_RX_MATCH_MODE=[hybrid|software] is required\\n"'
+    (up / "src" / "msg.c").write_text("\n".join(body) + "\n")
+    t = _table(tmp_path, "src/msg.c:30", "LE resources not recovered during flow control. FI_CXI_RX_MATCH_MODE=")
+    assert checker.check(t, up) == 0
+
+
 @pytest.mark.parametrize("field, error", [("category: gpu", "category 'gpu' is not a fault category"),
                                           ("lead: maybe", "lead must be true or false")])
 def test_a_broken_table_is_one_clear_error(tmp_path, field, error):

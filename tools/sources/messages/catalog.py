@@ -419,19 +419,23 @@ def _holes(m: Message, text: str) -> list[tuple[int, int]]:
 def innermost(hits: list[Message], text: str) -> list[Message]:
     """The entries of a line without those that only wrap another's error: a trigger whose placeholder holds the
     whole match of a specific trigger of another category (PyTorch's `Unexpected error from cudaGetDeviceCount()
-    ... Error {}: {}` around CUDA's `system not yet initialized`). Why: a cause is read at its innermost error
-    (TAXONOMY, step 1); the wrapper says where it surfaced, the error it quotes says what failed."""
+    ... Error {}: {}` around CUDA's `system not yet initialized`), or a context line whose placeholder holds one
+    (NCCL/RCCL's `NET/Plugin : dlerror=%s No plugin found`, harmless when the plugin is simply not installed, around
+    the loader's `version ... not found`). Why: a cause is read at its innermost error (TAXONOMY, step 1); the
+    wrapper says where it surfaced, the error it quotes says what failed. Noise is never unwrapped: a retry that
+    quotes its error and recovered is still noise."""
     triggers = [m for m in hits if m.role == "trigger" and m.category]
-    if len({m.category for m in triggers}) < 2:
+    reports = [m for m in hits if m.role == "context"]
+    if len({m.category for m in triggers}) < 2 and not (triggers and reports):
         return hits
     spans = {}
     for m in triggers:
         if m.specificity >= INNER_SPECIFIC and (got := m.rx.search(text)) is not None:
             spans[m.id] = got.span()
     wrappers = set()
-    for a in triggers:
+    for a in triggers + reports:
         holes = _holes(a, text)
-        if holes and any(b.id != a.id and b.category != a.category and b.id in spans
+        if holes and any(b.id != a.id and (a.role == "context" or b.category != a.category) and b.id in spans
                          and any(s <= spans[b.id][0] and spans[b.id][1] <= e for s, e in holes) for b in triggers):
             wrappers.add(a.id)
     return [m for m in hits if m.id not in wrappers] if wrappers else hits
