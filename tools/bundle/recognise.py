@@ -74,10 +74,11 @@ _TRAINING_LINE = re.compile(
     rb"torch|lightning|pytorch_lightning|deepspeed|accelerate|datasets|peft|trl|megatron|nemo)\b)")
 _HEAD_BYTES = 64 << 10
 PASTE_MAX = 64 << 10
+# a setting or a comment, not a report: `log_min_messages = warning`, `# retries on failure` (not `key: value`: that
+# is also how log lines open, `srun: error: ...`, `RuntimeError: ...`)
+_SETTING_LINE = re.compile(rb"\s*(?:[#;]|//|[\w.\-\[\]]+\s*=)")
 # a failure reported in words, as a line of a paste (what _failure_paste reads): the failure words above and the
 # ones the ecosystem's messages use for a resource that gave out or refused
-# a setting or a comment, not a report: `log_min_messages = warning`, `# retries on failure`, `timeout: 30`
-_SETTING_LINE = re.compile(rb"\s*(?:[#;]|//|[\w.\-\[\]]+\s*(?:=|:\s))")
 _PASTE_FAILURE = re.compile(rb"(?i)\b(?:" + _FAILURE_WORDS + rb"|overflow\w*|refused|denied|unreachable|"
                             rb"corrupt\w*|unable to|cannot|could not|not found|no such|exhausted|lost|crash\w*|"
                             rb"hang(?:s|ing)?|hung|stuck|terminated|core dumped)\b")

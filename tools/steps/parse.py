@@ -266,8 +266,9 @@ class FileSteps:
                     j = find(key_b, j, eol)
                     if j < 0:
                         break
+                    end = find(b" ", j + width, eol)
                     try:
-                        v = float(buf[j + width:find(b" ", j + width, eol) % n])
+                        v = float(buf[j + width:eol if end < 0 else end])
                     except ValueError:
                         break
                     a_it(it)
@@ -465,8 +466,9 @@ def _meg_training(buf: bytes, j: int) -> list[tuple[str, float]]:
         j = buf.find(key, j, eol)
         if j < 0:
             break
+        end = buf.find(b" ", j + len(key), eol)
         try:
-            out.append((name, float(buf[j + len(key):buf.find(b" ", j + len(key), eol) % n])))
+            out.append((name, float(buf[j + len(key):eol if end < 0 else end])))
         except ValueError:
             break
     return out
