@@ -335,6 +335,10 @@ def _missing(inputs: RuleInputs, t: Candidate) -> list[str]:
             for r in inputs.nccl.ranks):
         out.append("per-rank enqueued/completed work counters (torch ≥ 2.4 logs them) or flight-recorder dumps "
                    "(TORCH_NCCL_TRACE_BUFFER_SIZE, TORCH_NCCL_DUMP_ON_TIMEOUT=1)")
+    if t.rule == "numerical.loss_divergence":
+        out.append("what ended the run after the last logged step (the scheduler's record, `sacct -j <job>`; a person's "
+                   "cancel; the loss scaler's last lines), and the grad norm and loss scale of the steps before the "
+                   "onset (the logging interval may have hidden the first bad step)")
     if t.rule == "software.traceback_cut":
         out.append("the end of the traceback: its last line names the exception that was raised")
     if t.rule == "collective.straggler" and "does not say" in t.summary:

@@ -77,6 +77,7 @@ def test_megatron_loss_that_jumps_and_stays_up_is_numerical(tmp_path):
     d = _diagnose(root)
     assert (d.category, d.status) == ("numerical", "inconclusive")
     assert d.chain[0].id == "numerical.loss_divergence" and d.chain[0].evidence[0].line == 62
+    assert any("what ended the run" in m for m in d.missing)
 
 
 def test_spike_that_recovers_is_not_divergence(tmp_path):
