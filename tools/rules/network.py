@@ -151,7 +151,6 @@ def not_seen_waiting(f: RuleInputs) -> list[int]:
 
 DEFAULT_NCCL_TIMEOUT_MS = 600_000  # torch.distributed's default for NCCL process groups (10 min); others use 30 min
 SHORT_TIMEOUT_MS = 300_000  # below every framework's default: a timeout someone set short on purpose
-_TIMEOUT_MS = re.compile(r"Timeout\(ms\)=(\d{1,12})\)")
 
 
 def _short_timeout(f: RuleInputs) -> tuple[int, Evidence] | None:
@@ -162,10 +161,10 @@ def _short_timeout(f: RuleInputs) -> tuple[int, Evidence] | None:
     checkpoint save, an evaluation on one rank), whatever kept the rank busy this time."""
     got = []
     for e in f.hits("pytorch.watchdog_timeout"):
-        m = _TIMEOUT_MS.search(e.text)
-        if m is None:
+        ms = f.fields_of(e, "pytorch.watchdog_timeout").get("timeout_ms")
+        if ms is None:
             return None
-        got.append((int(m.group(1)), e))
+        got.append((ms, e))
     if not got:
         return None
     longest = max(got, key=lambda x: x[0])

@@ -50,7 +50,10 @@ GENERIC_THROUGHPUT = [
 # the log ends (tools/steps/divergence.py). A number as the trainers print it (`7.267764E+00`, `0.0`), or non-finite.
 _NUM = rb"([-+]?(?:\d{1,12}(?:\.\d{0,16})?|\.\d{1,16})(?:[eE][-+]?\d{1,3})?|[-+]?(?:nan|inf)\b)"
 # Megatron-LM's training_log (`iteration N/ M | ... | lm loss: 7.267764E+00 | loss scale: 65536.0 | grad norm:
-# 3273877.676 | ...`): read by bytes.find inside the iteration-line loop (tools/steps/parse.py: _megatron).
+# 3273877.676 | ...`): (the key, the metric) in line order, each found by bytes.find inside the iteration-line loop
+# (tools/steps/parse.py: _megatron): the first `<name> loss:` key (`lm loss`; `loss scale:` is not one), then the grad
+# norm after it; each value runs to the next space and is read by float() (`7.267764E+00`, `nan`, `inf`)
+MEGATRON_TRAINING = ((b" loss: ", "loss"), (b"| grad norm: ", "grad_norm"))
 # The HF Trainer's logged dict (Trainer.log on the main process): `{'loss': 2.3164, 'grad_norm': 1.52, 'learning_rate':
 # 1e-05, 'epoch': 0.01}`; no step in it: points are numbered in file order.
 HF_LOSS = re.compile(rb"\{'loss': " + _NUM + rb"(?:, 'grad_norm': " + _NUM + rb")?")

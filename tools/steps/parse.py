@@ -31,6 +31,7 @@ from trainlog_debugger.tools.steps.formats import (
     HF_LOSS,
     ITERATION_IN,
     MEGATRON_LINE,
+    MEGATRON_TRAINING,
     NAN,
     NEMO_LOSS,
     PIPELINE,
@@ -160,7 +161,7 @@ class FileSteps:
             self._timer_blocks(buf, base)
         if b"train_step_timing in s" in buf:
             self._train_step(buf, base, fixed, per_line)
-        if b"{'loss': " in buf or b"reduced_train_loss" in buf:
+        if b"{'loss': " in buf:
             self._losses(buf, base, fixed, per_line)
         self._generic(buf, base, fixed, per_line)      # its literal 'tep' scans as fast as a gate would
 
@@ -241,11 +242,11 @@ class FileSteps:
             b = self.series.get(key) or self.series.setdefault(key, _Build())
             its, vals, times, offs = b.its.append, b.vals.append, b.times.append, b.offs.append
             minute = self.minutes.get
-            lb = self.series.get((fixed, "loss", "megatron")) or _Build()
-            gb = self.series.get((fixed, "grad_norm", "megatron")) or _Build()
-            # (the key, its length, the series it fills): the loss, then the grad norm after it on the same line
+            # (the key, its length, the series it fills) for the loss, then the grad norm on the same line
+            builds = [((fixed, metric, "megatron"), self.series.get((fixed, metric, "megatron")) or _Build(), k)
+                      for k, metric in MEGATRON_TRAINING]
             probes = tuple((k, len(k), (bb.its.append, bb.vals.append, bb.times.append, bb.offs.append))
-                           for k, bb in ((b" loss: ", lb), (b"| grad norm: ", gb)))
+                           for _, bb, k in builds)
             n = len(buf) + 1
             for m in MEGATRON_LINE.finditer(buf):
                 s = m.start()
@@ -258,9 +259,8 @@ class FileSteps:
                 st = minute(buf[s - 28:s - 12]) if s >= 29 and buf[s - 29] == 91 and buf[s - 2] == 93 else None
                 t = when(buf, s) if st is None else st + float(buf[s - 11:s - 2])
                 times(t)
-                # the loss and grad norm on the same line (`| lm loss: 3.1106E+00 | ... | grad norm: 0.478 |`): C-speed
-                # finds per line, a value parsed only where they are; float() reads `7.267764E+00`, `nan`, `inf` up to
-                # the next space (` | `)
+                # the loss and grad norm on the same line (formats.MEGATRON_TRAINING): C-speed finds per line, a value
+                # parsed only where they are (_meg_training's reading, inlined: this loop runs per iteration line)
                 j, eol = m.end(), find(b"\n", m.end()) % n
                 for key_b, width, (a_it, a_v, a_t, a_o) in probes:
                     j = find(key_b, j, eol)
@@ -275,7 +275,7 @@ class FileSteps:
                     a_v(v)
                     a_t(t)
                     a_o(base + s)
-            for k, bb in (((fixed, "loss", "megatron"), lb), ((fixed, "grad_norm", "megatron"), gb), (key, b)):
+            for k, bb in [(k, bb) for k, bb, _ in builds] + [(key, b)]:
                 if bb.its:
                     self.series[k] = bb
                 if len(bb.its) > MAX_POINTS:
@@ -362,35 +362,28 @@ class FileSteps:
             if it < 0:
                 b = self.series.get((rank, "train_step_ms", "train_step_timing"))
                 it = len(b.its) + 1 if b else 1
-            self._add(rank, "train_step_ms", "train_step_timing", it, float(m.group(1)) * 1000.0,
-                      epoch(st) if st else NAN, base + ls)
+            t = epoch(st) if st else NAN
+            self._add(rank, "train_step_ms", "train_step_timing", it, float(m.group(1)) * 1000.0, t, base + ls)
+            # the loss on the same progress line (`reduced_train_loss=9.47`, before the timing in both NeMo shapes)
+            lm = NEMO_LOSS.search(buf, seg, s)
+            if lm:
+                self._add(rank, "loss", "train_step_timing", it, _num(lm.group(1)), t, base + ls)
 
     def _losses(self, buf: bytes, base: int, fixed, per_line: bool) -> None:
-        """The training loss (and the grad norm where the line states it) as series `loss` / `grad_norm`: the HF
-        Trainer's logged dicts (numbered in file order), NeMo/Lightning progress lines. Megatron's iteration lines
-        are read in _megatron's own loop (_meg_training)."""
-        rfind, find = buf.rfind, buf.find
-        for rx, fmt in ((HF_LOSS, "hf_trainer"), (NEMO_LOSS, "train_step_timing")):
-            for m in rx.finditer(buf):
-                s = m.start()
-                ls = rfind(b"\n", 0, s) + 1
-                rank = self._rank_at(buf, ls, s) if per_line else fixed
-                if fmt == "hf_trainer":
-                    it = -1
-                else:  # the progress line's own step, as _train_step reads it
-                    seg = max(ls, rfind(b"\r", ls, s) + 1)
-                    e = find(b"\n", s)
-                    e = len(buf) if e < 0 else e
-                    g = GLOBAL_STEP.search(buf, seg, e) or ITERATION_IN.search(buf, seg, s)
-                    it = int(next(x for x in g.groups() if x)) if g else -1
-                if it < 0:
-                    b = self.series.get((rank, "loss", fmt))
-                    it = len(b.its) + 1 if b else 1
-                st = STAMP.search(buf, ls, min(s, ls + 120))
-                t = epoch(st) if st else NAN
-                self._add(rank, "loss", fmt, it, _num(m.group(1)), t, base + ls)
-                if fmt == "hf_trainer" and m.group(2) is not None:
-                    self._add(rank, "grad_norm", fmt, it, _num(m.group(2)), t, base + ls)
+        """The HF Trainer's logged dicts (`{'loss': 2.3164, 'grad_norm': 1.52, ...}`, numbered in file order) as the
+        series `loss` / `grad_norm`. Megatron's and NeMo's losses are read in their step lines' own loops."""
+        rfind = buf.rfind
+        for m in HF_LOSS.finditer(buf):
+            s = m.start()
+            ls = rfind(b"\n", 0, s) + 1
+            rank = self._rank_at(buf, ls, s) if per_line else fixed
+            b = self.series.get((rank, "loss", "hf_trainer"))
+            it = len(b.its) + 1 if b else 1
+            st = STAMP.search(buf, ls, min(s, ls + 120))
+            t = epoch(st) if st else NAN
+            self._add(rank, "loss", "hf_trainer", it, _num(m.group(1)), t, base + ls)
+            if m.group(2) is not None:
+                self._add(rank, "grad_norm", "hf_trainer", it, _num(m.group(2)), t, base + ls)
 
     def _generic(self, buf: bytes, base: int, fixed, per_line: bool) -> None:
         rfind, find = buf.rfind, buf.find
@@ -456,13 +449,12 @@ class FileSteps:
 
 
 def _meg_training(buf: bytes, j: int) -> list[tuple[str, float]]:
-    """The loss at `j` (the ` loss: ` of a Megatron iteration line: the first `<name> loss:` key; `loss scale:` is
-    not one) and the line's `| grad norm: ` after it, as _megatron's own loop reads them (the value up to the next
-    space, through float())."""
+    """The loss and grad norm of the Megatron iteration line whose ` loss: ` is at `j` (formats.MEGATRON_TRAINING),
+    for the per-line-rank path of _megatron."""
     out: list[tuple[str, float]] = []
     n = len(buf) + 1
     eol = buf.find(b"\n", j) % n
-    for name, key in (("loss", b" loss: "), ("grad_norm", b"| grad norm: ")):
+    for key, name in MEGATRON_TRAINING:
         j = buf.find(key, j, eol)
         if j < 0:
             break

@@ -22,7 +22,7 @@ PATTERNS = [
       r"Watchdog caught collective operation timeout", "Watchdog caught collective",
       "[rank3]:[E219 08:58:32.606233339 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=31, OpType=ALLREDUCE, NumelIn=117440512, NumelOut=117440512, Timeout(ms)=600000) ran for 600031 milliseconds before timing out.",
       "NCCL watchdog timeout on a collective",
-      fields=r"(?:\[Rank (?P<pg_rank>\d+)\] )?Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>[A-Z_]+)(?:, NumelIn=(?P<numel_in>\d+), NumelOut=(?P<numel_out>\d+))?(?:, TensorShape=\[[^\]]*\])?, Timeout\(ms\)=(?P<timeout_ms>\d+)\) ran for (?P<elapsed_ms>\d+) milliseconds",
+      fields=r"(?:\[Rank (?P<pg_rank>\d+)\] )?Watchdog caught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>[A-Z_]+)(?:, NumelIn=(?P<numel_in>\d+), NumelOut=(?P<numel_out>\d+))?(?:, TensorShape=\[[^\]]*\])?, Timeout\(ms\)=(?P<timeout_ms>\d+)\) ran for (?P<elapsed_ms>\d+) milliseconds",
       ints=("pg_rank", "seq", "numel_in", "numel_out", "timeout_ms", "elapsed_ms")),
     P("pytorch.watchdog_pg_status", 1, "network", "cascade",
       r"(?:detected by watchdog at work|Timeout at NCCL work: |timeout is detected by watchdog at work|error is detected by watchdog at work)",
