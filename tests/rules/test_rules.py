@@ -315,6 +315,52 @@ QUIET += [
 ]
 
 
+# the version banners of three nodes, one of them on another NCCL release: config, and that node is the odd one
+FIRE += [
+    ("config.nccl_version_mismatch", {
+        f"{h}.log": [f"{h}:2345:2345 [0] NCCL INFO NCCL version {v}+cuda12.4",
+                     f"{h}:2345:2400 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.{i}<0>"]
+        for i, (h, v) in enumerate([("gpu-a", "2.21.5"), ("gpu-b", "2.21.5"), ("gpu-c", "2.18.1")])}, "config", 0.7),
+]
+QUIET += [
+    # every node on one release
+    ("config.nccl_version_mismatch", {f"{h}.log": [f"{h}:2345:2345 [0] NCCL INFO NCCL version 2.21.5+cuda12.4"]
+                                      for h in ("gpu-a", "gpu-b")}),
+    # one console holding two runs, before and after an upgrade: not two nodes of one job
+    ("config.nccl_version_mismatch", {"train.log": ["gpu-a:2345:2345 [0] NCCL INFO NCCL version 2.18.1+cuda12.1",
+                                                    "gpu-a:2399:2399 [0] NCCL INFO NCCL version 2.21.5+cuda12.4"]}),
+]
+
+
+_MAIN_FIRST = ["[rank1]: Traceback (most recent call last):",
+               '[rank1]:   File "/work/run_clm.py", line 512, in main',
+               '[rank1]:     with training_args.main_process_first(desc="dataset map tokenization"):',
+               '[rank1]:   File "/usr/lib/python3.10/contextlib.py", line 135, in __enter__',
+               "[rank1]:     return next(self.gen)",
+               '[rank1]:   File "/opt/venv/lib/python3.10/site-packages/transformers/training_args.py", line 2310, in '
+               "main_process_first",
+               "[rank1]:     dist.barrier()"]
+# the waiting rank's barrier timed out while the main process was still mapping the dataset: the long phase's
+FIRE += [("config.main_process_first_wait", {"rank_1.log": _MAIN_FIRST + [
+    "[rank1]: torch.distributed.DistBackendError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from "
+    "[0] via c10d key-value store by key '0', but store->get('0') got error: wait timeout after 1800000ms"]},
+    "config", 0.55)]
+# the same wait ended by something other than a timeout: not a phase that outlasted it
+QUIET += [("config.main_process_first_wait", {"rank_1.log": _MAIN_FIRST + [
+    "[rank1]: RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version "
+    "2.19.3"]})]
+
+
+def test_nccl_version_mismatch_names_the_odd_node(facts_from):
+    files = {f"{h}.log": [f"{h}:2345:2345 [0] NCCL INFO NCCL version {v}+cuda12.4"]
+             for h, v in [("gpu-a", "2.21.5"), ("gpu-b", "2.21.5"), ("gpu-c", "2.18.1")]}
+    c = BY_NAME["config.nccl_version_mismatch"](facts_from(files))[0]
+    assert c.nodes == ["gpu-c"] and c.facts["nccl_versions"] == ["2.18.1", "2.21.5"]
+    # two nodes, two releases: nothing says which one is odd
+    two = BY_NAME["config.nccl_version_mismatch"](facts_from({k: files[k] for k in ("gpu-a.log", "gpu-c.log")}))[0]
+    assert two.nodes == [] and two.ranks == []
+
+
 @pytest.mark.parametrize("rule,files,category,strength", FIRE, ids=[f"{r[0]}-{i}" for i, r in enumerate(FIRE)])
 def test_rule_fires(facts_from, rule, files, category, strength):
     got = BY_NAME[rule](facts_from(files))
@@ -336,7 +382,7 @@ def test_every_rule_has_a_firing_row():
         "collective.straggler", "collective.desync", "collective.missing_logs", "collective.flight_recorder",
         "storage.ais_signatures", "storage.retries_exhausted", "storage.io_errors", "storage.ais_chain",
         "scheduler.death_signal",
-        "config.rendezvous_timeout", "config.nccl_version_mismatch", "data.corrupt_data", "infra.bus_error",
+        "config.rendezvous_timeout", "data.corrupt_data", "infra.bus_error",
         "software.native_crash", "perf.slowdown",
         "data.loss_divergence",  # reads the step stage's loss curve: tests/steps/test_divergence.py
         "network.stopped_in_nccl_setup",  # where every log stops: tests/rules/test_network.py

@@ -124,6 +124,25 @@ def test_traceback_gets_its_final_exception(tmp_path):
     assert (oom.rank, oom.fields["gpu"], oom.fields["requested"]) == (3, 3, "2.00 GiB")
 
 
+def test_cut_traceback_keeps_its_frames_and_calls(tmp_path):
+    """A paste that stops inside its traceback still says where the code was: each frame's function and the source
+    line it was running (a `with` that entered a barrier shows only as contextlib's __enter__ otherwise)."""
+    d = tmp_path / "b"
+    d.mkdir()
+    (d / "combined.log").write_text(
+        "Traceback (most recent call last):\n"
+        '  File "/work/sft.py", line 245, in <module>\n'
+        "    trainer = SFTTrainer(\n"
+        "              ^^^^^^^^^^^\n"
+        '  File "/usr/lib/python3.11/contextlib.py", line 137, in __enter__\n'
+        "    return next(self.gen)\n"
+        "           ^^^^^^^^^^^^^^\n")
+    tb = [h for f in _scan(d).files for h in f.hits if h.pattern == "python.traceback"][0]
+    assert "exception" not in tb.fields
+    assert tb.fields["frames"] == ["/work/sft.py:<module>", "/usr/lib/python3.11/contextlib.py:__enter__"]
+    assert tb.fields["calls"] == ["trainer = SFTTrainer(", "return next(self.gen)"]
+
+
 def test_silent_first_rank(tmp_path):
     d = tmp_path / "b"
     d.mkdir()

@@ -8,6 +8,7 @@ import re
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.ranks import ranks_str
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate, past_setup, time_key
+from trainlog_debugger.tools.rules.network import stops_in_nccl_setup
 from trainlog_debugger.tools.sources.env_names import CHECKED_PREFIXES, FOREIGN_PREFIXES, KNOWN
 
 
@@ -80,9 +81,46 @@ def rendezvous_timeout(f: RuleInputs):
 
 
 def nccl_version_mismatch(f: RuleInputs):
+    """Ranks of one job built on different NCCL releases (TAXONOMY: mismatched versions chosen at install time →
+    config). NCCL's own bootstrap check says so when it runs (`Mismatched NCCL version detected`); when it does not
+    (the ranks never got far enough to compare, or a release without the check), the version banners that each node
+    prints at init say it: NCCL's wire protocol is only promised between identical releases, so two nodes naming
+    two versions explain a hang or a failure at set-up better than the fabric does. A log holding two banners
+    itself (a rerun after an upgrade, the same console) says nothing about the nodes of one run: only logs with
+    one banner each are compared."""
     evs = f.hits("nccl.version_mismatch")
-    return [candidate("config.nccl_version", "config", "ranks run different NCCL versions", 0.85, evs[:2], f,
-                 recommendations=["use one container image / NCCL version on every node"])] if evs else []
+    if evs:
+        return [candidate("config.nccl_version", "config", "ranks run different NCCL versions", 0.85, evs[:2], f,
+                          recommendations=["use one container image / NCCL version on every node"])]
+    per_log: dict[str, dict[str, Evidence]] = {}
+    hosts: set[str] = set()
+    for ev in f.hits("nccl.version"):
+        v = f.fields_of(ev, "nccl.version").get("nccl_version")
+        if v:
+            per_log.setdefault(ev.node or ev.file, {}).setdefault(v, ev)
+            hosts.update([ev.node] if ev.node else [])
+    single = {who: next(iter(vs.items())) for who, vs in per_log.items() if len(vs) == 1}
+    by_version: dict[str, list[tuple[str, Evidence]]] = {}
+    for who, (v, ev) in single.items():
+        by_version.setdefault(v, []).append((who, ev))
+    if len(by_version) < 2:
+        return []
+    shown = "; ".join(f"{v} on {', '.join(sorted(w for w, _ in ws)[:3])}" for v, ws in sorted(by_version.items()))
+    cited = [ws[0][1] for _v, ws in sorted(by_version.items())][:4]
+    # the odd one out: a release that a strict minority of the logs load while one other release is on the rest
+    # (two logs, two releases: nothing says which is the odd one)
+    sizes = sorted(len(ws) for ws in by_version.values())
+    odd = [w for ws in by_version.values() if len(ws) < sizes[-1] for w, _ in ws] \
+        if len(by_version) == 2 and sizes[0] < sizes[-1] else []
+    nodes = [w for w in odd if w in hosts]
+    return [candidate("config.nccl_version", "config", f"the nodes of this job load different NCCL releases ({shown}): "
+                      "NCCL only promises to talk to its own release, so set-up and collectives between them can hang "
+                      "or fail", 0.7, cited, f, ranks=[], nodes=nodes, facts={"nccl_versions": sorted(by_version)},
+                      status="hung" if stops_in_nccl_setup(f) else "crashed",
+                      recommendations=["use one container image / NCCL build on every node (check LD_LIBRARY_PATH, "
+                                       "a system libnccl shadowing the pip one, and NCCL_NET_PLUGIN)",
+                                       "print `python -c 'import torch; print(torch.cuda.nccl.version())'` on each "
+                                       "node to confirm"])]
 
 
 # -- printed settings ---------------------------------------------------------------------------------------------
@@ -360,6 +398,53 @@ def default_timeout_phase(f: RuleInputs):
     return []
 
 
+# "The main process goes first": context managers that hold every other rank in a barrier while the main process
+# (global or per node) preprocesses, then release them to read its cache. accelerate's state.py
+# PartialState.main_process_first / local_main_process_first (both through _goes_first: `if not is_main:
+# self.wait_for_everyone()`), transformers' TrainingArguments.main_process_first (`dist.barrier()` on the others),
+# and the torch_distributed_zero_first of the YOLO family. Read from the frame's function or, when a paste is cut
+# inside contextlib's __enter__, from the `with` line that entered it.
+_WAIT_FOR_MAIN = re.compile(r"\b(?:local_)?main_process_first\b|\b_goes_first\b|\btorch_distributed_zero_first\b")
+# the wait ended by a timeout: c10d's watchdog and store/socket timeouts, gloo's, Python's own
+_WAIT_TIMED_OUT = re.compile(r"(?i)\btimed? ?out\b|\btimeout\b|waitForInput|DistStoreError|Socket Timeout")
+
+
+def main_process_first_wait(f: RuleInputs):
+    """A rank that failed while it waited for the main process to finish its part first (a dataset map, a
+    tokenisation, a download), and the wait ended in a timeout: the main process's phase outlasted the collective
+    timeout (TAXONOMY edge case: a legitimately long phase under a timeout left at its default → config). The rank
+    that raised is a waiter, not the culprit; the main process's own log shows how long the phase ran."""
+    for tb in f.hits("python.traceback"):
+        fx = f.fields_of(tb, "python.traceback")
+        fns = [fr.rsplit(":", 1)[-1] for fr in fx.get("frames", ())]
+        if not any(_WAIT_FOR_MAIN.search(t) for t in fns + list(fx.get("calls", ()))):
+            continue
+        said = fx.get("exception_text") or ""
+        why = None if not said else Evidence(file=tb.file, line=fx["exception_line"], text=said, time=tb.time,
+                                             rank=tb.rank, node=tb.node, kind=tb.kind)
+        if why is None or not _WAIT_TIMED_OUT.search(said):
+            fs = next((x for x in f.scan.files if x.rel == tb.file), None)
+            near = [h for h in (fs.hits if fs else ()) if _WAIT_TIMED_OUT.search(h.text) and h.pattern != "python.traceback"
+                    and (tb.rank is None or h.rank in (None, tb.rank))]
+            if not near:
+                continue
+            h = min(near, key=lambda h: abs(h.line - tb.line))
+            why = Evidence(file=tb.file, line=h.line, text=h.text, time=h.time, rank=h.rank, node=h.node, kind=tb.kind)
+        waiter = tb.rank if tb.rank is not None else why.rank
+        who = f"rank {waiter}" if waiter is not None else "a rank"
+        return [candidate("config.main_process_first_timeout", "config",
+                          f"{who} timed out waiting for the main process to finish its part first (a `main_process_first`"
+                          " block: dataset map, tokenisation, download): that phase outlasted the collective timeout",
+                          0.55, [why, tb], f, ranks=[], nodes=[], status="crashed",
+                          facts={"waiting_rank": waiter} if waiter is not None else {},
+                          recommendations=["raise the process-group timeout above the phase's length (HF "
+                                           "TrainingArguments(ddp_timeout=...), accelerate InitProcessGroupKwargs("
+                                           "timeout=...), init_process_group(timeout=...))",
+                                           "or run the preprocessing once offline (datasets .map with a cache / "
+                                           "save_to_disk) and load its result on every rank"])]
+    return []
+
+
 # c10d's TCPStore setup as torch/csrc/distributed/c10d/socket.cpp logs it (at INFO/DEBUG: TORCH_CPP_LOG_LEVEL=INFO,
 # TORCH_DISTRIBUTED_DEBUG=DETAIL), before a connection is made: the server listening on rank 0, a client about to
 # connect or still trying; and torch 1.x's `Waiting in store based barrier to initialize process group`
@@ -443,4 +528,5 @@ def stopped_in_lightning_init(f: RuleInputs):
 
 
 RULES = [port_in_use, rendezvous_timeout, nccl_version_mismatch, nccl_interface, unknown_variable, default_timeout_phase,
+         main_process_first_wait,
          stopped_in_store_setup, stopped_in_lightning_init]

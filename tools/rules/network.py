@@ -265,16 +265,24 @@ _NCCL_INFO = re.compile(r"\bNCCL INFO\b")
 _SETUP_DONE = re.compile(r"Init COMPLETE|[Dd]estroy|[Aa]bort|[Cc]onnection closed|[Ff]inalize")
 
 
+def stops_in_nccl_setup(f: RuleInputs) -> list[Evidence]:
+    """Each log's last line when every log stops on an NCCL INFO line of communicator setup and nothing shows the
+    job past forming its process group; [] otherwise. The shape of a set-up that never finished (NCCL prints no
+    error while its connections wait), read by the rules that explain why."""
+    last = f.last_lines()
+    if not last or not all(_NCCL_INFO.search(e.text) and not _SETUP_DONE.search(e.text) for e in last):
+        return []
+    return [] if past_setup(f) else last
+
+
 def stopped_in_nccl_setup(f: RuleInputs):
     """Every log stops on an NCCL INFO line of communicator setup (bootstrap, NET/IB, NET/Socket, rings...) and no
     rank shows the communicator ready: the processes never got past connecting to each other. NCCL prints no
     error when its bootstrap or transport connections wait forever (a firewall dropping the traffic, an interface
     that does not route between the ranks), so this shape is the evidence. Weak on its own (a paste can stop
     anywhere): the answer stays `inconclusive` and names what would decide it."""
-    last = f.last_lines()
-    if not last or not all(_NCCL_INFO.search(e.text) and not _SETUP_DONE.search(e.text) for e in last):
-        return []
-    if past_setup(f):
+    last = stops_in_nccl_setup(f)
+    if not last:
         return []
     nodes = list(dict.fromkeys(n for e in last if (n := e.node or attribute_line(e.text).node)))
     return [candidate("network.stopped_in_nccl_setup", "network",

@@ -263,7 +263,8 @@ _TB_SKIP = ("Traceback", "During handling", "The above exception", "File ", "^",
 def final_exception(ctx: HitContext) -> None:
     """The exception that ended a traceback, added to the `python.traceback` hit's facts (`exception`, `message`,
     `exception_line`, `exception_text`, `frames`): the first unindented line after the frames (same rank label),
-    and the innermost frames (`file:function`, innermost last). Where it was raised decides what was at fault as
+    the innermost frames (`file:function`, innermost last) and each one's source line (`calls`, "" where the
+    traceback prints none). Where it was raised decides what was at fault as
     much as its class does (a ValueError inside a Dataset's __getitem__ is the data's; in a forward pass it is the
     code's). "Unindented" is relative to the header: torchrun's failure report copies a worker's error.json under
     `  traceback : Traceback (...)`, frames indented four, the exception line two:
@@ -273,16 +274,19 @@ def final_exception(ctx: HitContext) -> None:
         [rank3]:     loss = model(batch)
         [rank3]: RuntimeError: CUDA error: an illegal memory access was encountered
 
-    Lines of other ranks interleaved in a shared console are skipped; nothing is added when the block ends (a blank
-    line, another rank's exception) before an exception line, or after LOOKAHEAD_LINES."""
+    Lines of other ranks interleaved in a shared console are skipped. When the block ends before an exception line
+    (a line less indented than the header, an unindented line that names no exception, the end of what was read: a
+    paste cut inside its traceback) or after LOOKAHEAD_LINES, only `frames` is added: where the code was when it
+    raised, without what it raised."""
     buf, end, rank = ctx.buf, ctx.end, ctx.line_rank
     pos = end + 1
     head = strip_prefixes(_decode(buf[buf.rfind(b"\n", 0, end) + 1:end]))
     base = len(head) - len(head.lstrip(" \t"))
     frames: deque[str] = deque(maxlen=MAX_FRAMES)
+    calls: deque[str] = deque(maxlen=MAX_FRAMES)
     for k in range(1, LOOKAHEAD_LINES + 1):
         if pos >= len(buf):
-            return
+            break
         nxt = buf.find(b"\n", pos)
         nxt = len(buf) if nxt == -1 else nxt
         text = _decode(buf[pos:min(nxt, pos + LINE_HEAD)])
@@ -294,18 +298,24 @@ def final_exception(ctx: HitContext) -> None:
         body = strip_prefixes(text)
         if base:
             if body[:base].strip():  # less indented than the header: the block ended
-                return
+                break
             body = body[base:]
         fm = _FRAME.match(body)
         if fm:
             frames.append(f"{fm.group(1)[-120:]}:{fm.group(2)[:60]}")
+            calls.append("")
+        elif calls and not calls[-1] and body[:1] in (" ", "\t") and body.strip()[:1] not in ("^", "~", ""):
+            calls[-1] = body.strip()[:120]  # the frame's source line: what it was calling (`with x.barrier():`)
         if not body.strip() or body[:1] in (" ", "\t") or body.startswith(_TB_SKIP):
             continue
         m = _EXC_LINE.match(body)
         if m:
             ctx.fields.update({"exception": m.group(1), "message": m.group(2)[:500], "exception_line": ctx.line + k,
-                               "exception_text": text, "frames": list(frames)})
-        return
+                               "exception_text": text, "frames": list(frames), "calls": list(calls)})
+            return
+        break
+    if frames:  # cut before its exception line: where it was raised is still known
+        ctx.fields.update({"frames": list(frames), "calls": list(calls)})
 
 
 def count_retry(ctx: HitContext) -> None:
