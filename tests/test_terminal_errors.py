@@ -60,6 +60,14 @@ def test_an_exception_with_no_resource_behind_it_stays_weak_software(tmp_path):
     ("RuntimeError: DataLoader worker (pid 4121) is killed by signal: Bus error.", None),  # shm: the infra rule's
     ("ValueError: too many values to unpack (expected 2)", "software"),
     ("OSError: [Errno 111] Connection refused", None),  # refused: config, network or a dead peer; not decided here
+    # one sample's own file gone from disk: the data; a missing shard, config or output path is not decided here
+    ("FileNotFoundError: [Errno 2] No such file or directory: '/data/imagenet/train/n01440764/n01440764_10026.JPEG'",
+     "data"),
+    ("FileNotFoundError: [Errno 2] No such file or directory: '/data/train/shard-00000.jsonl'", None),
+    ("FileNotFoundError: [Errno 2] No such file or directory: '/ckpt/run1/config.json'", None),
+    # a library the install lacks on this node: the install; the driver's own libcuda is the tables' (node/container)
+    ("ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory", "config"),
+    ("ImportError: libcuda.so.1: cannot open shared object file: No such file or directory", None),
 ])
 def test_classifier_table(text, expected):
     got = classify_terminal(text)

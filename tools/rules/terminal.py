@@ -48,6 +48,12 @@ BY_MESSAGE = (
     _r(r"\[Errno 98\]|Address already in use|\bEADDRINUSE\b", "config",
        "the address or port is already in use (EADDRINUSE)"),
     _r(r"\[Errno 24\]|Too many open files|\bEMFILE\b", "config", "the open-files limit was reached (EMFILE)"),
+    # the loader found no such library on this node (glibc elf/dl-load.c): what was installed, or the library path
+    # the job was launched with, is the fault (TAXONOMY: versions chosen at install time → config); not the
+    # driver's own libcuda/libnvidia-ml, which the tables read as a node or container without the driver
+    _r(r"(?<!libcuda\.so)(?<!libcuda\.so\.1)(?<!libnvidia-ml\.so)(?<!libnvidia-ml\.so\.1): cannot open shared "
+       r"object file", "config", "a shared library the job needs is not installed on this node or not on its "
+       "library path (a missing or mismatched install)"),
     _r(r"^\W*MemoryError\b|\[Errno 12\]|Cannot allocate memory|\bENOMEM\b", "oom", "host memory ran out"),
     _r(r"Caught \w+ in DataLoader worker process \d+", "data",
        "raised inside a DataLoader worker (the dataset, a transform or collate)"),
@@ -56,6 +62,12 @@ BY_MESSAGE = (
     _r(r"cannot identify image file|UnidentifiedImageError|image file is truncated|DecompressionBombError",
        "data", "a sample could not be decoded (corrupt or truncated image)"),
     _r(r"\bArrowInvalid\b", "data", "a data record does not parse (Arrow)"),
+    # a single sample's own file (an image, a clip, a feature array) is gone: the dataset's index lists it, the disk
+    # no longer holds it (TAXONOMY's "a missing data file"); a missing shard, config or output path stays the
+    # catalog's ENOENT (a wrong path is config)
+    _r(r"(?i)\[Errno 2\] No such file or directory: ['\"][^'\"]*\.(?:jpe?g|png|webp|bmp|gif|tiff?|wav|flac|mp3|ogg|"
+       r"m4a|mp4|avi|mkv|webm|mov|npy|npz)['\"]", "data",
+       "a sample's own file (image, audio, video, feature array) listed by the dataset is missing from disk"),
     _r(r"(?i)\b(?:image|video|audio)[ _-]?(?:token|feature|placeholder)s?\b[ \w/,-]{0,40}?"
        r"(?:mismatch|do not match|don't match|does not match)", "data",
        "a multimodal sample's placeholder tokens do not match its features (the sample's text contains a media "
