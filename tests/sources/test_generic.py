@@ -196,6 +196,10 @@ def test_near_misses(line, expected):
      "you tried to allocate 268435456 bytes. Error code 12 (Cannot allocate memory)",
      {"process.host_alloc_failed": {"requested_bytes": 268435456}}),
     ("[rank3]: MemoryError", {"process.host_alloc_failed": {}}),
+    # the memalign/_aligned_malloc builds' wording (Windows, Android)
+    ("RuntimeError: [enforce fail at C:\\actions-runner\\_work\\pytorch\\c10\\core\\impl\\alloc_cpu.cpp:72] data. "
+     "DefaultCPUAllocator: not enough memory: you tried to allocate 34359738368 bytes.",
+     {"process.host_alloc_failed": {"requested_bytes": 34359738368}}),
     # CUDA OOM's class name contains MemoryError but is not host memory
     ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB "
      "of which 1.23 GiB is free.", {"cuda.oom": {}}),

@@ -40,9 +40,13 @@ def host_oom(f: RuleInputs):
     evs = f.hits("kernel.oom_kill", "slurm.oom_kill")
     evs += [e for e in f.hits("slurm.task_exit") if "Out Of Memory" in e.text]
     evs += [e for e in f.hits("loader.worker_killed") if "Killed" in e.text]
+    killed_evs = len(evs)
     evs += f.hits("process.host_alloc_failed")
     if not evs:
         return []
+    # no kill in the logs, only a process whose own allocation failed: say that, not that a killer came
+    said = "the host OOM killer killed training processes (CPU memory)" if killed_evs else \
+        "host (CPU) memory ran out: a process's own allocation failed (DefaultCPUAllocator, MemoryError)"
     # the launcher's line that names the process the kill hit (srun's `task 5: Killed`, mpirun's `process rank 1
     # ... on node w1 exited on signal 9`) says whose process it was, where the kernel's line names only a pid
     killed = sigkilled_workers(f)[:2]
@@ -51,7 +55,7 @@ def host_oom(f: RuleInputs):
         named = [named_in_text(e.text) for e in killed]
         ranks = sorted({e.rank for e in killed if e.rank is not None} | {r for r, _h in named if r is not None})
         nodes = (f.nodes_of(killed) or sorted({h for _r, h in named if h})) or None
-    return [candidate("oom.host", "oom", "the host OOM killer killed training processes (CPU memory)", 0.85,
+    return [candidate("oom.host", "oom", said, 0.85,
                       evs[:3] + killed, f, ranks=ranks, nodes=nodes,
                       recommendations=["lower DataLoader num_workers / prefetch, check for host memory leaks, or "
                                        "request more memory per task"])]
