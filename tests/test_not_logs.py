@@ -185,13 +185,18 @@ def test_a_python_traceback_alone_is_generic_unless_its_frames_are_a_training_st
 
 
 def test_a_one_file_paste_that_reports_a_failure_is_read(tmp_path):
-    """A user pastes the one message in front of them (a fabric's words no table knows): it is answered as far as
-    it goes (inconclusive), never refused; a lone config file that reports nothing is still refused, and so is a
+    """A user pastes the one message in front of them: it is answered as far as it goes, never refused. A fabric's
+    words no table knows stay inconclusive; the older libfabric CXI wording of an event-queue overflow is the
+    slingshot table's (config: the CQ size). A lone config file that reports nothing is still refused, and so is a
     folder of such files."""
-    paste = _write(tmp_path / "p", {"paste.txt": "Cassini Event Queue overflow detected.\n"})
+    paste = _write(tmp_path / "p", {"paste.txt": "hsn1: fabric endpoint reported a fatal transport fault\n"})
     with open_bundle(paste) as b:
         d = investigate(b)
     assert d.status == Status.inconclusive and d.status != Status.completed
+    known = _write(tmp_path / "k", {"paste.txt": "Cassini Event Queue overflow detected.\n"})
+    with open_bundle(known) as b:
+        d = investigate(b)
+    assert (d.status, d.category) == (Status.crashed, "config")
     for files in ({"hosts": ETC["hosts"]}, {"postgresql.conf": ETC["postgresql.conf"]}):
         res = runner.invoke(app, ["ask", str(_write(tmp_path / next(iter(files)), files))])
         assert res.exit_code == 2 and "no training-job logs recognised" in res.output
