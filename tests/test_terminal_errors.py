@@ -251,3 +251,21 @@ def test_a_waiting_rank_in_the_root_cause_entry_is_not_the_trigger(tmp_path):
     with open_bundle(tmp_path) as b:
         d = investigate(b)
     assert d.status == Status.inconclusive and d.culprit_ranks != [2], d.headline
+
+
+@pytest.mark.parametrize("head,category", [
+    # the parent re-raises what the child raised: the child's own (cut) traceback is the story, not a kill
+    (["torch.multiprocessing.spawn.ProcessRaisedException:", "",
+      "-- Process 5 terminated with the following error:", "Traceback (most recent call last):",
+      '  File "/opt/conda/lib/python3.10/site-packages/torch/multiprocessing/spawn.py", line 69, in _wrap',
+      "    fn(i, *args)",
+      '  File "/work/train.py", line 20, in training',
+      "    item = next(iter(dl))"], "software"),
+    # the child died from a signal and left no Python error: something outside killed it
+    (["torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGKILL"], "infrastructure"),
+])
+def test_mp_spawn_says_how_its_child_ended(tmp_path, head, category):
+    (tmp_path / "paste.log").write_text("\n".join(head) + "\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.category == category, d.headline

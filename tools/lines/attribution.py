@@ -317,6 +317,8 @@ def note_local_rank(local_to_rank: dict[int, int], local: int, rank: int) -> Non
 _SUB_RANK = r"(?<!local )(?<!local_)(?<!tp )(?<!pp )(?<!dp )(?<!ep )(?<!cp )(?<!tp_)(?<!pp_)(?<!dp_)(?<!ep_)(?<!cp_)"
 _NAMED_RANK = re.compile(r"(?i)(?<![\w.])(?:\[\s*(?:global[ _])?rank\s*(\d{1,7})\s*\]|" + _SUB_RANK
                          + r"(?:global[ _])?rank\s*[:=#]?\s*(\d{1,7})(?!\w|\.\w)|(?-i:Process) (\d{1,7}) terminated"
+                         # torch.multiprocessing.spawn's ProcessExitedException: the spawn index, the rank it gave
+                         r"|(?-i:process) (\d{1,7}) terminated with (?:signal|exit code)"
                          r"|(?-i:task) (\d{1,7}):)")
 _NAMED_LOCAL = re.compile(r"(?i)(?<![\w.])local[_ ]rank\s*[:=#]?\s*(\d{1,7})(?![\w.])")
 _NAMED_HOST = re.compile(r"(?i)(?<![\w.])(?:(?:host(?:name)?|node|instance)\s*[:=]\s*|(?:on|at) (?:host|node|instance) )"

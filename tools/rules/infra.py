@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate, restart_without
 from trainlog_debugger.tools.sources.k8s import HOST_MEMORY, POD_NODE, is_sigkill
@@ -38,7 +40,13 @@ def sigkilled_workers(f: RuleInputs) -> list[Evidence]:
     # srun names how a task ended by strsignal(): `srun: error: gpu-node-12: task 5: Killed` is SIGKILL
     out += [e for e in f.hits("slurm.task_exit")
             if f.fields_of(e, "slurm.task_exit").get("how", "").strip().startswith("Killed")]
+    # torch.multiprocessing.spawn's parent (ProcessContext.join): `ProcessExitedException: process 3 terminated with
+    # signal SIGKILL`, the child having left no traceback
+    out += [e for e in f.hits("python.exception", "python.exception_named") if _SPAWN_SIGKILL.search(e.text)]
     return out
+
+
+_SPAWN_SIGKILL = re.compile(r"\bprocess \d+ terminated with signal SIGKILL\b")
 
 
 def killed_from_outside(f: RuleInputs):
@@ -50,8 +58,9 @@ def killed_from_outside(f: RuleInputs):
     if not killed:
         # a launcher's line in a paste that says nothing else (no rank prefix, no worker's error line anywhere): the
         # same reading, a little weaker, its rank from the line's own words (`local_rank: 0`) where it names one
+        said = {(e.file, e.line) for e in every}  # the kill's own line is no other error
         errors = [pid for pid, s in f.summaries.items() if s.role == "root_candidate" and s.tier in (1, 2)
-                  and not pid.startswith("torchrun.")]
+                  and not pid.startswith("torchrun.") and any((e.file, e.line) not in said for e in f.each(pid))]
         if not every or errors:
             return []
         return [candidate("infra.killed_from_outside", "infrastructure", "a worker was killed with SIGKILL and no "
