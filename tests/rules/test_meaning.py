@@ -28,6 +28,9 @@ def _diagnose(tmp_path, files: dict[str, str]):
     ("torch.OutOfMemoryError: CUDA error: out of memory", "oom"),
     ("E0312 worker.cc:88] Failed to write /ckpt/step_100: Stale file handle", "storage_io"),
     ("Read-only file system while saving", "storage_io"),
+    # an error on the checkpoint path that names nothing else: the storage is the first suspect
+    ("ERROR trial_runner.py:1319 -- Trial TorchTrainer_e17ed_00000: Error handling checkpoint /home/ray/ray_results/"
+     "checkpoint_000045", "storage_io"),
     ("RuntimeError: DataLoader worker 3 timed out after 600 seconds", "data_loading_stall"),
     ("Xid 79 seen on this GPU, aborting", "gpu_cuda"),
     ("GPU 3 has fallen off the bus.", "gpu_cuda"),
