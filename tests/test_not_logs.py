@@ -99,6 +99,19 @@ def test_a_training_loop_s_progress_bar_is_read(tmp_path):
     assert runner.invoke(app, ["ask", "--offline", str(dl)]).exit_code == 2
 
 
+def test_a_line_that_counts_a_job_s_gpus_is_read(tmp_path):
+    """GPUs counted or asked for are a job's words (issue 25: a file that speaks of GPUs is read, however short);
+    a driver's library path or a node's GPU model in a hosts-style list is not."""
+    for i, line in enumerate(["Using 8 GPUs", " 0.0/1.0 GPU", "num_gpus=4 requested but only 2 available",
+                              "CUDA_VISIBLE_DEVICES=0,1"]):
+        root = _write(tmp_path / f"g{i}", {"out.log": line + "\n"})
+        r = runner.invoke(app, ["ask", "--offline", str(root)])
+        assert r.exit_code == 0 and "no training-job logs" not in r.output, (line, r.output)
+    for i, text in enumerate(["/usr/local/cuda-12.4/targets/x86_64-linux/lib\n", "gpu-node-12 a100x8\n"]):
+        root = _write(tmp_path / f"n{i}", {"nodes.conf": text})
+        assert runner.invoke(app, ["ask", "--offline", str(root)]).exit_code == 2, text
+
+
 def _job(root, host: str, day: str, rank: int = 0):
     return _write(root, {f"{host}.log": (
         f"{host}:20000:20000 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.{rank + 2}<0>\n"

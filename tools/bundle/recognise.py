@@ -41,6 +41,9 @@ _TRAINING_LINE = re.compile(
     rb"(?im)(?:\b(?:rank|local_rank|global_rank|world_size|epoch|global_step|step|iter|iteration|loss|train_loss|"
     rb"val_loss|batch|batch_size|micro_batch|gpu|device|lr|learning_rate|grad_norm|tokens)\b['\"]?\s*[:=#]?\s*\[?\s*"
     rb"(?:\d|nan\b|inf\b)"
+    # GPUs counted or asked for (`Using 8 GPUs`, a scheduler's `0.0/1.0 GPU`, `num_gpus=4`, `CUDA_VISIBLE_DEVICES=0,1`):
+    # a job's resources, which no config of a GPU stack's own (a driver or runtime config) writes this way
+    rb"|\b\d+(?:\.\d+)?(?:/\d+(?:\.\d+)?)? ?(?-i:GPUs?)\b|\b(?:num_gpus|n_gpus|gpus_per_node|CUDA_VISIBLE_DEVICES)\s*[:=]\s*\d"
     # a training quantity said to have gone non-finite in words (`Loss is NaN, stopping training`, `grad norm became
     # inf`): the line a numerical failure's paste often is, with no number beside the word
     rb"|\b(?:loss|grad(?:ient)?s?|grad_norm|gradient norm)\b[^\n]{0,24}?\b(?:nan|inf|infinite|non-finite)\b"
