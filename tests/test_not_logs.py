@@ -112,6 +112,22 @@ def test_a_line_that_counts_a_job_s_gpus_is_read(tmp_path):
         assert runner.invoke(app, ["ask", "--offline", str(root)]).exit_code == 2, text
 
 
+def test_a_one_file_paste_that_speaks_of_training_is_read(tmp_path):
+    """Issue 25: a file that speaks of torch, CUDA, NCCL, GPUs, ranks, steps, loss or batches is read, however
+    little it says, and answered as far as it goes (never `completed`); a one-file config that names CUDA only in a
+    path, or a hosts file whose host names hold `gpu`, is still refused."""
+    for i, line in enumerate(["torch==2.1.0", "Total steps: 1000", "processed 120 batches",
+                              "torch.cuda.is_available() returns False", "NCCL_DEBUG=INFO"]):
+        root = _write(tmp_path / f"t{i}", {"paste.txt": line + "\n"})
+        with open_bundle(root) as b:
+            d = investigate(b)
+        assert d.status == Status.inconclusive, (line, d.headline)
+    for i, (name, text) in enumerate([("cuda.conf", "/usr/local/cuda-12.4/targets/x86_64-linux/lib\n"),
+                                      ("hosts", ETC["hosts"])]):
+        root = _write(tmp_path / f"c{i}", {name: text})
+        assert runner.invoke(app, ["ask", "--offline", str(root)]).exit_code == 2, name
+
+
 def _job(root, host: str, day: str, rank: int = 0):
     return _write(root, {f"{host}.log": (
         f"{host}:20000:20000 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.{rank + 2}<0>\n"

@@ -86,6 +86,12 @@ _PASTE_FAILURE = re.compile(rb"(?i)\b(?:" + _FAILURE_WORDS + rb"|overflow\w*|ref
                             rb"corrupt\w*|unable to|cannot|could not|not found|no such|exhausted|lost|crash\w*|"
                             rb"hang(?:s|ing)?|hung|stuck|terminated|core dumped)\b")
 _HEAD_FILES = 512
+# what a one-file paste speaks of when it speaks of training (issue 25: "a file that speaks of ranks, GPUs, CUDA,
+# NCCL, torch, epochs, steps, loss or batches is read"): the word itself, not inside a path, a host name or a file
+# name (`/usr/local/cuda-12.4/lib`, `gpu-node-12`, `cuda.conf` name no job)
+_PASTE_TRAINING = re.compile(rb"(?i)(?<![\w/-])(?:(?:py)?torch(?:run)?|cuda|nccl|gpus?|ranks?|epochs?|steps?|loss|"
+                             rb"batch(?:es)?|training|trainer|dataloader|deepspeed|megatron|nvidia-smi|horovod|slurm|srun|"
+                             rb"sbatch)(?![\w/-])(?!\.(?:conf|cfg|ini|so|h|hpp|cc?|py|txt|ya?ml|json|toml|log|sh|deb|rpm)\b)")
 
 
 def recognised(scan, bundle) -> bool:
@@ -118,8 +124,9 @@ def speaks_training(head: bytes) -> bool:
 
 def _failure_paste(bundle) -> bool:
     """One small text file (a paste, PASTE_MAX bytes at most) with a line that reports a failure in any words
-    (`Cassini Event Queue overflow`, `connection refused`, `Killed`): a user asking about the message in front of
-    them, which `ask` reads and answers as far as it supports (inconclusive when nothing knows it). A line that is a
+    (`Cassini Event Queue overflow`, `connection refused`, `Killed`), or that speaks of training at all (a rank, the
+    GPUs, torch, a step: _PASTE_TRAINING): a user asking about the text in front of them, which `ask` reads and
+    answers as far as it supports (inconclusive when nothing knows it; never `completed` without an end). A line that is a
     setting or a comment (`log_min_messages = warning`) reports nothing. Not a folder: /etc, a source tree or a
     dataset folder has many files, and their single files (a hosts file, a sources list) report no failure."""
     if len(bundle.sources) != 1 or bundle.sources[0].size > PASTE_MAX:
@@ -133,7 +140,7 @@ def _failure_paste(bundle) -> bool:
         line = text[text.rfind(b"\n", 0, m.start()) + 1:m.end()]
         if not _SETTING_LINE.match(line):
             return True
-    return False
+    return _PASTE_TRAINING.search(text) is not None
 
 
 def _heads_speak(bundle) -> bool:
