@@ -65,6 +65,12 @@ FIRE = [
     ("meaning.nccl_last_error", {"r.log": ["[rank1]: ncclInvalidUsage: This usually reflects invalid usage of NCCL "
                                            "library.", "[rank1]: Last error:", "[rank1]: Duplicate GPU detected : rank "
                                            "1 and rank 0 both on CUDA device 1a000"]}, "config", 0.65),
+    # the one quoted CUDA error that is the memory's: NCCL's allocation failed, oom, not a GPU fault
+    ("meaning.nccl_last_error", {"r.log": ["[rank0]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/"
+                                           "distributed/c10d/NCCLUtils.hpp:317, unhandled cuda error (run with "
+                                           "NCCL_DEBUG=INFO for details), NCCL version 2.20.5",
+                                           "[rank0]: ncclUnhandledCudaError: Call to CUDA function failed.",
+                                           "[rank0]: Last error:", "[rank0]: Cuda failure 'out of memory'"]}, "oom", 0.65),
     # a timeout that no line explains: a rank that never reached the collective (TAXONOMY), weakly; a transport
     # error among the lines keeps the network reading
     ("network.nccl_only", {"c.log": ["[E ProcessGroupNCCL.cpp:460] To avoid data inconsistency, we are taking the "
@@ -314,6 +320,20 @@ QUIET += [
         "  Normal   Scheduled  37m  default-scheduler  Successfully assigned ml/trainer-0 to gpu-node-17"]}),
 ]
 
+
+# a rank that died of a signal with no line of its own: the launcher's return code names it (negative = signal)
+_DS_EXIT = "[2024-05-02 10:11:12,345] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', " \
+    "'--local_rank=1'] exits with return code = {}"
+FIRE += [
+    ("infra.bus_error", {"launcher.log": [_DS_EXIT.format(-7)]}, "infrastructure", 0.6),
+    ("infra.bus_error", {"agent.log": ["E0813 22:08:40.123000 2585 torch/distributed/elastic/multiprocessing/api.py:869]"
+                                       " failed (exitcode: -7) local_rank: 0 (pid: 2710) of binary: /usr/bin/python"]},
+     "infrastructure", 0.6),
+    ("software.native_crash", {"launcher.log": [_DS_EXIT.format(-11)]}, "software", 0.5),
+    ("infra.killed_from_outside", {"launcher.log": [_DS_EXIT.format(-9)]}, "infrastructure", 0.5),
+]
+QUIET += [("infra.bus_error", {"launcher.log": [_DS_EXIT.format(1)]}),      # an exception, not a signal
+          ("software.native_crash", {"launcher.log": [_DS_EXIT.format(-6)]})]  # SIGABRT: the watchdog's abort
 
 # the version banners of three nodes, one of them on another NCCL release: config, and that node is the odd one
 FIRE += [

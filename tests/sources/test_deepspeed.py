@@ -12,6 +12,11 @@ LINES = [
      {"deepspeed.loss_scale_min": {}}),
     ("the launcher kills the rest", "[2024-05-02 10:11:12,345] [INFO] [launch.py:319:sigkill_handler] Killing "
      "subprocess 41223", {"deepspeed.launcher_kill": {}}),
+    ("a rank ended by a signal (SIGBUS): its return code, negative",
+     "[2024-05-02 10:11:12,345] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', "
+     "'--local_rank=3'] exits with return code = -7", {"deepspeed.exit_code": {"returncode": -7, "local_rank_arg": 3}}),
+    ("a rank that exited 1, no rank in its command", "[2024-05-02 10:11:12,345] [ERROR] [launch.py:325:sigkill_handler]"
+     " ['python', 'main.py'] exits with return code = 1", {"deepspeed.exit_code": {"returncode": 1}}),
 ]
 
 NEAR_MISSES = [

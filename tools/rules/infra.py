@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate, restart_without
@@ -21,32 +20,44 @@ def shm(f: RuleInputs):
 
 
 def bus_error(f: RuleInputs):
-    evs = f.hits("process.sigbus")
+    """A bus error, in words (`Bus error (core dumped)`, srun's `task 5: Bus error`) or as the launcher's exit code
+    -7 / SIGBUS (a rank that died with no line of its own): on a training node nearly always /dev/shm too small for
+    DataLoader workers or NCCL's shared-memory transport (TAXONOMY: container limits that are not memory)."""
+    evs = f.hits("process.sigbus") + signalled_workers(f, 7)
     return [candidate("infra.sigbus", "infrastructure", "bus error (SIGBUS), typically shared memory exhausted", 0.6, evs[:2],
                  f, recommendations=["increase /dev/shm"])] if evs else []
 
 
-def sigkilled_workers(f: RuleInputs) -> list[Evidence]:
-    """The launcher's lines that say a worker died of SIGKILL (torchrun's `exitcode : -9`, `Signal 9 (SIGKILL)`, the
-    elastic agent's `failed (exitcode: -9) local_rank: 0`; Open MPI's `mpirun noticed that process rank 3 ... exited
-    on signal 9 (Killed)`; srun's `task 5: Killed`)."""
+_SIGNALS = {6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL", 11: "SIGSEGV"}
+
+
+def signalled_workers(f: RuleInputs, signo: int) -> list[Evidence]:
+    """The launchers' lines that say a worker died of signal `signo`: a negative exit code is the signal (Popen's
+    convention, which torchrun and DeepSpeed's launcher print as they got it): torchrun's `exitcode : -7`, `Signal 7
+    (SIGBUS)`, the elastic agent's `failed (exitcode: -7) local_rank: 0`; DeepSpeed's `exits with return code = -7`;
+    Open MPI's `exited on signal 7`; torch.multiprocessing.spawn's `process 3 terminated with signal SIGBUS` (the
+    child having left no traceback)."""
+    name = _SIGNALS.get(signo, f"SIG{signo}")
     out = []
     for e in f.hits("torchrun.exitcode", "torchrun.signal_received", "torchrun.worker_failed"):
         fx = (f.fields_of(e, "torchrun.exitcode") or f.fields_of(e, "torchrun.signal_received")
               or f.fields_of(e, "torchrun.worker_failed"))
-        if fx.get("exitcode") == -9 or fx.get("signal") == "SIGKILL":
+        if fx.get("exitcode") == -signo or fx.get("signal") == name:
             out.append(e)
-    out += [e for e in f.hits("mpi.process_exited") if f.fields_of(e, "mpi.process_exited").get("signal") == 9]
-    # srun names how a task ended by strsignal(): `srun: error: gpu-node-12: task 5: Killed` is SIGKILL
-    out += [e for e in f.hits("slurm.task_exit")
-            if f.fields_of(e, "slurm.task_exit").get("how", "").strip().startswith("Killed")]
-    # torch.multiprocessing.spawn's parent (ProcessContext.join): `ProcessExitedException: process 3 terminated with
-    # signal SIGKILL`, the child having left no traceback
-    out += [e for e in f.hits("python.exception", "python.exception_named") if _SPAWN_SIGKILL.search(e.text)]
+    out += [e for e in f.hits("deepspeed.exit_code") if f.fields_of(e, "deepspeed.exit_code").get("returncode") == -signo]
+    out += [e for e in f.hits("mpi.process_exited") if f.fields_of(e, "mpi.process_exited").get("signal") == signo]
+    spawn = f"terminated with signal {name}"
+    out += [e for e in f.hits("python.exception", "python.exception_named") if spawn in e.text]
     return out
 
 
-_SPAWN_SIGKILL = re.compile(r"\bprocess \d+ terminated with signal SIGKILL\b")
+def sigkilled_workers(f: RuleInputs) -> list[Evidence]:
+    """The launchers' lines that say a worker died of SIGKILL (signalled_workers), and srun's `task 5: Killed`."""
+    out = signalled_workers(f, 9)
+    # srun names how a task ended by strsignal(): `srun: error: gpu-node-12: task 5: Killed` is SIGKILL
+    out += [e for e in f.hits("slurm.task_exit")
+            if f.fields_of(e, "slurm.task_exit").get("how", "").strip().startswith("Killed")]
+    return out
 
 
 def killed_from_outside(f: RuleInputs):

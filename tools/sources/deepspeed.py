@@ -4,6 +4,7 @@ Real lines (DeepSpeed 0.9-0.16):
     [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768
     Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.
     [launch.py:319:sigkill_handler] Killing subprocess 41223
+    [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', '--local_rank=1'] exits with return code = -7
 An OVERFLOW skip is dynamic loss scaling doing its job (noise, however many); only the scaler giving up is the
 run's numerical failure.
 """
@@ -28,6 +29,15 @@ PATTERNS = [
       r"sigkill_handler\] Killing subprocess", "Killing subprocess",
       "[2024-05-02 10:11:12,345] [INFO] [launch.py:319:sigkill_handler] Killing subprocess 41223",
       "DeepSpeed's launcher killed its workers after one failed"),
+    # launch.py sigkill_handler: `logger.error(f"{cmd} exits with return code = {process.returncode}")`; a negative
+    # code is the signal that ended the rank (Popen's convention): -9 SIGKILL, -7 SIGBUS, -11 SIGSEGV, -6 SIGABRT
+    P("deepspeed.exit_code", 1, None, "cascade",
+      r"exits with return code = -?\d", "exits with return code = ",
+      "[2024-05-02 10:11:12,345] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', "
+      "'--local_rank=1'] exits with return code = -7",
+      "a rank launched by DeepSpeed's launcher exited: its return code (a signal when negative)",
+      fields=r"(?:--local_rank=(?P<local_rank_arg>\d+)\D.*)?exits with return code = (?P<returncode>-?\d+)",
+      ints=("returncode", "local_rank_arg")),
 ]
 
 
