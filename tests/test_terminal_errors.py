@@ -68,6 +68,10 @@ def test_an_exception_with_no_resource_behind_it_stays_weak_software(tmp_path):
     # a library the install lacks on this node: the install; the driver's own libcuda is the tables' (node/container)
     ("ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory", "config"),
     ("ImportError: libcuda.so.1: cannot open shared object file: No such file or directory", None),
+    # a worker reading from an object store whose client gave up: the store's, not the sample's
+    ("fsspec.exceptions.FSTimeoutError: Caught FSTimeoutError in DataLoader worker process 1.", "storage_io"),
+    ("botocore.exceptions.ReadTimeoutError: Read timeout on endpoint URL: \"None\"", "storage_io"),
+    ("KeyError: Caught KeyError in DataLoader worker process 0.", "data"),
 ])
 def test_classifier_table(text, expected):
     got = classify_terminal(text)

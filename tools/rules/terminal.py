@@ -55,6 +55,12 @@ BY_MESSAGE = (
        r"object file", "config", "a shared library the job needs is not installed on this node or not on its "
        "library path (a missing or mismatched install)"),
     _r(r"^\W*MemoryError\b|\[Errno 12\]|Cannot allocate memory|\bENOMEM\b", "oom", "host memory ran out"),
+    # an object store's or remote filesystem's client raised (in a DataLoader worker too: the worker was reading
+    # from it): fsspec and its s3fs/gcsfs/adlfs backends, botocore/boto3, Google Cloud, Azure; the store's fault
+    # (TAXONOMY storage_io: object-store errors), not the sample's
+    _r(r"\b(?:fsspec|s3fs|gcsfs|adlfs|botocore|boto3|google\.api_core|google\.cloud\.storage|azure\.core|"
+       r"azure\.storage)\.[\w.]*(?:Error|Exception|Timeout)\b|\bCaught FSTimeoutError\b", "storage_io",
+       "the object store's or remote filesystem's client failed (a timeout, a refused or throttled request)"),
     _r(r"Caught \w+ in DataLoader worker process \d+", "data",
        "raised inside a DataLoader worker (the dataset, a transform or collate)"),
     # the subject is a sample's content: PIL's undecodable/truncated images, Arrow rows that do not parse, a
