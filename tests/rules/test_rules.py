@@ -21,6 +21,10 @@ FIRE = [
     ("gpu.ecc", {"rank_2.log": ["[rank2]: RuntimeError: CUDA error: uncorrectable ECC error encountered"]}, "gpu_cuda", 0.9),
     ("gpu.cuda_error", {"rank_2.log": ["[rank2]: RuntimeError: CUDA error: an illegal memory access was encountered"]},
      "gpu_cuda", 0.7),
+    # the GPU's sticky fault surfaces in c10d's watchdog thread, which queries every work's CUDA event
+    ("gpu.cuda_error", {"rank_3.log": ["[rank3]:[E1105 12:34:56.789012345 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID "
+                                       "0(default_pg) Rank 3] Process group watchdog thread terminated with exception: "
+                                       "CUDA error: an illegal memory access was encountered"]}, "gpu_cuda", 0.7),
     ("gpu.nccl_cuda_failure", {"n.log": ["node23:12098:12141 [2] transport/nvls.cc:244 NCCL WARN Cuda failure 1 "
                                          "'invalid argument'"]}, "infrastructure", 0.75),
     ("oom.cuda_oom", {"rank_1.log": ["[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
@@ -332,6 +336,10 @@ FIRE += [
     ("software.native_crash", {"launcher.log": [_DS_EXIT.format(-11)]}, "software", 0.5),
     ("infra.killed_from_outside", {"launcher.log": [_DS_EXIT.format(-9)]}, "infrastructure", 0.5),
 ]
+QUIET += [("gpu.cuda_error", {"rank_3.log": [  # the watchdog ended by a timeout: the collective's story, not the GPU's
+    "[rank3]:[E117 08:28:16.358824199 ProcessGroupNCCL.cpp:1534] [PG 0 (default_pg) Rank 3] Process group watchdog "
+    "thread terminated with exception: [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=67, "
+    "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600042 milliseconds before timing out."]})]
 QUIET += [("infra.bus_error", {"launcher.log": [_DS_EXIT.format(1)]}),      # an exception, not a signal
           ("software.native_crash", {"launcher.log": [_DS_EXIT.format(-6)]})]  # SIGABRT: the watchdog's abort
 

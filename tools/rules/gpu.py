@@ -6,7 +6,9 @@ point at the GPU or its links; 13/31/43/45 are usually the program's own bad acc
 
 from __future__ import annotations
 
-from trainlog_debugger.tools.rules.base import RuleInputs, candidate, restart_without
+import re
+
+from trainlog_debugger.tools.rules.base import RuleInputs, by_time, candidate, restart_without
 from trainlog_debugger.tools.sources.kernel import XID_MEANING
 
 HW_XIDS = {48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 154}
@@ -40,12 +42,26 @@ def ecc(f: RuleInputs):
                                   "if several jobs failed on the same node, that node is the common factor"])]
 
 
+# the CUDA error that ended c10d's watchdog thread (`Process group watchdog thread terminated with exception: CUDA
+# error: an illegal memory access was encountered`): the watchdog queries each work's CUDA event, so a sticky fault
+# of this rank's GPU surfaces there first; the line is the watchdog's, the fault is the GPU's
+_WATCHDOG_CUDA = re.compile(r"^CUDA error: (?P<cuda_error>.*?)\s*$")
+
+
 def cuda_error(f: RuleInputs):
+    errs: dict[tuple[str, int], str] = {}
+    for e in f.hits("pytorch.watchdog_thread_exception"):
+        m = _WATCHDOG_CUDA.match(f.fields_of(e, "pytorch.watchdog_thread_exception").get("what") or "")
+        if m and "out of memory" not in m.group(1) and "ECC" not in m.group(1):
+            errs[(e.file, e.line)] = m.group("cuda_error")
     evs = [e for e in f.hits("cuda.error", "cuda.accelerator_abort") if "out of memory" not in e.text
            and "ECC" not in e.text]
+    if errs:
+        evs = sorted(evs + [e for e in f.hits("pytorch.watchdog_thread_exception") if (e.file, e.line) in errs],
+                     key=by_time)
     if not evs:
         return []
-    err = f.fields_of(evs[0], "cuda.error").get("cuda_error") or "CUDA error"
+    err = f.fields_of(evs[0], "cuda.error").get("cuda_error") or errs.get((evs[0].file, evs[0].line)) or "CUDA error"
     who = f" on rank {evs[0].rank}" if evs[0].rank is not None else ""
     return [candidate("gpu.cuda_error", "gpu_cuda", f"CUDA error{who}: {err}", 0.7, evs[:3], f,
                  recommendations=["rerun with CUDA_LAUNCH_BLOCKING=1 to get the failing kernel",
