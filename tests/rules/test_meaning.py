@@ -73,6 +73,7 @@ def _diagnose(tmp_path, files: dict[str, str]):
     ("AssertionError: When using upcycling, the --save option must be specified.", "config"),
     ("AssertionError: num_attention_heads (28) must be divisible by tensor_model_parallel_size (8)", "config"),
     ("ValueError: The global batch size (7 x 1) must be evenly divisible by the number of generations (8).", "config"),
+    ("ValueError: Number of devices 8 must equal the product of mesh_shape (2, 8)", "config"),
     ("AssertionError: Fp16_master_weights_and_grads is only supported with ZeRO Stage 2 for now.", "config"),
     ("AssertionError: Partial offloading only supported for ZeRO Stage 3.", "config"),
     ("AssertionError: 1bit-Adam is not compatible with ZeRO", "config"),
