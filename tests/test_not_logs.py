@@ -110,20 +110,31 @@ def test_a_line_that_counts_a_job_s_gpus_is_read(tmp_path):
     for i, text in enumerate(["/usr/local/cuda-12.4/targets/x86_64-linux/lib\n", "gpu-node-12 a100x8\n"]):
         root = _write(tmp_path / f"n{i}", {"nodes.conf": text})
         assert runner.invoke(app, ["ask", "--offline", str(root)]).exit_code == 2, text
+    # in a folder (not a one-file paste, which any word of GPUs gets read), a model number counts no GPUs
+    docs = _write(tmp_path / "hw", {"boards.txt": "Supported boards: RTX 3090 GPU, A100 GPU\n",
+                                    "vendors.txt": "nvidia amd intel\n"})
+    assert runner.invoke(app, ["ask", "--offline", str(docs)]).exit_code == 2
 
 
 def test_a_one_file_paste_that_speaks_of_training_is_read(tmp_path):
     """Issue 25: a file that speaks of torch, CUDA, NCCL, GPUs, ranks, steps, loss or batches is read, however
     little it says, and answered as far as it goes (never `completed`); a one-file config that names CUDA only in a
     path, or a hosts file whose host names hold `gpu`, is still refused."""
-    for i, line in enumerate(["torch==2.1.0", "Total steps: 1000", "processed 120 batches",
-                              "torch.cuda.is_available() returns False", "NCCL_DEBUG=INFO"]):
+    for i, line in enumerate(["Total steps: 1000", "processed 120 batches", "torch.cuda.is_available() returns False",
+                              "nvidia-smi shows 0% utilization on all GPUs",
+                              "the loss jumped after the second epoch and never came back"]):  # two loop words
         root = _write(tmp_path / f"t{i}", {"paste.txt": line + "\n"})
         with open_bundle(root) as b:
             d = investigate(b)
         assert d.status == Status.inconclusive, (line, d.headline)
+    # a path, a host name, a pip pin, and English words that are also a loop's (`to step to`, a licence's `LOSS OF
+    # USE`) speak of no job
     for i, (name, text) in enumerate([("cuda.conf", "/usr/local/cuda-12.4/targets/x86_64-linux/lib\n"),
-                                      ("hosts", ETC["hosts"])]):
+                                      ("hosts", ETC["hosts"]),
+                                      ("constraints.txt", "torch<=2.4.1\ntorchvision<=0.19.1\n"),
+                                      ("inputrc", "# allow the use of the Home/End keys to step to the next word\n"),
+                                      ("COPYING", "IN NO EVENT SHALL THE AUTHORS BE LIABLE FOR ANY DAMAGES (INCLUDING "
+                                                  "LOSS OF USE, DATA, OR PROFITS)\n")]):
         root = _write(tmp_path / f"c{i}", {name: text})
         assert runner.invoke(app, ["ask", "--offline", str(root)]).exit_code == 2, name
 

@@ -65,6 +65,11 @@ def test_an_exception_with_no_resource_behind_it_stays_weak_software(tmp_path):
      "data"),
     ("FileNotFoundError: [Errno 2] No such file or directory: '/data/train/shard-00000.jsonl'", None),
     ("FileNotFoundError: [Errno 2] No such file or directory: '/ckpt/run1/config.json'", None),
+    # an output the job writes (a plot, a sample it renders) is no sample of the dataset: a missing output path
+    ("FileNotFoundError: [Errno 2] No such file or directory: 'outputs/run1/loss_curve.png'", None),
+    ("FileNotFoundError: [Errno 2] No such file or directory: 'outputs/step_1000.png'", None),
+    ("FileNotFoundError: [Errno 2] No such file or directory: '/data/stats/mean.npy'", None),
+    ("FileNotFoundError: [Errno 2] No such file or directory: '/mnt/ds/audio/spk1/utt_07.wav'", "data"),
     # a library the install lacks on this node: the install; the driver's own libcuda is the tables' (node/container)
     ("ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory", "config"),
     ("ImportError: libcuda.so.1: cannot open shared object file: No such file or directory", None),
@@ -72,6 +77,9 @@ def test_an_exception_with_no_resource_behind_it_stays_weak_software(tmp_path):
     ("fsspec.exceptions.FSTimeoutError: Caught FSTimeoutError in DataLoader worker process 1.", "storage_io"),
     ("botocore.exceptions.ReadTimeoutError: Read timeout on endpoint URL: \"None\"", "storage_io"),
     ("KeyError: Caught KeyError in DataLoader worker process 0.", "data"),
+    ("google.api_core.exceptions.ServiceUnavailable: 503 GET https://storage.googleapis.com/b/o", "storage_io"),
+    ("botocore.exceptions.NoCredentialsError: Unable to locate credentials", "config"),  # a setting
+    ("botocore.exceptions.ClientError: An error occurred (NoSuchKey) when calling the GetObject operation", None),
 ])
 def test_classifier_table(text, expected):
     got = classify_terminal(text)
@@ -267,9 +275,21 @@ def test_a_waiting_rank_in_the_root_cause_entry_is_not_the_trigger(tmp_path):
       "    item = next(iter(dl))"], "software"),
     # the child died from a signal and left no Python error: something outside killed it
     (["torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGKILL"], "infrastructure"),
+    # a native crash of the child: the code's (an extension, a library)
+    (["torch.multiprocessing.spawn.ProcessExitedException: process 2 terminated with signal SIGSEGV"], "software"),
 ])
 def test_mp_spawn_says_how_its_child_ended(tmp_path, head, category):
     (tmp_path / "paste.log").write_text("\n".join(head) + "\n")
     with open_bundle(tmp_path) as b:
         d = investigate(b)
     assert d.category == category, d.headline
+
+
+def test_mp_spawn_child_that_exited_itself_is_a_consequence(tmp_path):
+    """`terminated with exit code 1`: the child exited on its own and its own output says why; the line is a
+    cascade, never the answer's trigger."""
+    (tmp_path / "paste.log").write_text("torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated "
+                                        "with exit code 1\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.status == Status.inconclusive and d.confidence == "low", d.headline

@@ -181,6 +181,7 @@ def test_a_table_trigger_is_a_cited_candidate_with_its_meaning_and_action(tmp_pa
     ("-- Process 1 terminated with the following error:", 1, None),
     ("torch.multiprocessing.spawn.ProcessExitedException: process 3 terminated with signal SIGKILL", 3, None),
     ("Child process 23817 terminated abnormally", None, None),  # a pid, not spawn's index
+    ("Worker process 4123 terminated with exit code 1", None, None),  # a pid in another's words
     ("srun: error: node17: task 3: Segmentation fault", 3, None),
     ("comm 0x1 rank 0 nranks 16 cudaDev 3", 0, None),
     ("nranks 16 cudaDev 3", None, None),

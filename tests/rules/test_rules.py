@@ -336,6 +336,10 @@ FIRE += [
     ("software.native_crash", {"launcher.log": [_DS_EXIT.format(-11)]}, "software", 0.5),
     ("infra.killed_from_outside", {"launcher.log": [_DS_EXIT.format(-9)]}, "infrastructure", 0.5),
 ]
+_WD = "[rank3]:[E1105 12:34:56.789012345 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 3] Process " \
+    "group watchdog thread terminated with exception: CUDA error: {}"
+QUIET += [("gpu.cuda_error", {"rank_3.log": [_WD.format("out of memory")]}),  # memory: the OOM rules' reading
+          ("gpu.cuda_error", {"rank_3.log": [_WD.format("uncorrectable ECC error encountered")]})]  # gpu.ecc's
 QUIET += [("gpu.cuda_error", {"rank_3.log": [  # the watchdog ended by a timeout: the collective's story, not the GPU's
     "[rank3]:[E117 08:28:16.358824199 ProcessGroupNCCL.cpp:1534] [PG 0 (default_pg) Rank 3] Process group watchdog "
     "thread terminated with exception: [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=67, "
@@ -373,10 +377,29 @@ FIRE += [("config.main_process_first_wait", {"rank_1.log": _MAIN_FIRST + [
     "[rank1]: torch.distributed.DistBackendError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from "
     "[0] via c10d key-value store by key '0', but store->get('0') got error: wait timeout after 1800000ms"]},
     "config", 0.55)]
-# the same wait ended by something other than a timeout: not a phase that outlasted it
-QUIET += [("config.main_process_first_wait", {"rank_1.log": _MAIN_FIRST + [
+# a paste cut inside the wait's traceback: c10d's socket warning printed as the wait failed, just before it
+_SOCKET_WAIT = "[rank1]:[W socket.cpp:432] [c10d] While waitForInput, poolFD failed with (errno: 0 - Success)."
+FIRE += [("config.main_process_first_wait", {"rank_1.log": [_SOCKET_WAIT] + _MAIN_FIRST[:5]}, "config", 0.55)]
+# the same wait ended by something other than a timeout: not a phase that outlasted it, even with a recovered
+# timeout warning earlier in the file; and a cut traceback whose only timeout line is far from it
+_EARLIER = ["[rank1]:[W socket.cpp:663] [c10d] The client socket has timed out after 60s while trying to connect to "
+            "(node0, 29500)."] + [f"[rank1]: step {i} loss 2.{i % 10}" for i in range(300)]
+QUIET += [("config.main_process_first_wait", {"rank_1.log": _EARLIER + _MAIN_FIRST + [
     "[rank1]: RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version "
-    "2.19.3"]})]
+    "2.19.3"]}),
+    ("config.main_process_first_wait", {"rank_1.log": _EARLIER + _MAIN_FIRST[:5]})]
+
+
+def test_deepspeed_exit_line_names_no_rank(facts_from):
+    """DeepSpeed's handler prints the argv of the last process it launched, not the one that exited: `--local_rank=1`
+    in it names no culprit (a torchrun agent line's `local_rank: 0` does)."""
+    for rule, code in (("infra.bus_error", -7), ("software.native_crash", -11), ("infra.killed_from_outside", -9)):
+        c = BY_NAME[rule](facts_from({"launcher.log": [_DS_EXIT.format(code)]}))[0]
+        assert c.ranks == [], (rule, c.ranks)
+    agent = BY_NAME["infra.bus_error"](facts_from({"agent.log": [
+        "E0813 22:08:40.123000 2585 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -7) "
+        "local_rank: 3 (pid: 2710) of binary: /usr/bin/python"]}))[0]
+    assert agent.ranks == [3]
 
 
 def test_nccl_version_mismatch_names_the_odd_node(facts_from):

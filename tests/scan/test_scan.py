@@ -143,6 +143,19 @@ def test_cut_traceback_keeps_its_frames_and_calls(tmp_path):
     assert tb.fields["calls"] == ["trainer = SFTTrainer(", "return next(self.gen)"]
 
 
+@pytest.mark.parametrize("chunk", [1 << 20, 1200, 1500])
+def test_a_traceback_cut_by_a_chunk_is_not_a_cut_paste(tmp_path, monkeypatch, chunk):
+    """Frames without an exception mean a paste cut inside its traceback, so only the file's end may cut one: a
+    traceback that crosses a read buffer's end is whole in the file, and never reads as cut there."""
+    monkeypatch.setattr(filescan, "CHUNK", chunk)
+    lines = [f"[rank3]: step {i} loss 2.{i}" for i in range(40)] + ["[rank3]: Traceback (most recent call last):"]
+    for i in range(8):
+        lines += [f'[rank3]:   File "/app/m{i}.py", line {i}, in f{i}', f"[rank3]:     call_{i}()"]
+    (tmp_path / "rank_3.log").write_text("\n".join(lines + ["[rank3]: RuntimeError: boom"]) + "\n")
+    tb = [h for f in _scan(tmp_path).files for h in f.hits if h.pattern == "python.traceback"][0]
+    assert "exception" in tb.fields or "frames" not in tb.fields, tb.fields
+
+
 def test_silent_first_rank(tmp_path):
     d = tmp_path / "b"
     d.mkdir()

@@ -14,7 +14,7 @@ LINES = [
      "subprocess 41223", {"deepspeed.launcher_kill": {}}),
     ("a rank ended by a signal (SIGBUS): its return code, negative",
      "[2024-05-02 10:11:12,345] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', "
-     "'--local_rank=3'] exits with return code = -7", {"deepspeed.exit_code": {"returncode": -7, "local_rank_arg": 3}}),
+     "'--local_rank=3'] exits with return code = -7", {"deepspeed.exit_code": {"returncode": -7}}),
     ("a rank that exited 1, no rank in its command", "[2024-05-02 10:11:12,345] [ERROR] [launch.py:325:sigkill_handler]"
      " ['python', 'main.py'] exits with return code = 1", {"deepspeed.exit_code": {"returncode": 1}}),
 ]

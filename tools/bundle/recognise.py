@@ -43,7 +43,9 @@ _TRAINING_LINE = re.compile(
     rb"(?:\d|nan\b|inf\b)"
     # GPUs counted or asked for (`Using 8 GPUs`, a scheduler's `0.0/1.0 GPU`, `num_gpus=4`, `CUDA_VISIBLE_DEVICES=0,1`):
     # a job's resources, which no config of a GPU stack's own (a driver or runtime config) writes this way
-    rb"|\b\d+(?:\.\d+)?(?:/\d+(?:\.\d+)?)? ?(?-i:GPUs?)\b|\b(?:num_gpus|n_gpus|gpus_per_node|CUDA_VISIBLE_DEVICES)\s*[:=]\s*\d"
+    # (not a model number: `RTX 3090 GPU`, `A100 GPU`)
+    rb"|(?<![A-Z])(?<![A-Z] )\b\d+(?:\.\d+)?(?:/\d+(?:\.\d+)?)? ?(?-i:GPUs?)\b"
+    rb"|\b(?:num_gpus|n_gpus|gpus_per_node|CUDA_VISIBLE_DEVICES)\s*[:=]\s*\d"
     # a training quantity said to have gone non-finite in words (`Loss is NaN, stopping training`, `grad norm became
     # inf`): the line a numerical failure's paste often is, with no number beside the word
     rb"|\b(?:loss|grad(?:ient)?s?|grad_norm|gradient norm)\b[^\n]{0,24}?\b(?:nan|inf|infinite|non-finite)\b"
@@ -87,11 +89,19 @@ _PASTE_FAILURE = re.compile(rb"(?i)\b(?:" + _FAILURE_WORDS + rb"|overflow\w*|ref
                             rb"hang(?:s|ing)?|hung|stuck|terminated|core dumped)\b")
 _HEAD_FILES = 512
 # what a one-file paste speaks of when it speaks of training (issue 25: "a file that speaks of ranks, GPUs, CUDA,
-# NCCL, torch, epochs, steps, loss or batches is read"): the word itself, not inside a path, a host name or a file
-# name (`/usr/local/cuda-12.4/lib`, `gpu-node-12`, `cuda.conf` name no job)
-_PASTE_TRAINING = re.compile(rb"(?i)(?<![\w/-])(?:(?:py)?torch(?:run)?|cuda|nccl|gpus?|ranks?|epochs?|steps?|loss|"
-                             rb"batch(?:es)?|training|trainer|dataloader|deepspeed|megatron|nvidia-smi|horovod|slurm|srun|"
-                             rb"sbatch)(?![\w/-])(?!\.(?:conf|cfg|ini|so|h|hpp|cc?|py|txt|ya?ml|json|toml|log|sh|deb|rpm)\b)")
+# NCCL, torch, epochs, steps, loss or batches is read"): the training stack's own names as words (not inside a path,
+# a host name or a file name: `/usr/local/cuda-12.4/lib`, `gpu-node-12`, `cuda.conf` name no job), and the loop's
+# quantities only counted (`120 batches`, `steps: 1000`): as bare English words (`to step to`, `LOSS OF USE`) they are
+# every manual's and licence's. Read on lines that are neither a setting nor a comment (_SETTING_LINE).
+_PASTE_TRAINING = re.compile(rb"(?i)(?<![\w/-])(?:(?:py)?torch(?:run)?|cuda|nccl|gpus?|dataloader|deepspeed|megatron|"
+                             rb"nvidia-smi|horovod|slurm|srun|sbatch)(?![\w/-])(?!\s*[<>=!~])"  # not `torch<=2.4` (pip)
+                             rb"(?!\.(?:conf|cfg|ini|so|h|hpp|cc?|py|txt|ya?ml|json|toml|log|sh|deb|rpm)\b)"
+                             rb"|\b\d+ (?:ranks|epochs|steps|batches|iterations)\b"
+                             rb"|\b(?:ranks?|epochs?|steps?|loss|batch(?:es)?|iterations?)\s*[:=]\s*\d")
+# a training loop's words: one alone is every manual's (`to step to`, `LOSS OF USE`), two different ones on the
+# lines of one paste (`loss` and `epoch`, `rank` and `gradient`) are a job's
+_LOOP_WORD = re.compile(rb"(?i)\b(rank|epoch|step|loss|batch|iteration|gradient|optimizer|learning rate|checkpoint|"
+                        rb"training|trainer)(?:e?s)?\b")
 
 
 def recognised(scan, bundle) -> bool:
@@ -124,8 +134,8 @@ def speaks_training(head: bytes) -> bool:
 
 def _failure_paste(bundle) -> bool:
     """One small text file (a paste, PASTE_MAX bytes at most) with a line that reports a failure in any words
-    (`Cassini Event Queue overflow`, `connection refused`, `Killed`), or that speaks of training at all (a rank, the
-    GPUs, torch, a step: _PASTE_TRAINING): a user asking about the text in front of them, which `ask` reads and
+    (`Cassini Event Queue overflow`, `connection refused`, `Killed`), or that speaks of training at all (the GPUs,
+    torch, a counted step: _PASTE_TRAINING; two different words of a training loop: _LOOP_WORD): a user asking about the text in front of them, which `ask` reads and
     answers as far as it supports (inconclusive when nothing knows it; never `completed` without an end). A line that is a
     setting or a comment (`log_min_messages = warning`) reports nothing. Not a folder: /etc, a source tree or a
     dataset folder has many files, and their single files (a hosts file, a sources list) report no failure."""
@@ -140,7 +150,18 @@ def _failure_paste(bundle) -> bool:
         line = text[text.rfind(b"\n", 0, m.start()) + 1:m.end()]
         if not _SETTING_LINE.match(line):
             return True
-    return _PASTE_TRAINING.search(text) is not None
+    for m in _PASTE_TRAINING.finditer(text):
+        line = text[text.rfind(b"\n", 0, m.start()) + 1:m.end()]
+        if not _SETTING_LINE.match(line):
+            return True
+    words = set()
+    for m in _LOOP_WORD.finditer(text):
+        line = text[text.rfind(b"\n", 0, m.start()) + 1:m.end()]
+        if not _SETTING_LINE.match(line):
+            words.add(m.group(1).lower())
+            if len(words) >= 2:
+                return True
+    return False
 
 
 def _heads_speak(bundle) -> bool:

@@ -318,7 +318,8 @@ _SUB_RANK = r"(?<!local )(?<!local_)(?<!tp )(?<!pp )(?<!dp )(?<!ep )(?<!cp )(?<!
 _NAMED_RANK = re.compile(r"(?i)(?<![\w.])(?:\[\s*(?:global[ _])?rank\s*(\d{1,7})\s*\]|" + _SUB_RANK
                          + r"(?:global[ _])?rank\s*[:=#]?\s*(\d{1,7})(?!\w|\.\w)|(?-i:Process) (\d{1,7}) terminated"
                          # torch.multiprocessing.spawn's ProcessExitedException: the spawn index, the rank it gave
-                         r"|(?-i:process) (\d{1,7}) terminated with (?:signal|exit code)"
+                         # (in spawn's own words only: `Worker process 4123 terminated ...` elsewhere is a pid)
+                         r"|(?<=ProcessExitedException: )(?-i:process) (\d{1,7}) terminated with (?-i:signal SIG|exit code)"
                          r"|(?-i:task) (\d{1,7}):)")
 _NAMED_LOCAL = re.compile(r"(?i)(?<![\w.])local[_ ]rank\s*[:=#]?\s*(\d{1,7})(?![\w.])")
 _NAMED_HOST = re.compile(r"(?i)(?<![\w.])(?:(?:host(?:name)?|node|instance)\s*[:=]\s*|(?:on|at) (?:host|node|instance) )"

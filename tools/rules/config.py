@@ -85,9 +85,10 @@ def nccl_version_mismatch(f: RuleInputs):
     config). NCCL's own bootstrap check says so when it runs (`Mismatched NCCL version detected`); when it does not
     (the ranks never got far enough to compare, or a release without the check), the version banners that each node
     prints at init say it: NCCL's wire protocol is only promised between identical releases, so two nodes naming
-    two versions explain a hang or a failure at set-up better than the fabric does. A log holding two banners
-    itself (a rerun after an upgrade, the same console) says nothing about the nodes of one run: only logs with
-    one banner each are compared."""
+    two versions explain a hang or a failure at set-up better than the fabric does. Banners are grouped by the node
+    that printed them (by file where no node is known); a node or file holding two banners itself (a rerun after an
+    upgrade, the same console) says nothing about the nodes of one run: only those with one banner each are
+    compared."""
     evs = f.hits("nccl.version_mismatch")
     if evs:
         return [candidate("config.nccl_version", "config", "ranks run different NCCL versions", 0.85, evs[:2], f,
@@ -409,27 +410,43 @@ _WAIT_FOR_MAIN = re.compile(r"\b(?:local_)?main_process_first\b|\b_goes_first\b|
 _WAIT_TIMED_OUT = re.compile(r"(?i)\btimed? ?out\b|\btimeout\b|waitForInput|DistStoreError|Socket Timeout")
 
 
+NEAR_WAIT = 5  # lines before a cut traceback's header where the wait's own timeout line may stand
+
+
 def main_process_first_wait(f: RuleInputs):
     """A rank that failed while it waited for the main process to finish its part first (a dataset map, a
     tokenisation, a download), and the wait ended in a timeout: the main process's phase outlasted the collective
     timeout (TAXONOMY edge case: a legitimately long phase under a timeout left at its default → config). The rank
-    that raised is a waiter, not the culprit; the main process's own log shows how long the phase ran."""
+    that raised is a waiter, not the culprit; the main process's own log shows how long the phase ran.
+
+    The timeout is the traceback's own exception; only a paste cut before its exception line borrows it from a
+    timeout line of the same rank just before the header (c10d's socket warning is printed as the wait fails, the
+    traceback after it) or inside the cut traceback. An exception that is not a timeout (a CUDA OOM, an NCCL error)
+    ended the wait otherwise: not this."""
+    files = None
     for tb in f.hits("python.traceback"):
         fx = f.fields_of(tb, "python.traceback")
         fns = [fr.rsplit(":", 1)[-1] for fr in fx.get("frames", ())]
         if not any(_WAIT_FOR_MAIN.search(t) for t in fns + list(fx.get("calls", ()))):
             continue
-        said = fx.get("exception_text") or ""
-        why = None if not said else Evidence(file=tb.file, line=fx["exception_line"], text=said, time=tb.time,
-                                             rank=tb.rank, node=tb.node, kind=tb.kind)
-        if why is None or not _WAIT_TIMED_OUT.search(said):
-            fs = next((x for x in f.scan.files if x.rel == tb.file), None)
-            near = [h for h in (fs.hits if fs else ()) if _WAIT_TIMED_OUT.search(h.text) and h.pattern != "python.traceback"
-                    and (tb.rank is None or h.rank in (None, tb.rank))]
+        said = fx.get("exception_text")
+        if said:
+            if not _WAIT_TIMED_OUT.search(said):
+                continue
+            why = Evidence(file=tb.file, line=fx["exception_line"], text=said, time=tb.time, rank=tb.rank,
+                           node=tb.node, kind=tb.kind)
+        else:
+            files = files if files is not None else {x.rel: x for x in f.scan.files}
+            fs = files.get(tb.file)
+            last = tb.line + 3 * len(fns) + 1  # a frame is its `File` line, its source line, at most a `^^^` line
+            near = [h for h in (fs.hits if fs else ()) if h.pattern != "python.traceback"
+                    and tb.line - NEAR_WAIT <= h.line <= last and (tb.rank is None or h.rank in (None, tb.rank))
+                    and _WAIT_TIMED_OUT.search(h.text)]
             if not near:
                 continue
             h = min(near, key=lambda h: abs(h.line - tb.line))
-            why = Evidence(file=tb.file, line=h.line, text=h.text, time=h.time, rank=h.rank, node=h.node, kind=tb.kind)
+            why = Evidence(file=tb.file, line=h.line, text=h.text, time=h.time, rank=h.rank, node=h.node,
+                           kind=fs.kind if fs else tb.kind)
         waiter = tb.rank if tb.rank is not None else why.rank
         who = f"rank {waiter}" if waiter is not None else "a rank"
         return [candidate("config.main_process_first_timeout", "config",

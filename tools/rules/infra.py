@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate, restart_without
 from trainlog_debugger.tools.sources.k8s import HOST_MEMORY, POD_NODE, is_sigkill
@@ -25,10 +24,22 @@ def bus_error(f: RuleInputs):
     DataLoader workers or NCCL's shared-memory transport (TAXONOMY: container limits that are not memory)."""
     evs = f.hits("process.sigbus") + signalled_workers(f, 7)
     return [candidate("infra.sigbus", "infrastructure", "bus error (SIGBUS), typically shared memory exhausted", 0.6, evs[:2],
-                 f, recommendations=["increase /dev/shm"])] if evs else []
+                 f, ranks=launcher_ranks(evs[:2]), recommendations=["increase /dev/shm"])] if evs else []
 
 
 _SIGNALS = {6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL", 11: "SIGSEGV"}
+# DeepSpeed's sigkill_handler logs `f"{cmd} exits with return code = ..."` with `cmd` left from its loop over all the
+# processes it launched: the argv printed (`'--local_rank=7'`) is the last one launched, not the one that exited
+_ARGV_NOT_THE_RANK = "exits with return code = "
+
+
+def launcher_ranks(evs: list[Evidence]) -> list[int] | None:
+    """The ranks a candidate built on these launcher lines may name: None (the default: the lines' ranks, else the
+    first line's own words) unless the first is DeepSpeed's exit line, whose words name another process; then only
+    ranks the lines were attributed to."""
+    if evs and _ARGV_NOT_THE_RANK in evs[0].text:
+        return sorted({e.rank for e in evs if e.rank is not None})
+    return None
 
 
 def signalled_workers(f: RuleInputs, signo: int) -> list[Evidence]:
@@ -76,7 +87,7 @@ def killed_from_outside(f: RuleInputs):
             return []
         return [candidate("infra.killed_from_outside", "infrastructure", "a worker was killed with SIGKILL and no "
                           "line in the bundle shows an error: killed from outside the process (the kernel's OOM "
-                          "killer is the usual one)", 0.5, every[:2], f,
+                          "killer is the usual one)", 0.5, every[:2], f, ranks=launcher_ranks(every[:2]),
                           recommendations=["check the host's kernel log for the OOM killer or a cgroup limit at that "
                                            "time (dmesg / journalctl -k), and the scheduler's events"])]
     ranks = sorted({e.rank for e in killed if e.rank is not None})  # all of them: `killed` keeps ranked lines

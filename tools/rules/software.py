@@ -5,7 +5,7 @@ from __future__ import annotations
 from trainlog_debugger.tools.sources import is_cascade
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate
-from trainlog_debugger.tools.rules.infra import signalled_workers
+from trainlog_debugger.tools.rules.infra import launcher_ranks, signalled_workers
 from trainlog_debugger.tools.rules.terminal import by_type, classify, handled
 
 
@@ -81,7 +81,7 @@ def _original_traceback(f: RuleInputs, ev: Evidence, fx: dict) -> Evidence | Non
 def native_crash(f: RuleInputs):
     evs = f.hits("process.segfault", "python.fatal_error") + signalled_workers(f, 11)
     return [candidate("software.native_crash", "software", "a process crashed in native code (segfault / fatal error)", 0.5,
-                 evs[:2], f, recommendations=["get a core dump or py-spy --native stack; check extension/CUDA versions"])] \
+                 evs[:2], f, ranks=launcher_ranks(evs[:2]), recommendations=["get a core dump or py-spy --native stack; check extension/CUDA versions"])] \
         if evs else []
 
 

@@ -55,12 +55,19 @@ BY_MESSAGE = (
        r"object file", "config", "a shared library the job needs is not installed on this node or not on its "
        "library path (a missing or mismatched install)"),
     _r(r"^\W*MemoryError\b|\[Errno 12\]|Cannot allocate memory|\bENOMEM\b", "oom", "host memory ran out"),
-    # an object store's or remote filesystem's client raised (in a DataLoader worker too: the worker was reading
-    # from it): fsspec and its s3fs/gcsfs/adlfs backends, botocore/boto3, Google Cloud, Azure; the store's fault
-    # (TAXONOMY storage_io: object-store errors), not the sample's
-    _r(r"\b(?:fsspec|s3fs|gcsfs|adlfs|botocore|boto3|google\.api_core|google\.cloud\.storage|azure\.core|"
-       r"azure\.storage)\.[\w.]*(?:Error|Exception|Timeout)\b|\bCaught FSTimeoutError\b", "storage_io",
-       "the object store's or remote filesystem's client failed (a timeout, a refused or throttled request)"),
+    # an object store's or remote filesystem's client gave up on the store (in a DataLoader worker too: the worker was
+    # reading from it): fsspec's timeout, botocore's timeouts and broken connections, a ClientError the store answered
+    # with a throttle or a 5xx, Google Cloud's and Azure's unavailable/timeout classes (TAXONOMY storage_io: object-store
+    # errors), not the sample's. Missing credentials are a setting; a missing object (NoSuchKey) is not decided here
+    _r(r"\b(?:fsspec\.exceptions\.FSTimeoutError|Caught FSTimeoutError|botocore\.exceptions\.(?:ReadTimeoutError|"
+       r"ConnectTimeoutError|EndpointConnectionError|ConnectionClosedError|ResponseStreamingError|IncompleteReadError)|"
+       r"google\.api_core\.exceptions\.(?:ServiceUnavailable|TooManyRequests|InternalServerError|DeadlineExceeded|"
+       r"GatewayTimeout|RetryError)|azure\.core\.exceptions\.(?:ServiceRequestError|ServiceResponseError))\b|"
+       r"\bClientError\b[^\n]{0,80}\((?:SlowDown|ServiceUnavailable|InternalError|RequestTimeout|Throttling\w*)\)",
+       "storage_io", "the object store's client gave up on it (a timeout, a broken connection, a throttled or failed "
+       "request)"),
+    _r(r"\bbotocore\.exceptions\.(?:NoCredentialsError|PartialCredentialsError|CredentialRetrievalError)\b", "config",
+       "the object store's credentials are missing on this node (environment, instance role or config file)"),
     _r(r"Caught \w+ in DataLoader worker process \d+", "data",
        "raised inside a DataLoader worker (the dataset, a transform or collate)"),
     # the subject is a sample's content: PIL's undecodable/truncated images, Arrow rows that do not parse, a
@@ -69,9 +76,13 @@ BY_MESSAGE = (
        "data", "a sample could not be decoded (corrupt or truncated image)"),
     _r(r"\bArrowInvalid\b", "data", "a data record does not parse (Arrow)"),
     # a single sample's own file (an image, a clip, a feature array) is gone: the dataset's index lists it, the disk
-    # no longer holds it (TAXONOMY's "a missing data file"); a missing shard, config or output path stays the
-    # catalog's ENOENT (a wrong path is config)
-    _r(r"(?i)\[Errno 2\] No such file or directory: ['\"][^'\"]*\.(?:jpe?g|png|webp|bmp|gif|tiff?|wav|flac|mp3|ogg|"
+    # no longer holds it (TAXONOMY's "a missing data file"). A sample's file, by where it lies (a split's or a media
+    # folder: train/, val/, images/, frames/, audio/) or by its numbered name (000000315242.jpg); never under an
+    # output folder (outputs/, results/, checkpoints/, logs/, plots/, samples/: a missing output path is config). A
+    # missing shard, config or output path stays the catalog's ENOENT (a wrong path is config)
+    _r(r"(?i)\[Errno 2\] No such file or directory: ['\"](?!(?:[^'\"]*/)?(?:outputs?|results|runs|checkpoints?|ckpts?|"
+       r"logs?|plots|figures|samples)/)(?:[^'\"]*/(?:train|val|valid|validation|test|images?|imgs|frames|clips|audio|wavs?|"
+       r"videos?)[\w-]*/[^'\"]*|(?:[^'\"]*/)?[^'\"/]*\d{4}[^'\"/]*)\.(?:jpe?g|png|webp|bmp|gif|tiff?|wav|flac|mp3|ogg|"
        r"m4a|mp4|avi|mkv|webm|mov|npy|npz)['\"]", "data",
        "a sample's own file (image, audio, video, feature array) listed by the dataset is missing from disk"),
     _r(r"(?i)\b(?:image|video|audio)[ _-]?(?:token|feature|placeholder)s?\b[ \w/,-]{0,40}?"

@@ -93,6 +93,7 @@ class FileScanner:
         self._on_finish = {pid: _runs([h for h in hs if not h.every]) for pid, hs in hooks.items()
                            if not all(h.every for h in hs)}
         self._kind_hooks = {kind: _runs(hs) for kind, hs in declared_hooks("KIND_HOOKS").items()}
+        self._final = False  # the buffer being read is the file's last (HitContext.final)
         # patterns whose first few hits are too few (KEEP_FIRST: pattern id prefix → first hits kept)
         self._more_first = [(prefix, n) for _src, table in declared("KEEP_FIRST")
                             for prefix, n in cast("dict[str, int]", table).items()]
@@ -129,6 +130,7 @@ class FileScanner:
                 if base_line == 0 and base_off == 0:
                     srun = self._head(fs, buf)
                 self._labels(fs, buf, srun)
+                self._final = ch.eof or (sized and base_off + len(buf) >= size)
                 pos, lines_before = self._hits(fs, keeper, buf, base_line, base_off)
                 # One newline count per buffer, shared with the hits and the tail: the bytes after the last hit
                 # are counted up to the tail, the tail once (1 MiB per file counted twice more cost a third of
@@ -272,7 +274,8 @@ class FileScanner:
                     if runs:
                         facts = self._facts(fs, p, text, line_no)
                         ctx = HitContext(buf, start, end, line_no, text, rank,
-                                         attr.rank if attr is not None else rank, facts, fs, line_rank)
+                                         attr.rank if attr is not None else rank, facts, fs, line_rank,
+                                         final=self._final)
                         for run in runs:
                             run(ctx)
                     keeper.add_unfinished((p.id, rank), (p, start, end, line_no, text, rank, facts, matched))
@@ -287,7 +290,8 @@ class FileScanner:
                 facts = self._facts(fs, p, text, line_no)
                 runs = on_hit.get(p.id)
                 if runs:
-                    ctx = HitContext(buf, start, end, line_no, text, rank, attr.rank, facts, fs, line_rank, time, node)
+                    ctx = HitContext(buf, start, end, line_no, text, rank, attr.rank, facts, fs, line_rank, time, node,
+                                     self._final)
                     for run in runs:
                         run(ctx)
                 keeper.add(Hit(p.id, line_no, base_off + start, text, rank, local, node, time, facts))
@@ -314,7 +318,8 @@ class FileScanner:
                 facts = self._facts(fs, p, text, line_no)
             runs = on_finish.get(p.id)
             if runs:
-                ctx = HitContext(buf, start, end, line_no, text, rank, a.rank, facts, fs, line_rank, time, node)
+                ctx = HitContext(buf, start, end, line_no, text, rank, a.rank, facts, fs, line_rank, time, node,
+                                 self._final)
                 for run in runs:
                     run(ctx)
             local = a.local_rank if a.local_rank is not None else self._hint.local_rank
@@ -353,7 +358,8 @@ class FileScanner:
         if time is not None and inferred_from:  # a traceback line has no time of its own
             time = time.with_meta(inferred_from_line=inferred_from)
         if self._on_line:
-            ctx = HitContext(buf, start, end, line_no, text, rank, attr_rank, {}, fs, line_rank, time, node)
+            ctx = HitContext(buf, start, end, line_no, text, rank, attr_rank, {}, fs, line_rank, time, node,
+                             self._final)
             for run in self._on_line:
                 run(ctx)
             time, node = ctx.time, ctx.node

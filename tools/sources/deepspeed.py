@@ -29,15 +29,16 @@ PATTERNS = [
       r"sigkill_handler\] Killing subprocess", "Killing subprocess",
       "[2024-05-02 10:11:12,345] [INFO] [launch.py:319:sigkill_handler] Killing subprocess 41223",
       "DeepSpeed's launcher killed its workers after one failed"),
-    # launch.py sigkill_handler: `logger.error(f"{cmd} exits with return code = {process.returncode}")`; a negative
-    # code is the signal that ended the rank (Popen's convention): -9 SIGKILL, -7 SIGBUS, -11 SIGSEGV, -6 SIGABRT
+    # launch.py sigkill_handler: `logger.error(f"{cmd} exits with return code = {last_return_code}")`; a negative
+    # code is the signal that ended the rank (Popen's convention): -9 SIGKILL, -7 SIGBUS, -11 SIGSEGV, -6 SIGABRT.
+    # `cmd` is left from the handler's loop over every process launched: the argv it prints is the last one
+    # launched, not the one that exited, so no rank is read from it (tools.rules.infra.launcher_ranks)
     P("deepspeed.exit_code", 1, None, "cascade",
       r"exits with return code = -?\d", "exits with return code = ",
       "[2024-05-02 10:11:12,345] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', "
       "'--local_rank=1'] exits with return code = -7",
       "a rank launched by DeepSpeed's launcher exited: its return code (a signal when negative)",
-      fields=r"(?:--local_rank=(?P<local_rank_arg>\d+)\D.*)?exits with return code = (?P<returncode>-?\d+)",
-      ints=("returncode", "local_rank_arg")),
+      fields=r"exits with return code = (?P<returncode>-?\d+)", ints=("returncode",)),
 ]
 
 

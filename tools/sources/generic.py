@@ -276,9 +276,10 @@ def final_exception(ctx: HitContext) -> None:
         [rank3]: RuntimeError: CUDA error: an illegal memory access was encountered
 
     Lines of other ranks interleaved in a shared console are skipped. When the block ends before an exception line
-    (a line less indented than the header, an unindented line that names no exception, the end of what was read: a
-    paste cut inside its traceback) or after LOOKAHEAD_LINES, only `frames` is added: where the code was when it
-    raised, without what it raised."""
+    (a line less indented than the header, an unindented line that names no exception, the file's end: a paste cut
+    inside its traceback) or after LOOKAHEAD_LINES, only `frames` and `calls` are added: where the code was when it
+    raised, without what it raised. A block cut by the end of a chunk (not the file's) gets nothing: what follows
+    is in the next buffer, and the answer may not depend on where the chunks fall."""
     buf, end, rank = ctx.buf, ctx.end, ctx.line_rank
     pos = end + 1
     head = strip_prefixes(_decode(buf[buf.rfind(b"\n", 0, end) + 1:end]))
@@ -287,6 +288,8 @@ def final_exception(ctx: HitContext) -> None:
     calls: deque[str] = deque(maxlen=MAX_FRAMES)
     for k in range(1, LOOKAHEAD_LINES + 1):
         if pos >= len(buf):
+            if not ctx.final:  # a chunk's cut, not the file's end: the block goes on in the next buffer
+                return
             break
         nxt = buf.find(b"\n", pos)
         nxt = len(buf) if nxt == -1 else nxt

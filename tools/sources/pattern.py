@@ -179,20 +179,22 @@ class HitContext:
     hit's `rank` (the line's own, else its file's), `line_rank` (the rank the line's own prefixes state, None for an
     unlabelled line), its facts (`fields`, which a hook may add to), the FileScan being filled (`file`: its
     `notes`, `retries`), and `time` and `node` (a kind hook may fill them). `rank_of(text)` is the scanner's own
-    remembered attribution of a line (the rank its prefixes state), for hooks that read the lines around the hit.
+    remembered attribution of a line (the rank its prefixes state), for hooks that read the lines around the hit;
+    `final`: the buffer is the file's last (a block that runs to its end ends with the file, not at a chunk's cut).
 
     A plain class with slots, made only for hits of a hooked pattern (or a hooked kind): no hook costs anything on
     a line without such a hit."""
 
     __slots__ = ("buf", "start", "end", "line", "text", "rank", "line_rank", "fields", "file", "rank_of", "time",
-                 "node")
+                 "node", "final")
 
     def __init__(self, buf: bytes, start: int, end: int, line: int, text: str, rank: int | None,
                  line_rank: int | None, fields: dict, file: Any, rank_of: Callable[[str], int | None],
-                 time: Stamp | None = None, node: str | None = None):
+                 time: Stamp | None = None, node: str | None = None, final: bool = False):
         self.buf, self.start, self.end, self.line, self.text = buf, start, end, line, text
         self.rank, self.line_rank, self.fields, self.file, self.rank_of = rank, line_rank, fields, file, rank_of
         self.time, self.node = time, node
+        self.final = final  # `buf` ends where the file ends (not at a chunk's cut): what follows it is nothing
 
 
 @dataclass(frozen=True)

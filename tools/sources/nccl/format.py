@@ -67,7 +67,7 @@ PATTERNS = [
     P("nccl.version", 0, None, "context",
       r"NCCL version \d+\.\d+\.\d", "NCCL version ",
       "node1:2345:2345 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
-      "NCCL version", fields=r"NCCL version (?P<nccl_version>[\d.]+)"),
+      "NCCL version", fields=r"NCCL version (?P<nccl_version>\d+\.\d+\.\d+)"),
 ]
 
 # a communicator's size: the world size when it is the largest one and no line states the world size itself

@@ -86,7 +86,7 @@ PATTERNS = [
       ("NCCL error in: ", "DistBackendError: NCCL error", "async exception", "terminated with exception: NCCL error: "),
       "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, remote process exited or there was a network error, NCCL version 2.21.5",
       "NCCL call returned an error",
-      fields=r"NCCL error(?: in: (?P<where>[^,]+),|:) (?P<nccl_error>[^,]+)(?:, NCCL version (?P<nccl_version>[\d.]+))?"),
+      fields=r"NCCL error(?: in: (?P<where>[^,]+),|:) (?P<nccl_error>[^,]+)(?:, NCCL version (?P<nccl_version>\d+\.\d+\.\d+))?"),
     P("pytorch.nccl_error_kind", 1, "network", "root_candidate",
       r"nccl(?:RemoteError|SystemError|UnhandledCudaError|InternalError|InvalidUsage|InvalidArgument): ",
       ("ncclRemoteError: ", "ncclSystemError: ", "ncclUnhandledCudaError: ", "ncclInternalError: ", "ncclInvalidUsage: ", "ncclInvalidArgument: "),
