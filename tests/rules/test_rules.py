@@ -358,6 +358,11 @@ QUIET += [
     # every node on one release
     ("config.nccl_version_mismatch", {f"{h}.log": [f"{h}:2345:2345 [0] NCCL INFO NCCL version 2.21.5+cuda12.4"]
                                       for h in ("gpu-a", "gpu-b")}),
+    # an nccl-tests run built against another NCCL than the job's torch: a diagnostic's build, not the job's
+    ("config.nccl_version_mismatch", {
+        "nccl_tests.log": ["# nThread 1 nGpus 8 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 "
+                           "iters: 20 agg iters: 1 validation: 1 graph: 0", "#", "NCCL version 2.18.1+cuda12.1"],
+        "train.log": ["NCCL version 2.21.5+cuda12.4"]}),
     # one console holding two runs, before and after an upgrade: not two nodes of one job
     ("config.nccl_version_mismatch", {"train.log": ["gpu-a:2345:2345 [0] NCCL INFO NCCL version 2.18.1+cuda12.1",
                                                     "gpu-a:2399:2399 [0] NCCL INFO NCCL version 2.21.5+cuda12.4"]}),

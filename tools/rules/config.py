@@ -10,6 +10,7 @@ from trainlog_debugger.tools.ranks import ranks_str
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate, past_setup, time_key
 from trainlog_debugger.tools.rules.network import stops_in_nccl_setup
 from trainlog_debugger.tools.sources.env_names import CHECKED_PREFIXES, FOREIGN_PREFIXES, KNOWN
+from trainlog_debugger.tools.sources.hw.format import NCCL_TESTS
 
 
 def port_in_use(f: RuleInputs):
@@ -97,7 +98,7 @@ def nccl_version_mismatch(f: RuleInputs):
     hosts: set[str] = set()
     for ev in f.hits("nccl.version"):
         v = f.fields_of(ev, "nccl.version").get("nccl_version")
-        if v:
+        if v and f.kinds.get(ev.file) != NCCL_TESTS:  # an nccl-tests run's build is a diagnostic's, not the job's
             per_log.setdefault(ev.node or ev.file, {}).setdefault(v, ev)
             hosts.update([ev.node] if ev.node else [])
     single = {who: next(iter(vs.items())) for who, vs in per_log.items() if len(vs) == 1}
