@@ -395,6 +395,14 @@ QUIET += [("config.main_process_first_wait", {"rank_1.log": _EARLIER + _MAIN_FIR
     ("config.main_process_first_wait", {"rank_1.log": _EARLIER + _MAIN_FIRST[:5]})]
 
 
+def test_an_oom_no_line_attributes_says_so(facts_from):
+    """A paste with no rank prefix: the summary says no line names the rank, not `rank(s) ?`."""
+    c = BY_NAME["oom.cuda_oom"](facts_from({"paste.log": [
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+        "79.10 GiB of which 1.23 GiB is free."]}))[0]
+    assert c.ranks == [] and "no line names the rank" in c.summary and "?" not in c.summary
+
+
 def test_deepspeed_exit_line_names_no_rank(facts_from):
     """DeepSpeed's handler prints the argv of the last process it launched, not the one that exited: `--local_rank=1`
     in it names no culprit (a torchrun agent line's `local_rank: 0` does)."""

@@ -15,7 +15,8 @@ def cuda_oom(f: RuleInputs):
         return []
     fx = f.fields_of(evs[0], "cuda.oom")
     ranks = f.ranks_of("cuda.oom")
-    what = f"CUDA out of memory on rank(s) {', '.join(map(str, ranks[:8])) or '?'}"
+    what = f"CUDA out of memory on rank(s) {', '.join(map(str, ranks[:8]))}" if ranks else \
+        "CUDA out of memory (no line names the rank)"
     if fx.get("requested"):
         what += f" (tried to allocate {fx['requested']}" + (f", {fx['free']} free of {fx['total']}" if fx.get("free") else "") + ")"
     return [candidate("oom.cuda", "oom", what, 0.95, evs[:3], f, ranks=ranks,
@@ -86,8 +87,8 @@ def container_oom(f: RuleInputs):
         return []
     if killed:
         worker = Finding(id="oom.container.worker_killed", role=Role.context, category="oom", ranks=ranks,
-                         summary=f"rank(s) {', '.join(map(str, ranks)) or '?'} died of SIGKILL: the kill the platform "
-                                 "reports", evidence=killed[:2])
+                         summary=(f"rank(s) {', '.join(map(str, ranks))}" if ranks else "a worker") +
+                                 " died of SIGKILL: the kill the platform reports", evidence=killed[:2])
         c.facts["cross_source"] = True
         c.story = [c.finding, worker]
     return [c]
