@@ -16,7 +16,7 @@ def cuda_oom(f: RuleInputs):
     fx = f.fields_of(evs[0], "cuda.oom")
     ranks = f.ranks_of("cuda.oom")
     what = f"CUDA out of memory on rank(s) {', '.join(map(str, ranks[:8]))}" if ranks else \
-        "CUDA out of memory (no line names the rank)"
+        "CUDA out of memory, on a rank no line names"
     if fx.get("requested"):
         what += f" (tried to allocate {fx['requested']}" + (f", {fx['free']} free of {fx['total']}" if fx.get("free") else "") + ")"
     return [candidate("oom.cuda", "oom", what, 0.95, evs[:3], f, ranks=ranks,
