@@ -25,6 +25,10 @@ def _diagnose(tmp_path, files: dict[str, str]):
 
 @pytest.mark.parametrize("line, category", [
     ("Task was killed due to the node running low on memory.", "oom"),
+    # the schedulers' kills for a job's memory: Slurm's cgroup handler, LSF, PBS
+    ("slurmstepd: error: Some of your processes may have been killed by the cgroup out-of-memory handler.", "oom"),
+    ("TERM_MEMLIMIT: job killed after reaching LSF memory usage limit.", "oom"),
+    ("=>> PBS: job killed: mem 123456789kb exceeded limit 100000000kb", "oom"),
     ("torch.OutOfMemoryError: CUDA error: out of memory", "oom"),
     ("E0312 worker.cc:88] Failed to write /ckpt/step_100: Stale file handle", "storage_io"),
     ("Read-only file system while saving", "storage_io"),

@@ -22,6 +22,10 @@ OUT_OF_MEMORY = [
     ("2.0: (GPU i; total; allocated; free; reserved)",
      "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total capacity; 14.56 GiB already allocated; 3.12 MiB free; 14.60 GiB reserved in total by PyTorch) If reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.  See documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF",
      {OOM: dict(requested="20.00 MiB", gpu=0, total="15.78 GiB", allocated="14.56 GiB", free="3.12 MiB")}),
+    ("ROCm build: the same allocator, hipified",
+     "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 63.98 GiB "
+     "of which 1.10 GiB is free. Of the allocated memory 60.2 GiB is allocated by PyTorch",
+     {OOM: dict(requested="2.00 GiB", gpu=0, total="63.98 GiB", free="1.10 GiB")}),
     ("2.1: 'capacty' typo",
      "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacty of 15.78 GiB of which 3.12 MiB is free. Process 1234 has 15.77 GiB memory in use. Of the allocated memory 14.56 GiB is allocated by PyTorch, and 1.01 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting max_split_size_mb to avoid fragmentation.  See documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF",
      {OOM: dict(requested="20.00 MiB", gpu=0, total="15.78 GiB", free="3.12 MiB", allocated=None)}),

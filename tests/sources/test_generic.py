@@ -196,6 +196,8 @@ def test_near_misses(line, expected):
      "you tried to allocate 268435456 bytes. Error code 12 (Cannot allocate memory)",
      {"process.host_alloc_failed": {"requested_bytes": 268435456}}),
     ("[rank3]: MemoryError", {"process.host_alloc_failed": {}}),
+    # C++'s operator new failing, as libstdc++'s terminate handler prints it
+    ("terminate called after throwing an instance of 'std::bad_alloc'", {"process.host_alloc_failed": {}}),
     # the memalign/_aligned_malloc builds' wording (Windows, Android)
     ("RuntimeError: [enforce fail at C:\\actions-runner\\_work\\pytorch\\c10\\core\\impl\\alloc_cpu.cpp:72] data. "
      "DefaultCPUAllocator: not enough memory: you tried to allocate 34359738368 bytes.",

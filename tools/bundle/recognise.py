@@ -86,7 +86,7 @@ _SETTING_LINE = re.compile(rb"\s*(?:[#;]|//|[\w.\-\[\]]+\s*=)")
 # ones the ecosystem's messages use for a resource that gave out or refused
 _PASTE_FAILURE = re.compile(rb"(?i)\b(?:" + _FAILURE_WORDS + rb"|overflow\w*|refused|denied|unreachable|"
                             rb"corrupt\w*|unable to|cannot|could not|not found|no such|exhausted|lost|crash\w*|"
-                            rb"hang(?:s|ing)?|hung|stuck|terminated|core dumped)\b")
+                            rb"hang(?:s|ing)?|hung|stuck|terminated|core dumped|terminate called|bad_alloc)\b")
 _HEAD_FILES = 512
 # what a one-file paste speaks of when it speaks of training (issue 25: "a file that speaks of ranks, GPUs, CUDA,
 # NCCL, torch, epochs, steps, loss or batches is read"): the training stack's own names as words (not inside a path,

@@ -20,7 +20,8 @@ PATTERNS = [
       "an accelerator memory allocation failed (XLA/JAX or the CUDA driver's pool)",
       fields=r"allocate (?P<requested>[\d,]+) bytes"),
     P("cuda.oom", 1, "oom", "root_candidate",
-      r"CUDA out of memory\. Tried to allocate", "CUDA out of memory",
+      # ROCm builds say HIP (c10/hip's allocator is the CUDA one hipified)
+      r"(?:CUDA|HIP) out of memory\. Tried to allocate", ("CUDA out of memory", "HIP out of memory"),
       "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 79.10 GiB of which 1.23 GiB is free. Including non-PyTorch memory, this process has 77.85 GiB memory in use.",
       "GPU memory exhausted",
       # ≥2.1: `2.00 GiB. GPU 3 has a total capac(i)ty of 79.10 GiB of which 1.23 GiB is free`;

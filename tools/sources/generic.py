@@ -192,9 +192,13 @@ PATTERNS = [
       advice="raise the open-files limit (ulimit -n), or call torch.multiprocessing.set_sharing_strategy('file_system')",
       verify=r"unable to open shared memory object </torch_\d+_\d+> in read-write mode: Too many open files"),
     P("process.host_alloc_failed", 1, "oom", "root_candidate",
-      # posix_memalign's wording, and the memalign/_aligned_malloc builds' (c10/core/impl/alloc_cpu.cpp)
-      r"(?:DefaultCPUAllocator: (?:can't allocate memory|not enough memory)|[^A-Za-z.\n]MemoryError\b)",
-      ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory", "MemoryError"),
+      # posix_memalign's wording, and the memalign/_aligned_malloc builds' (c10/core/impl/alloc_cpu.cpp); C++'s
+      # operator new failing (libstdc++'s verbose terminate handler: `terminate called after throwing an instance of
+      # 'std::bad_alloc'`, `what():  std::bad_alloc`)
+      r"(?:DefaultCPUAllocator: (?:can't allocate memory|not enough memory)|[^A-Za-z.\n]MemoryError\b|"
+      r"instance of 'std::bad_alloc')",
+      ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory", "MemoryError",
+       "instance of 'std::bad_alloc'"),
       "RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to allocate 268435456 bytes. Error code 12 (Cannot allocate memory)",
       "host memory allocation failed (CPU out of memory)",
       fields=r"you tried to allocate (?P<requested_bytes>\d+) bytes", ints=("requested_bytes",)),
