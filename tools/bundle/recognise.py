@@ -135,10 +135,11 @@ def speaks_training(head: bytes) -> bool:
 def _failure_paste(bundle) -> bool:
     """One small text file (a paste, PASTE_MAX bytes at most) with a line that reports a failure in any words
     (`Cassini Event Queue overflow`, `connection refused`, `Killed`), or that speaks of training at all (the GPUs,
-    torch, a counted step: _PASTE_TRAINING; two different words of a training loop: _LOOP_WORD): a user asking about the text in front of them, which `ask` reads and
-    answers as far as it supports (inconclusive when nothing knows it; never `completed` without an end). A line that is a
-    setting or a comment (`log_min_messages = warning`) reports nothing. Not a folder: /etc, a source tree or a
-    dataset folder has many files, and their single files (a hosts file, a sources list) report no failure."""
+    torch, a counted step: _PASTE_TRAINING; two different words of a training loop: _LOOP_WORD): a user asking
+    about the text in front of them, which `ask` reads and answers as far as it supports (inconclusive when nothing
+    knows it; never `completed` without an end). A line that is a setting or a comment (`log_min_messages =
+    warning`) says nothing. Not a folder: /etc, a source tree or a dataset folder has many files, and their single
+    files (a hosts file, a sources list) report no failure."""
     if len(bundle.sources) != 1 or bundle.sources[0].size > PASTE_MAX:
         return False
     try:
@@ -146,22 +147,21 @@ def _failure_paste(bundle) -> bool:
             text = fh.read(PASTE_MAX)
     except READ_ERRORS:
         return False
-    for m in _PASTE_FAILURE.finditer(text):
-        line = text[text.rfind(b"\n", 0, m.start()) + 1:m.end()]
-        if not _SETTING_LINE.match(line):
-            return True
-    for m in _PASTE_TRAINING.finditer(text):
-        line = text[text.rfind(b"\n", 0, m.start()) + 1:m.end()]
-        if not _SETTING_LINE.match(line):
-            return True
+    if any(True for _m in _said(_PASTE_FAILURE, text)) or any(True for _m in _said(_PASTE_TRAINING, text)):
+        return True
     words = set()
-    for m in _LOOP_WORD.finditer(text):
-        line = text[text.rfind(b"\n", 0, m.start()) + 1:m.end()]
-        if not _SETTING_LINE.match(line):
-            words.add(m.group(1).lower())
-            if len(words) >= 2:
-                return True
+    for m in _said(_LOOP_WORD, text):
+        words.add(m.group(1).lower())
+        if len(words) >= 2:
+            return True
     return False
+
+
+def _said(rx: re.Pattern, text: bytes):
+    """The matches of `rx` in `text` on lines that are neither a setting nor a comment (_SETTING_LINE)."""
+    for m in rx.finditer(text):
+        if not _SETTING_LINE.match(text, text.rfind(b"\n", 0, m.start()) + 1, m.end()):
+            yield m
 
 
 def _heads_speak(bundle) -> bool:

@@ -50,15 +50,16 @@ _WATCHDOG_CUDA = re.compile(r"^CUDA error: (?P<cuda_error>.*?)\s*$")
 
 def cuda_error(f: RuleInputs):
     errs: dict[tuple[str, int], str] = {}
+    watchdog = []
     for e in f.hits("pytorch.watchdog_thread_exception"):
         m = _WATCHDOG_CUDA.match(f.fields_of(e, "pytorch.watchdog_thread_exception").get("what") or "")
         if m and "out of memory" not in m.group(1) and "ECC" not in m.group(1):
             errs[(e.file, e.line)] = m.group("cuda_error")
+            watchdog.append(e)
     evs = [e for e in f.hits("cuda.error", "cuda.accelerator_abort") if "out of memory" not in e.text
            and "ECC" not in e.text]
-    if errs:
-        evs = sorted(evs + [e for e in f.hits("pytorch.watchdog_thread_exception") if (e.file, e.line) in errs],
-                     key=by_time)
+    if watchdog:
+        evs = sorted(evs + watchdog, key=by_time)
     if not evs:
         return []
     err = f.fields_of(evs[0], "cuda.error").get("cuda_error") or errs.get((evs[0].file, evs[0].line)) or "CUDA error"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate, restart_without
 from trainlog_debugger.tools.sources.k8s import HOST_MEMORY, POD_NODE, is_sigkill
@@ -27,7 +29,6 @@ def bus_error(f: RuleInputs):
                  f, ranks=launcher_ranks(evs[:2]), recommendations=["increase /dev/shm"])] if evs else []
 
 
-_SIGNALS = {6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL", 11: "SIGSEGV"}
 # DeepSpeed's sigkill_handler logs `f"{cmd} exits with return code = ..."` with `cmd` left from its loop over all the
 # processes it launched: the argv printed (`'--local_rank=7'`) is the last one launched, not the one that exited
 _ARGV_NOT_THE_RANK = "exits with return code = "
@@ -48,7 +49,7 @@ def signalled_workers(f: RuleInputs, signo: int) -> list[Evidence]:
     (SIGBUS)`, the elastic agent's `failed (exitcode: -7) local_rank: 0`; DeepSpeed's `exits with return code = -7`;
     Open MPI's `exited on signal 7`; torch.multiprocessing.spawn's `process 3 terminated with signal SIGBUS` (the
     child having left no traceback)."""
-    name = _SIGNALS.get(signo, f"SIG{signo}")
+    name = signal.Signals(signo).name
     out = []
     for e in f.hits("torchrun.exitcode", "torchrun.signal_received", "torchrun.worker_failed"):
         fx = (f.fields_of(e, "torchrun.exitcode") or f.fields_of(e, "torchrun.signal_received")

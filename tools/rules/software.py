@@ -81,7 +81,8 @@ def _original_traceback(f: RuleInputs, ev: Evidence, fx: dict) -> Evidence | Non
 def native_crash(f: RuleInputs):
     evs = f.hits("process.segfault", "python.fatal_error") + signalled_workers(f, 11)
     return [candidate("software.native_crash", "software", "a process crashed in native code (segfault / fatal error)", 0.5,
-                 evs[:2], f, ranks=launcher_ranks(evs[:2]), recommendations=["get a core dump or py-spy --native stack; check extension/CUDA versions"])] \
+                      evs[:2], f, ranks=launcher_ranks(evs[:2]),
+                      recommendations=["get a core dump or py-spy --native stack; check extension/CUDA versions"])] \
         if evs else []
 
 
