@@ -420,6 +420,11 @@ def test_nccl_version_mismatch_names_the_odd_node(facts_from):
              for h, v in [("gpu-a", "2.21.5"), ("gpu-b", "2.21.5"), ("gpu-c", "2.18.1")]}
     c = BY_NAME["config.nccl_version_mismatch"](facts_from(files))[0]
     assert c.nodes == ["gpu-c"] and c.facts["nccl_versions"] == ["2.18.1", "2.21.5"]
+    # five nodes on one release: three named, the rest counted, none dropped silently
+    many = {f"gpu-{i}.log": [f"gpu-{i}:2345:2345 [0] NCCL INFO NCCL version 2.21.5+cuda12.4"] for i in range(5)}
+    many["gpu-x.log"] = ["gpu-x:2345:2345 [0] NCCL INFO NCCL version 2.18.1+cuda12.4"]
+    c5 = BY_NAME["config.nccl_version_mismatch"](facts_from(many))[0]
+    assert "(+2 more)" in c5.summary and c5.nodes == ["gpu-x"]
     # two nodes, two releases: nothing says which one is odd
     two = BY_NAME["config.nccl_version_mismatch"](facts_from({k: files[k] for k in ("gpu-a.log", "gpu-c.log")}))[0]
     assert two.nodes == [] and two.ranks == []

@@ -107,7 +107,8 @@ def nccl_version_mismatch(f: RuleInputs):
         by_version.setdefault(v, []).append((who, ev))
     if len(by_version) < 2:
         return []
-    shown = "; ".join(f"{v} on {', '.join(sorted(w for w, _ in ws)[:3])}" for v, ws in sorted(by_version.items()))
+    shown = "; ".join(f"{v} on {', '.join(sorted(w for w, _ in ws)[:3])}" + (f" (+{len(ws) - 3} more)" if len(ws) > 3 else "")
+                      for v, ws in sorted(by_version.items()))
     cited = [ws[0][1] for _v, ws in sorted(by_version.items())][:4]
     # the odd one out: a release that a strict minority of the logs load while one other release is on the rest
     # (two logs, two releases: nothing says which is the odd one)
