@@ -113,6 +113,13 @@ FIRE = [
     ("software.exception", {"rank_0.log": ["[rank0]: Traceback (most recent call last):",
                                            '[rank0]:   File "train.py", line 3, in <module>',
                                            "[rank0]: KeyError: 'labels'"]}, "software", 0.45),
+    # Ray re-raises a remote task's error as RayTaskError(<cause>): the cause's class is read, here Ray's memory
+    # monitor's (python/ray/exceptions.py), alone in a paste without its traceback
+    ("software.exception", {"driver.log": ["ray.exceptions.RayTaskError(OutOfMemoryError): ray::TrainTrainable.train() "
+                                           "(pid=1234, ip=10.0.0.5)"]}, "oom", 0.6),
+    # a cause whose class says nothing of the fault: a program error, weak (it was "no fault found")
+    ("software.exception", {"driver.log": ["ray.exceptions.RayTaskError(KeyError): ray::TrainTrainable.train() "
+                                           "(pid=1234, ip=10.0.0.5)"]}, "software", 0.35),
 ]
 
 FIRE += [

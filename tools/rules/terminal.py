@@ -142,6 +142,9 @@ PROGRAM_ERRORS = (
 # 4. the type
 BY_TYPE = {
     "MemoryError": ("oom", "host memory ran out"),
+    # torch.OutOfMemoryError (the CUDA caching allocator), ray.exceptions.OutOfMemoryError (Ray's memory monitor
+    # killed the task for host memory): whichever memory, the class says it ran out
+    "OutOfMemoryError": ("oom", "memory ran out (an allocator or a memory monitor raised OutOfMemoryError)"),
     "FloatingPointError": ("numerical", "a floating-point check failed (NaN/Inf)"),
     "NameError": ("software", "a name the code uses is not defined"),
     "SyntaxError": ("software", "the code does not parse"),

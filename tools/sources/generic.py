@@ -28,10 +28,17 @@ PATTERNS = [
       r"Traceback \(most recent call last\)", "Traceback (most recent call last)",
       "[rank3]: Traceback (most recent call last):",
       "Python traceback (its final exception line is attached)"),
+    # a wrapper that names its cause in parentheses (Ray re-raises a remote task's error as
+    # `ray.exceptions.RayTaskError(OutOfMemoryError): ray::...`, python/ray/exceptions.py as_instanceof_cause): the
+    # exception is the cause, the class that says what failed; the wrapper is kept as `wrapper`
     P("python.exception", 2, "software", "root_candidate",
-      r"[A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Exit|Interrupt): ", ("Error: ", "Exception: ", "Exit: ", "Interrupt: "),
+      r"[A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Exit|Interrupt)(?:\([A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Exit|"
+      r"Interrupt)\))?: ",
+      ("Error: ", "Exception: ", "Exit: ", "Interrupt: ", "Error): ", "Exception): ", "Exit): ", "Interrupt): "),
       "RuntimeError: shape '[4, 1024]' is invalid for input of size 2048",
-      "Python exception", fields=r"(?P<exception>[A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Exit|Interrupt)): (?P<message>.*)",
+      "Python exception", fields=r"(?:(?P<wrapper>[A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception))\()?"
+                                 r"(?P<exception>[A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Exit|Interrupt))\)?: "
+                                 r"(?P<message>.*)",
       fallback=True),
     # an exception class a library keeps in its exc/errors/exceptions module, whatever its name
     # (`torch._dynamo.exc.Unsupported`, `triton.runtime.errors.OutOfResources`): a last resort, so that a line a
@@ -258,9 +265,10 @@ PATTERNS = [
 LOOKAHEAD_LINES = 200  # how far a traceback's final exception line is searched for
 LINE_HEAD = 4096  # bytes of a following line read: its prefixes and its start, bounded for a 2 GB line
 MAX_FRAMES = 12  # innermost frames kept per traceback
-_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|StopIteration|Warning)|StopIteration|"
+_EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*(?:Error|Exception)\((?=[A-Za-z_][\w.]*\): ))?"  # a wrapper naming its cause
+                       r"([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|StopIteration|Warning)|StopIteration|"
                        r"[A-Za-z_][\w.]*" + _LIB_EXC + "|"
-                       r"KeyboardInterrupt)\b:? ?(.*)")
+                       r"KeyboardInterrupt)\b\)?:? ?(.*)")
 _FRAME = re.compile(r'^\s*File "([^"]+)", line \d+, in (\S+)')
 _TB_SKIP = ("Traceback", "During handling", "The above exception", "File ", "^", "~")
 
