@@ -11,6 +11,12 @@ from trainlog_debugger.tools.rules import RULES
 
 BY_NAME = {f"{r.__module__.rsplit('.', 1)[1]}.{r.__name__}": r for r in RULES}
 
+_RERUN = "[ERROR    | megatron.core.rerun_state_machine]: Rank 12, node {}, device {}, iteration #5001: {}"
+_RERUN_NAN = ("[ERROR    | megatron.core.rerun_state_machine]: Unexpected result nan on rank 12 at iteration #5001 "
+              "invocation #1 (message='found NaN in local forward loss calculation')")
+_FIRST_RERUN = ("First rerun: unexpected result is reproducible within the tolerance (nan = nan). Need to rerun on a "
+                "different GPU to verify correctness.!")
+
 FIRE = [
     # Xid 79 is hardware: drain the node
     ("gpu.xid", {"kern.log": ["Jan 22 18:38:35 node7 kernel: NVRM: Xid (PCI:0000:81:00): 79, pid='<unknown>', "
@@ -113,6 +119,24 @@ FIRE = [
     ("software.exception", {"rank_0.log": ["[rank0]: Traceback (most recent call last):",
                                            '[rank0]:   File "train.py", line 3, in <module>',
                                            "[rank0]: KeyError: 'labels'"]}, "software", 0.45),
+    # Megatron's rerun verdicts (megatron/core/rerun_state_machine.py) explain the NaN line before them: the same GPU
+    # gave another result (transient: that GPU) ...
+    ("gpu.rerun_verdict", {"rank12.log": [_RERUN_NAN, _RERUN.format("gpu-a-0031", 4, "Possible transient error!")]},
+     "gpu_cuda", 0.9),
+    # ... it reproduced on the first GPU only (persistent: the FIRST GPU, named by its `First rerun` line, not the
+    # second one that prints the verdict) ...
+    ("gpu.rerun_verdict", {"rank12.log": [_RERUN_NAN, _RERUN.format("gpu-a-0031", 4, _FIRST_RERUN),
+                                          _RERUN.format("gpu-b-0107", 1, "Possible persistent error!")]},
+     "gpu_cuda", 0.9),
+    # ... or on another GPU too (the numbers themselves)
+    ("gpu.rerun_verdict", {"rank12.log": [_RERUN_NAN, _RERUN.format("gpu-a-0031", 4, _FIRST_RERUN),
+                                          _RERUN.format("gpu-b-0107", 1, "Correct result (but possible Application "
+                                                        "error) (found NaN in local forward loss calculation)!")]},
+     "numerical", 0.9),
+    # Lightning's SLURM auto-requeue: the allocation ended at the scheduler's time-limit warning (signal_connector.py)
+    ("catalog.weighted_patterns", {"slurm-5512.out": ["Epoch 12:  77%|###  | 3080/4000 [1:12:44<21:43,  0.71it/s]",
+                                                      "Handling auto-requeue signal: 10", "requeing job 5512...",
+                                                      "Requeued SLURM job: 5512"]}, "infrastructure", 0.7),
     # Ray re-raises a remote task's error as RayTaskError(<cause>): the cause's class is read, here Ray's memory
     # monitor's (python/ray/exceptions.py), alone in a paste without its traceback
     ("software.exception", {"driver.log": ["ray.exceptions.RayTaskError(OutOfMemoryError): ray::TrainTrainable.train() "
@@ -420,6 +444,19 @@ def test_deepspeed_exit_line_names_no_rank(facts_from):
         "E0813 22:08:40.123000 2585 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -7) "
         "local_rank: 3 (pid: 2710) of binary: /usr/bin/python"]}))[0]
     assert agent.ranks == [3]
+
+
+def test_rerun_persistent_blames_the_first_gpu(facts_from):
+    """The verdict line is printed on the second GPU; the faulty one is the first rerun's."""
+    from trainlog_debugger.tools.rules.gpu import rerun_verdict
+    f = facts_from({"rank12.log": [_RERUN_NAN, _RERUN.format("gpu-a-0031", 4, _FIRST_RERUN),
+                                   _RERUN.format("gpu-b-0107", 1, "Possible persistent error!")]})
+    (c,) = rerun_verdict(f)
+    assert c.nodes == ["gpu-a-0031"] and c.facts["device"] == 4 and "GPU 4 of gpu-a-0031" in c.summary
+    assert [e.line for e in c.evidence] == [3, 2]
+    # without the first rerun's line the GPU is not guessed from the verdict's own
+    (c,) = rerun_verdict(facts_from({"rank12.log": [_RERUN.format("gpu-b-0107", 1, "Possible persistent error!")]}))
+    assert c.nodes == [] and "not in the bundle" in c.summary
 
 
 def test_nccl_version_mismatch_names_the_odd_node(facts_from):

@@ -97,4 +97,44 @@ def nccl_cuda_failure(f: RuleInputs):
     return [candidate("gpu.nccl_cuda", "gpu_cuda", "a CUDA call failed inside NCCL", 0.6, evs[:3], f)]
 
 
-RULES = [xid, ecc, cuda_error, device_assert, cuda_library, nccl_cuda_failure]
+def rerun_verdict(f: RuleInputs):
+    """Megatron's verdict on a step it re-ran (megatron/core/rerun_state_machine.py): it outranks the NaN line it
+    explains (megatron.found_nan, 0.85), since the rerun is the experiment that tells a GPU from the numbers.
+    `transient`: the same GPU gave another result, that GPU (the line's own node and device). `persistent`: the
+    result reproduced on the first GPU but not on a second one, so the FIRST GPU is faulty; the verdict line is
+    printed on the second, and the first is the one its `First rerun: ... is reproducible` line named. `Correct
+    result`: it reproduced on another GPU, so the model or the data produced it (numerical)."""
+    evs = f.hits("megatron.rerun_verdict")
+    if not evs:
+        return []
+    e = min(evs, key=by_time)
+    fx = f.fields_of(e, "megatron.rerun_verdict")
+    verdict = fx.get("verdict")
+    if verdict is None:  # `Correct result (but possible Application error)`
+        return [candidate("gpu.rerun_verdict", "numerical", "Megatron re-ran the rejected step on another GPU and got "
+                          "the same result: the model or the data produced it, not the hardware", 0.9, [e], f,
+                          ranks=[], nodes=[], facts={"verdict": "correct"},
+                          recommendations=["treat it as divergence or bad data: inspect the batch at that iteration, "
+                                           "lower the learning rate or skip the data"])]
+    if verdict == "transient":
+        where, evs_out = (fx.get("host"), fx.get("device"), fx.get("rerun_rank")), [e]
+    else:
+        first = [r for r in f.hits("megatron.rerun_reproducible")
+                 if f.fields_of(r, "megatron.rerun_reproducible").get("iteration") == fx.get("iteration")]
+        rx = f.fields_of(first[-1], "megatron.rerun_reproducible") if first else {}
+        where = (rx.get("host"), rx.get("device"), rx.get("rerun_rank"))
+        evs_out = [e] + first[-1:]
+    host, device, rank = where
+    gpu = f"GPU {device} of {host}" if host is not None else "the GPU of the first rerun (its line is not in the bundle)"
+    what = ("re-running the same step on the same GPU gave a different result: a transient fault of " + gpu
+            if verdict == "transient" else
+            "the step reproduced on its first GPU but not on another one: " + gpu + " computes wrong results")
+    return [candidate("gpu.rerun_verdict", "gpu_cuda", what, 0.9, evs_out, f,
+                      ranks=[rank] if rank is not None else [], nodes=[host] if host else [],
+                      facts={"verdict": verdict, **({"device": device} if device is not None else {})},
+                      restart=restart_without(host),
+                      recommendations=[f"drain {host or 'that node'} and run GPU diagnostics (dcgmi diag -r 3); resume "
+                                       "from the last checkpoint on other hardware"])]
+
+
+RULES = [xid, ecc, cuda_error, device_assert, cuda_library, nccl_cuda_failure, rerun_verdict]

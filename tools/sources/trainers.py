@@ -25,6 +25,37 @@ PATTERNS = [
       "Megatron found a NaN (grad norm or forward loss) on a rank",
       fields=r"Rank (?P<nan_rank>\d+): found NaN.*?(?:node: (?P<host>\S+))?$", ints=("nan_rank",),
       weight=0.85, advice=NAN_ADVICE),
+    # Megatron-core's rerun state machine (megatron/core/rerun_state_machine.py, log_failure: `Rank R, node N, device
+    # D, iteration #I: <what>!`) re-runs a step whose result was rejected (a NaN, a spike), first on the same GPU,
+    # then from a checkpoint on another one, and says what it found: the verdict explains the NaN line before it
+    # (tools/rules/gpu.rerun_verdict). `First rerun: ... is reproducible` names the GPU a later `persistent` blames.
+    P("megatron.rerun_verdict", 2, None, "root_candidate",
+      r"iteration #\d+: (?:Possible (?:transient|persistent) error|Correct result \(but possible Application error\))",
+      ("Possible transient error", "Possible persistent error", "Correct result (but possible Application error)"),
+      "ERROR:megatron.core.rerun_state_machine:Rank 12, node node-0042, device 4, iteration #1201: Possible transient "
+      "error!!",
+      "Megatron's rerun of a rejected step gave its verdict (transient or persistent GPU fault, or a real result)",
+      fields=r"Rank (?P<rerun_rank>\d+), node (?P<host>\S+), device (?P<device>\d+), iteration #(?P<iteration>\d+): "
+             r"(?:Possible (?P<verdict>transient|persistent) error|(?P<correct>Correct result))",
+      ints=("rerun_rank", "device", "iteration")),
+    P("megatron.rerun_reproducible", 2, None, "context",
+      r"iteration #\d+: First rerun: unexpected result is reproducible within", "First rerun: unexpected result is reproducible",
+      "ERROR:megatron.core.rerun_state_machine:Rank 12, node node-0042, device 4, iteration #1201: First rerun: "
+      "unexpected result is reproducible within the tolerance (nan = nan). Need to rerun on a different GPU to verify "
+      "correctness.!",
+      "Megatron's in-place rerun reproduced the rejected result on this GPU (a second rerun elsewhere decides)",
+      fields=r"Rank (?P<rerun_rank>\d+), node (?P<host>\S+), device (?P<device>\d+), iteration #(?P<iteration>\d+):",
+      ints=("rerun_rank", "device", "iteration")),
+    # Lightning's SLURM auto-requeue (src/lightning/pytorch/trainer/connectors/signal_connector.py): SLURM's warning
+    # signal before the time limit arrived, Lightning saved an HPC checkpoint and requeued the job, and this
+    # allocation ends here. The scheduler ended the run, not a fault of the job (its `Requeuing ... failed` is a table
+    # trigger of its own); below the specific readings, which a later allocation's own failure would give
+    P("lightning.slurm_requeue", 1, "infrastructure", "root_candidate",
+      r"Handling auto-requeue signal: \d", "Handling auto-requeue signal",
+      "Handling auto-requeue signal: 10",
+      "SLURM's time-limit warning signal: Lightning saved an HPC checkpoint and requeued the job", weight=0.7,
+      status="cancelled", advice="check that the requeued job started and resumed from its HPC checkpoint "
+                                 "(`squeue -j <job>`, hpc_ckpt_*.ckpt); raise --time if each allocation does little"),
     P("lightning.not_finite", 2, "numerical", "root_candidate",
       r"Monitored metric \S+ = (?:nan|inf|-inf) is not finite", "is not finite",
       "Monitored metric val_loss = nan is not finite. Previous best value was 0.412. Signaling Trainer to stop.",
