@@ -133,6 +133,14 @@ FIRE = [
                                           _RERUN.format("gpu-b-0107", 1, "Correct result (but possible Application "
                                                         "error) (found NaN in local forward loss calculation)!")]},
      "numerical", 0.9),
+    # Slurm's own memory enforcement killed the step (jobacct_gather.c): memory, though srun only says `Killed`, and
+    # the kernel's OOM killer with the pid torchrun reports as SIGKILLed: the killer is named, not "from outside"
+    ("oom.host_oom", {"slurm-62019.out": [
+        "slurmstepd: error: StepId=62019.0 exceeded memory limit (515398172672 > 515396075520), being killed",
+        "srun: Exceeded job memory limit", "srun: error: gpu-d-012: task 0: Killed"]}, "oom", 0.85),
+    # slurmstepd's SIG_REQUEUED wording: the scheduler ended the run
+    ("scheduler.slurm_cancel", {"slurm.out": ["slurmstepd: error: *** JOB 4891784 ON gpu-node-17 CANCELLED AT "
+                                              "2024-11-05T12:34:56 DUE TO JOB REQUEUE ***"]}, "infrastructure", 0.85),
     # Lightning's SLURM auto-requeue: the allocation ended at the scheduler's time-limit warning (signal_connector.py)
     ("catalog.weighted_patterns", {"slurm-5512.out": ["Epoch 12:  77%|###  | 3080/4000 [1:12:44<21:43,  0.71it/s]",
                                                       "Handling auto-requeue signal: 10", "requeing job 5512...",
@@ -375,6 +383,14 @@ QUIET += [("gpu.cuda_error", {"rank_3.log": [  # the watchdog ended by a timeout
     "[rank3]:[E117 08:28:16.358824199 ProcessGroupNCCL.cpp:1534] [PG 0 (default_pg) Rank 3] Process group watchdog "
     "thread terminated with exception: [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=67, "
     "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600042 milliseconds before timing out."]})]
+QUIET += [("infra.killed_from_outside", {"dmesg.txt": [  # the kernel names the killer of the SIGKILLed worker
+    "[183402.118231] Out of memory: Killed process 48211 (python) total-vm:98234112kB, anon-rss:61234080kB, "
+    "file-rss:81920kB, shmem-rss:2048kB, UID:1000 pgtables:120812kB oom_score_adj:0"],
+    "torchrun.log": ["E1105 12:34:57.101000 2585 torch/distributed/elastic/multiprocessing/api.py:869] failed "
+                     "(exitcode: -9) local_rank: 0 (pid: 48211) of binary: /usr/bin/python",
+                     "Root Cause (first observed failure):", "[0]:", "  time      : 2025-11-05_12:34:57",
+                     "  host      : node-3", "  rank      : 0 (local_rank: 0)", "  exitcode  : -9 (pid: 48211)",
+                     "  error_file: <N/A>", "  traceback : Signal 9 (SIGKILL) received by PID 48211"]})]
 QUIET += [("infra.bus_error", {"launcher.log": [_DS_EXIT.format(1)]}),      # an exception, not a signal
           ("software.native_crash", {"launcher.log": [_DS_EXIT.format(-6)]})]  # SIGABRT: the watchdog's abort
 

@@ -72,10 +72,19 @@ def sigkilled_workers(f: RuleInputs) -> list[Evidence]:
     return out
 
 
+def memory_killed(f: RuleInputs) -> bool:
+    """Whether the bundle shows a kill for host memory (the kernel's or a cgroup's OOM killer, Slurm's memory
+    enforcement, srun's `Out Of Memory` task end): then a worker's SIGKILL has its killer named."""
+    return bool(f.hits("kernel.oom_kill", "slurm.oom_kill")
+                or any("Out Of Memory" in e.text for e in f.hits("slurm.task_exit")))
+
+
 def killed_from_outside(f: RuleInputs):
     """A worker ended by SIGKILL (exit -9) whose own log shows no error: something outside the process killed it
     (the kernel OOM killer, a cgroup limit, an operator, a node agent). -15 is the launcher's own stop and -6 the
     NCCL watchdog's abort: both are cascade, not this."""
+    if memory_killed(f):
+        return []  # the killer is in the bundle: tools/rules/oom.host_oom names it, and whom the kill hit
     every = sigkilled_workers(f)
     killed = [e for e in every if e.rank is not None]
     if not killed:

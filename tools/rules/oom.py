@@ -48,6 +48,8 @@ def host_oom(f: RuleInputs):
     # no kill in the logs, only a process whose own allocation failed: say that, not that a killer came
     said = "the host OOM killer killed training processes (CPU memory)" if killed_evs else \
         "host (CPU) memory ran out: a process's own allocation failed (DefaultCPUAllocator, MemoryError, std::bad_alloc)"
+    if killed_evs and all("xceeded" in e.text for e in evs[:killed_evs]):  # Slurm's own enforcement, no OOM killer
+        said = "Slurm killed the step for exceeding its memory limit (host memory, JobAcctGather's enforcement)"
     # the launcher's line that names the process the kill hit (srun's `task 5: Killed`, mpirun's `process rank 1
     # ... on node w1 exited on signal 9`) says whose process it was, where the kernel's line names only a pid
     killed = sigkilled_workers(f)[:2]

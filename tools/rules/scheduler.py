@@ -12,6 +12,8 @@ def slurm_cancel(f: RuleInputs):
     for pid, what, strength, restart in (
             ("slurm.cancelled_time_limit", "SLURM cancelled the job at its time limit", 0.9, "restart as is"),
             ("slurm.cancelled_preemption", "SLURM preempted the job", 0.9, "restart as is"),
+            ("slurm.cancelled_requeue", "SLURM requeued the job (scontrol requeue, or a requeue after a node failure "
+             "or a preemption)", 0.85, "restart as is"),
             ("slurm.cancelled_node_failure", "SLURM cancelled the job after a node failure", 0.9, None),
             ("slurm.node_failure", "srun lost a node", 0.85, None)):
         evs = f.hits(pid)
@@ -19,7 +21,9 @@ def slurm_cancel(f: RuleInputs):
             node = (f.fields_of(evs[0], pid).get("node") or "")
             recs = {"slurm.cancelled_time_limit": ["resume from the last checkpoint; raise --time or checkpoint more "
                                                    "often"],
-                    "slurm.cancelled_preemption": ["resume from the last checkpoint (requeue)"]}.get(
+                    "slurm.cancelled_preemption": ["resume from the last checkpoint (requeue)"],
+                    "slurm.cancelled_requeue": ["check that the requeued job resumed from its last checkpoint; "
+                                                "`sacct -j <job> -o State,Reason` says why it was requeued"]}.get(
                 pid, [f"check node {node} in slurmctld's log; resume without it" if node else
                       "find the failed node in slurmctld's log (`sacct -j <job> -o NodeList,State`); resume without it"])
             out.append(candidate(f"scheduler.{pid.split('.')[1]}", "infrastructure", what, strength, evs[:2], f,

@@ -42,7 +42,8 @@ SKEW_S = 60  # worker nodes whose start of one collective differs by more than t
 EPOCH = datetime(1970, 1, 1)
 LOADER = "loader.batch_loader_error"
 WATCHDOG = "pytorch.watchdog_timeout"
-CANCEL = ("slurm.cancelled", "slurm.cancelled_time_limit", "slurm.cancelled_preemption", "slurm.cancelled_node_failure")
+CANCEL = ("slurm.cancelled", "slurm.cancelled_time_limit", "slurm.cancelled_preemption", "slurm.cancelled_node_failure",
+          "slurm.cancelled_requeue")
 
 
 def iso(ts: float | None, off_min: int | None = None) -> str | None:

@@ -28,6 +28,12 @@ PATTERNS = [
       r"CANCELLED AT \S+ DUE TO NODE FAILURE", "DUE TO NODE FAILURE",
       "slurmstepd: error: *** JOB 4891784 ON gpu-node-17 CANCELLED AT 2024-11-05T12:34:56 DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***",
       "SLURM cancelled the job after a node failure", fields=_CANCEL),
+    # SIG_REQUEUED (src/slurmd/slurmstepd/req.c): the job was requeued (scontrol requeue, a requeue on node failure
+    # or preemption in REQUEUE mode): the scheduler ended this run
+    P("slurm.cancelled_requeue", 1, "infrastructure", "root_candidate",
+      r"CANCELLED AT \S+ DUE TO JOB REQUEUE", "DUE TO JOB REQUEUE",
+      "slurmstepd: error: *** JOB 4891784 ON gpu-node-17 CANCELLED AT 2024-11-05T12:34:56 DUE TO JOB REQUEUE ***",
+      "SLURM requeued the job", fields=_CANCEL),
     P("slurm.cancelled", 1, None, "cascade",
       r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S", "CANCELLED AT",
       "slurmstepd: error: *** STEP 4891784.0 ON gpu-node-17 CANCELLED AT 2024-11-05T12:34:56 ***",
@@ -37,8 +43,12 @@ PATTERNS = [
       r"\*\*\* (?:JOB|STEP) \S+ ON \S+ FAILED \(non-zero exit code", "FAILED (non-zero exit code",
       "slurmstepd: error: *** STEP 4891784.0 ON gpu-node-17 FAILED (non-zero exit code or other failure mode) ***",
       "SLURM step failed", fields=r"\*\*\* (?:JOB|STEP) (?P<step>\S+) ON (?P<node>\S+) FAILED"),
+    # the cgroup OOM killer's report; and Slurm's own memory enforcement (JobAcctGather, src/interfaces/
+    # jobacct_gather.c:889 `%ps exceeded memory limit (%d > %d), being killed`, and the `Exceeded job memory limit`
+    # notice srun prints for it, :291 and src/slurmd/slurmd/job_mem_limit.c:114)
     P("slurm.oom_kill", 1, "oom", "root_candidate",
-      r"Detected \d+ oom[-_]kill event", ("oom_kill event", "oom-kill event"),
+      r"(?:Detected \d+ oom[-_]kill event|exceeded memory limit \(\d+ > \d+\), being killed|Exceeded job memory limit)",
+      ("oom_kill event", "oom-kill event", "exceeded memory limit (", "Exceeded job memory limit"),
       "slurmstepd: error: Detected 1 oom_kill event in StepId=123456.batch. Some of the step tasks have been OOM Killed.",
       "cgroup OOM killer killed step tasks (host memory)",
       fields=r"Detected (?P<events>\d+) oom[-_]kill event.*? in (?:StepId=|JobId=)?(?P<step>\S+?)\.? ", ints=("events",)),
