@@ -141,6 +141,20 @@ FIRE = [
     # slurmstepd's SIG_REQUEUED wording: the scheduler ended the run
     ("scheduler.slurm_cancel", {"slurm.out": ["slurmstepd: error: *** JOB 4891784 ON gpu-node-17 CANCELLED AT "
                                               "2024-11-05T12:34:56 DUE TO JOB REQUEUE ***"]}, "infrastructure", 0.85),
+    # a DataLoader worker's end by the signal PyTorch names (DataLoader.cpp): a native crash is the code's ...
+    ("data.loader_worker_died", {"rank_0.log": ["[rank0]: RuntimeError: DataLoader worker (pid 40412) is killed by "
+                                                "signal: Segmentation fault. "]}, "software", 0.6),
+    # ... a SIGKILL with no memory evidence anywhere is something outside (TAXONOMY), and says the evidence is missing
+    ("data.loader_worker_died", {"rank_2.log": ["[rank2]: RuntimeError: DataLoader worker (pid 81234) is killed by "
+                                                "signal: Killed. "]}, "infrastructure", 0.6),
+    # ... and a worker that died with no signal died of its own sample's error
+    ("data.loader_worker_died", {"rank_0.log": ["[rank0]: RuntimeError: DataLoader worker (pid(s) 23456) exited "
+                                                "unexpectedly"]}, "data", 0.5),
+    # PyTorch's shared-memory segment (MapAllocator.cpp) full inside a worker: /dev/shm, not a disk
+    ("software.exception", {"rank_1.log": ["[rank1]: Traceback (most recent call last):",
+                                           '[rank1]:   File "train.py", line 9, in <module>',
+                                           "[rank1]: RuntimeError: unable to write to file </torch_18693_3305722262_0>: "
+                                           "No space left on device (28)"]}, "infrastructure", 0.75),
     # Lightning's SLURM auto-requeue: the allocation ended at the scheduler's time-limit warning (signal_connector.py)
     ("catalog.weighted_patterns", {"slurm-5512.out": ["Epoch 12:  77%|###  | 3080/4000 [1:12:44<21:43,  0.71it/s]",
                                                       "Handling auto-requeue signal: 10", "requeing job 5512...",
@@ -391,6 +405,10 @@ QUIET += [("infra.killed_from_outside", {"dmesg.txt": [  # the kernel names the 
                      "Root Cause (first observed failure):", "[0]:", "  time      : 2025-11-05_12:34:57",
                      "  host      : node-3", "  rank      : 0 (local_rank: 0)", "  exitcode  : -9 (pid: 48211)",
                      "  error_file: <N/A>", "  traceback : Signal 9 (SIGKILL) received by PID 48211"]})]
+QUIET += [("data.loader_worker_died", {  # the kernel names the killer: oom.host_oom's reading
+    "rank_2.log": ["[rank2]: RuntimeError: DataLoader worker (pid 81234) is killed by signal: Killed. "],
+    "dmesg.txt": ["[183402.118231] Out of memory: Killed process 81234 (python) total-vm:98234112kB, "
+                  "anon-rss:61234080kB, file-rss:81920kB, shmem-rss:2048kB, UID:1000 pgtables:120812kB oom_score_adj:0"]})]
 QUIET += [("infra.bus_error", {"launcher.log": [_DS_EXIT.format(1)]}),      # an exception, not a signal
           ("software.native_crash", {"launcher.log": [_DS_EXIT.format(-6)]})]  # SIGABRT: the watchdog's abort
 

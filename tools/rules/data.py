@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate
+from trainlog_debugger.tools.rules.infra import memory_killed
 
 _ITER = re.compile(r"iteration[ =]+(\d+)")
 
@@ -35,10 +36,45 @@ def corrupt_data(f: RuleInputs):
     if stop:
         out.append(candidate("data.iterator_exhausted", "data", "a data iterator ran out (StopIteration)", 0.5, stop[:2], f,
                         recommendations=["check the dataset size / sampler length per rank"]))
-    killed = [e for e in f.hits("loader.worker_killed") if "Killed" not in e.text]
-    if killed:
-        out.append(candidate("data.loader_worker_died", "data", "a DataLoader worker process died", 0.5, killed[:2], f))
     return out
+
+
+# How a DataLoader worker ended, by the signal PyTorch names (torch/csrc/DataLoader.cpp: `is killed by signal: %s`,
+# strsignal's words): a native crash is the code's (a decoder, an extension, CUDA after fork), a bus error the
+# container's shared memory (infra.bus_error reads it), a SIGKILL something outside: memory only with memory evidence
+# (TAXONOMY: a SIGKILL with none is infrastructure, and the answer says the evidence is missing; tools/rules/oom.host_oom
+# reads it with the kernel's, a cgroup's or the scheduler's kill line). No signal at all (`exited unexpectedly`):
+# the worker died of its sample's own error, the data's
+NATIVE_CRASH = ("Segmentation fault", "Illegal instruction", "Floating point exception", "Aborted")
+
+
+def loader_worker_died(f: RuleInputs):
+    evs = f.hits("loader.worker_killed")
+    if not evs:
+        return []
+    signal = {id(e): (f.fields_of(e, "loader.worker_killed").get("signal") or "").strip() for e in evs}
+    crashed = [e for e in evs if signal[id(e)].startswith(NATIVE_CRASH)]
+    if crashed:
+        return [candidate("software.loader_worker_crash", "software", f"a DataLoader worker crashed in native code "
+                          f"({signal[id(crashed[0])]}): a decoder or extension library, or CUDA used before the fork",
+                          0.6, crashed[:2], f, recommendations=[
+                              "rerun with num_workers=0 (or python -X faulthandler) to get the native frame; check "
+                              "decoder and extension versions, and whether the dataset touches CUDA or threads before "
+                              "the workers fork"])]
+    killed = [e for e in evs if signal[id(e)] == "Killed"]
+    if killed:
+        if memory_killed(f):
+            return []  # oom.host_oom: the kill line names the killer
+        return [candidate("infra.loader_worker_killed", "infrastructure", "a DataLoader worker was killed with SIGKILL "
+                          "and no line shows why: killed from outside the process (the host's OOM killer is the usual "
+                          "one, but no memory evidence is in the bundle)", 0.6, killed[:2], f, recommendations=[
+                              "check the host's kernel log for the OOM killer or a cgroup limit at that time (dmesg / "
+                              "journalctl -k, memory.events): with it this is memory (lower num_workers and "
+                              "prefetch_factor), without it find who killed the process"])]
+    died = [e for e in evs if not signal[id(e)]]
+    if died:
+        return [candidate("data.loader_worker_died", "data", "a DataLoader worker process died", 0.5, died[:2], f)]
+    return []
 
 
 def loader_stall_in_dumps(f: RuleInputs):
@@ -124,4 +160,4 @@ def loss_divergence(f: RuleInputs):
                           "data"])]
 
 
-RULES = [nan_loss, corrupt_data, loader_stall_in_dumps, loss_scale_collapse, loss_divergence]
+RULES = [nan_loss, corrupt_data, loader_worker_died, loader_stall_in_dumps, loss_scale_collapse, loss_divergence]

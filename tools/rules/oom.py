@@ -40,7 +40,8 @@ def accelerator_alloc(f: RuleInputs):
 def host_oom(f: RuleInputs):
     evs = f.hits("kernel.oom_kill", "slurm.oom_kill")
     evs += [e for e in f.hits("slurm.task_exit") if "Out Of Memory" in e.text]
-    evs += [e for e in f.hits("loader.worker_killed") if "Killed" in e.text]
+    if evs:  # a DataLoader worker's SIGKILL is memory only beside a kill line that says so (TAXONOMY)
+        evs += [e for e in f.hits("loader.worker_killed") if "signal: Killed" in e.text]
     killed_evs = len(evs)
     evs += f.hits("process.host_alloc_failed")
     if not evs:

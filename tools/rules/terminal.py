@@ -40,6 +40,10 @@ def _r(rx: str, category: str, why: str) -> Row:
 
 # 1. the message (the exception line, `Type: message`)
 BY_MESSAGE = (
+    # PyTorch's shared-memory segment (aten/src/ATen/MapAllocator.cpp: `unable to write to file </torch_<pid>_<n>>`,
+    # a tensor passed between processes, a DataLoader worker's batch): /dev/shm is full, the container's, not a disk
+    _r(r"unable to write to file </torch_\d+", "infrastructure",
+       "shared memory (/dev/shm) is full: PyTorch could not grow a segment to pass a tensor between processes"),
     _r(r"\[Errno 28\]|No space left on device|\bENOSPC\b", "storage_io", "the filesystem is full (ENOSPC)"),
     _r(r"\[Errno 122\]|Disk quota exceeded|\bEDQUOT\b", "storage_io", "a disk quota was exceeded (EDQUOT)"),
     _r(r"\[Errno 30\]|Read-only file system|\bEROFS\b", "storage_io", "the filesystem is read-only (EROFS)"),
