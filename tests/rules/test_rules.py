@@ -155,6 +155,15 @@ FIRE = [
                                            '[rank1]:   File "train.py", line 9, in <module>',
                                            "[rank1]: RuntimeError: unable to write to file </torch_18693_3305722262_0>: "
                                            "No space left on device (28)"]}, "infrastructure", 0.75),
+    # spawn's parent raising ProcessExitedException at the end of its own traceback: that traceback is the kill's
+    # report, not another error (it was "a stack trace whose exception line is cut off")
+    ("infra.killed_from_outside", {"train.log": [
+        "Traceback (most recent call last):", '  File "/opt/app/train.py", line 88, in <module>',
+        "    mp.spawn(worker, nprocs=4)",
+        '  File "/usr/local/lib/python3.10/dist-packages/torch/multiprocessing/spawn.py", line 196, in join',
+        "    raise ProcessExitedException(",
+        "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGKILL"]},
+     "infrastructure", 0.5),
     # Lightning's SLURM auto-requeue: the allocation ended at the scheduler's time-limit warning (signal_connector.py)
     ("catalog.weighted_patterns", {"slurm-5512.out": ["Epoch 12:  77%|###  | 3080/4000 [1:12:44<21:43,  0.71it/s]",
                                                       "Handling auto-requeue signal: 10", "requeing job 5512...",

@@ -59,7 +59,9 @@ def signalled_workers(f: RuleInputs, signo: int) -> list[Evidence]:
     out += [e for e in f.hits("deepspeed.exit_code") if f.fields_of(e, "deepspeed.exit_code").get("returncode") == -signo]
     out += [e for e in f.hits("mpi.process_exited") if f.fields_of(e, "mpi.process_exited").get("signal") == signo]
     spawn = f"terminated with signal {name}"
-    out += [e for e in f.hits("python.exception", "python.exception_named") if spawn in e.text]
+    # spawn's exception line: alone (python.exception), or under the parent's traceback, where the signal's name has
+    # the line read as a kill (process.killed) and the traceback holds it as its final exception
+    out += [e for e in f.hits("python.exception", "python.exception_named", "process.killed") if spawn in e.text]
     return out
 
 
@@ -91,6 +93,9 @@ def killed_from_outside(f: RuleInputs):
         # a launcher's line in a paste that says nothing else (no rank prefix, no worker's error line anywhere): the
         # same reading, a little weaker, its rank from the line's own words (`local_rank: 0`) where it names one
         said = {(e.file, e.line) for e in every}  # the kill's own line is no other error
+        # nor is the traceback it ends (spawn's parent raising ProcessExitedException)
+        said |= {(e.file, e.line) for e in f.hits("python.traceback")
+                 if (e.file, f.fields_of(e, "python.traceback").get("exception_line")) in said}
         errors = [pid for pid, s in f.summaries.items() if s.role == "root_candidate" and s.tier in (1, 2)
                   and not pid.startswith("torchrun.") and any((e.file, e.line) not in said for e in f.each(pid))]
         if not every or errors:
