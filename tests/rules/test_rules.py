@@ -164,6 +164,13 @@ FIRE = [
         "    raise ProcessExitedException(",
         "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGKILL"]},
      "infrastructure", 0.5),
+    # the cloud took the machine: Azure's Scheduled Events document, Compute Engine's system event operation
+    ("catalog.weighted_patterns", {"events.json": ['{"DocumentIncarnation":3,"Events":[{"EventId":"A123BC45","EventStatus":'
+                                                   '"Scheduled","EventType":"Preempt","ResourceType":"VirtualMachine",'
+                                                   '"Resources":["ndv5-spot-vmss_3"]}]}']}, "infrastructure", 0.85),
+    ("catalog.weighted_patterns", {"ops.txt": ["systemevent-1741057921000-62f1a0c3e9b84  compute.instances.preempted  "
+                                               "us-central1-a/instances/a3-spot-train-2  200  DONE  "
+                                               "2025-03-03T19:12:01.000-08:00"]}, "infrastructure", 0.85),
     # Lightning's SLURM auto-requeue: the allocation ended at the scheduler's time-limit warning (signal_connector.py)
     ("catalog.weighted_patterns", {"slurm-5512.out": ["Epoch 12:  77%|###  | 3080/4000 [1:12:44<21:43,  0.71it/s]",
                                                       "Handling auto-requeue signal: 10", "requeing job 5512...",

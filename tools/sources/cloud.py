@@ -67,6 +67,37 @@ PATTERNS = [
       fields=r"insufficient in region: (?P<region>[\w-]+)", weight=0.8, status="cancelled",
       advice="retry later, in another region, or with another accelerator type; reservations or Dynamic Workload "
              "Scheduler avoid stockouts"),
+    # The cloud took the machine away (TAXONOMY: preemption is the platform's). AWS Node Termination Handler's event
+    # descriptions (aws/aws-node-termination-handler 62a8761: pkg/monitor/spotitn/spot-itn-monitor.go:93,
+    # sqsevent/spot-itn-event.go:73, sqsevent/asg-lifecycle-event.go:98), which it logs and posts as the node's
+    # events; Azure's Scheduled Events document (learn.microsoft.com, virtual-machines/linux/scheduled-events:
+    # `"EventType": "Preempt"`, a Spot VM's eviction); Compute Engine's system event operation for a preempted Spot
+    # or preemptible VM (`compute.instances.preempted`, cloud.google.com compute/docs preemptible history)
+    P("cloud.instance_preempted", 1, "infrastructure", "root_candidate",
+      r"Spot ITN received\. Instance will be interrupted at|Spot Interruption notice for instance \S+ was sent at|"
+      r"ASG Lifecycle Termination event received\. Instance will be interrupted at|\"EventType\" ?: ?\"Preempt\"|"
+      r"compute\.instances\.preempted",
+      ("Spot ITN received", "Spot Interruption notice for instance", "ASG Lifecycle Termination event received",
+       "Preempt\"", "compute.instances.preempted"),
+      "2025/08/02 17:40:03 INF Adding new event to the event store event={\"AutoScalingGroupName\":\"\",\"Description\":"
+      "\"Spot ITN received. Instance will be interrupted at 2025-08-02T17:42:03Z \\n\",\"Kind\":\"SPOT_ITN\"}",
+      "the cloud reclaimed the machine (a Spot/preemptible interruption or an Auto Scaling termination): the ranks on "
+      "it went away", weight=0.85, status="cancelled",
+      advice="resume from the last checkpoint on other capacity; checkpoint on the interruption notice (SIGTERM), or "
+             "run long jobs on on-demand or reserved machines"),
+    # an EC2 scheduled event for the instance (Node Termination Handler: pkg/monitor/scheduledevent/
+    # scheduled-event-monitor.go:106, `<code> will occur between <from> and <to> because <description>`; the codes
+    # are EC2's scheduled event types): NTH drains the node before the window, so its pods are stopped
+    P("cloud.instance_scheduled_event", 1, "infrastructure", "root_candidate",
+      r"(?:instance-stop|instance-reboot|instance-retirement|system-reboot|system-maintenance) will occur between ",
+      " will occur between ",
+      "2025/10/14 09:00:13 INF Node successfully cordoned and drained node_name=ip-10-0-3-88.ec2.internal "
+      "reason=\"instance-stop will occur between 2025-10-16T09:00:00Z and 2025-10-16T11:00:00Z because The instance is "
+      "running on degraded hardware\\n\"",
+      "the cloud scheduled the instance for a stop, reboot or retirement (maintenance or degraded hardware) and its "
+      "node was drained", weight=0.7, status="cancelled",
+      advice="move the job off that node before the window (or onto a fresh instance after it) and resume from the "
+             "last checkpoint"),
     P("cloud.vertex_internal", 1, "infrastructure", "root_candidate",
       r"Internal error occurred for the current attempt", "Internal error occurred for the current attempt",
       "Internal error occurred for the current attempt.",

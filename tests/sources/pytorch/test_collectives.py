@@ -76,6 +76,23 @@ def test_fabric_failure_has_no_straggler(tmp_path, ranks):
     assert rep.with_state == ranks
 
 
+def test_one_ranks_timeout_is_no_fabric_hang(tmp_path):
+    """One rank that entered the collective and timed out says nothing of the others (they may have crashed or been
+    preempted, their logs are not here): "every rank entered" needs two ranks to say so."""
+    d = tmp_path / "bundle"
+    d.mkdir()
+    line = ("[rank{0}]:[E1105 03:33:27.000023757 ProcessGroupNCCL.cpp:632] [Rank {0}] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=5120, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+            "ran for 600009 milliseconds before timing out.\n")
+    (d / "rank0.log").write_text(line.format(0))
+    with open_bundle(d) as b:
+        rep = analyze(scan_bundle(b))
+    assert rep.verdict == "inconclusive" and "one rank's log" in rep.summary
+    (d / "rank1.log").write_text(line.format(1))
+    with open_bundle(d) as b:
+        assert analyze(scan_bundle(b)).verdict == "fabric"
+
+
 @pytest.mark.parametrize("ranks", [8, 128])
 def test_missing_rank_file_is_inconclusive_and_names_the_gap(tmp_path, ranks):
     job, _ = g.missing_rank_file(ranks=ranks, culprit=5)

@@ -532,6 +532,11 @@ def _roles_without_state(ranks: dict[int, RankState], any_state: bool) -> None:
                                                   "the collective, or its log stops)"
 
 
+# "every rank entered" needs two ranks to say so: one rank that waited proves nothing of the others (they may have
+# crashed, been preempted, or never reached the collective), so one rank's log is never a fabric hang
+FABRIC_MIN_RANKS = 2
+
+
 def _verdict(ranks: dict[int, RankState], missing: list[int], any_state: bool) -> tuple[str, str, list[int], list[str]]:
     """(verdict, summary, culprits, notes) once every rank has its role."""
     culprits = sorted(r for r, rs in ranks.items() if rs.role in ("crashed", "never_entered", "behind"))
@@ -549,9 +554,13 @@ def _verdict(ranks: dict[int, RankState], missing: list[int], any_state: bool) -
     if _ops_differ(ranks):
         return "inconclusive", ("ranks timed out in different collectives at the same sequence number: they took "
                                 "different code paths, not a fabric hang"), culprits, []
-    if all(rs.role in ("waiting", "ahead") for rs in ranks.values() if rs.role != "missing") and not missing:
+    present = [r for r, rs in ranks.items() if rs.role != "missing"]
+    if all(ranks[r].role in ("waiting", "ahead") for r in present) and not missing and len(present) >= FABRIC_MIN_RANKS:
         return "fabric", ("every rank entered the collective and fired its own watchdog; no straggler: suspect the "
                           "network (NIC, link, switch)"), culprits, []
+    if len(present) < FABRIC_MIN_RANKS:
+        return "inconclusive", ("one rank's log: it entered the collective and timed out, whether the others did is "
+                                "not in the bundle"), culprits, []
     return "inconclusive", (f"no rank with a log differs; rank(s) {ranks_str(missing)} have no log in the bundle: the "
                             f"culprit may be among them"), culprits, []
 
