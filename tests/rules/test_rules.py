@@ -171,6 +171,10 @@ FIRE = [
     ("catalog.weighted_patterns", {"ops.txt": ["systemevent-1741057921000-62f1a0c3e9b84  compute.instances.preempted  "
                                                "us-central1-a/instances/a3-spot-train-2  200  DONE  "
                                                "2025-03-03T19:12:01.000-08:00"]}, "infrastructure", 0.85),
+    # Slurm ≤23.02's banner for the node's uncorrectable memory error: the node's RAM, not a GPU (the lexicon's
+    # `uncorrectable` would have said GPU)
+    ("scheduler.slurm_cancel", {"slurm.out": ["slurmstepd: error: *** STEP 9120044.0 ON nid001284 UNCORRECTABLE MEMORY "
+                                              "ERROR AT 2024-06-12T22:41:09 ***"]}, "infrastructure", 0.85),
     # Lightning's SLURM auto-requeue: the allocation ended at the scheduler's time-limit warning (signal_connector.py)
     ("catalog.weighted_patterns", {"slurm-5512.out": ["Epoch 12:  77%|###  | 3080/4000 [1:12:44<21:43,  0.71it/s]",
                                                       "Handling auto-requeue signal: 10", "requeing job 5512...",

@@ -15,7 +15,9 @@ def slurm_cancel(f: RuleInputs):
             ("slurm.cancelled_requeue", "SLURM requeued the job (scontrol requeue, or a requeue after a node failure "
              "or a preemption)", 0.85, "restart as is"),
             ("slurm.cancelled_node_failure", "SLURM cancelled the job after a node failure", 0.9, None),
-            ("slurm.node_failure", "srun lost a node", 0.85, None)):
+            ("slurm.node_failure", "srun lost a node", 0.85, None),
+            ("slurm.node_memory_error", "the node reported an uncorrectable memory error (host RAM, not a GPU)", 0.85,
+             None)):
         evs = f.hits(pid)
         if evs:
             node = (f.fields_of(evs[0], pid).get("node") or "")
@@ -27,7 +29,7 @@ def slurm_cancel(f: RuleInputs):
                 pid, [f"check node {node} in slurmctld's log; resume without it" if node else
                       "find the failed node in slurmctld's log (`sacct -j <job> -o NodeList,State`); resume without it"])
             out.append(candidate(f"scheduler.{pid.split('.')[1]}", "infrastructure", what, strength, evs[:2], f,
-                            status="cancelled", ranks=[], nodes=[node] if node and restart is None else [],
+                            status="crashed" if pid == "slurm.node_memory_error" else "cancelled", ranks=[], nodes=[node] if node and restart is None else [],
                             restart=restart or restart_without(node or None), recommendations=recs))
     return out
 

@@ -34,6 +34,13 @@ PATTERNS = [
       r"CANCELLED AT \S+ DUE TO JOB REQUEUE", "DUE TO JOB REQUEUE",
       "slurmstepd: error: *** JOB 4891784 ON gpu-node-17 CANCELLED AT 2024-11-05T12:34:56 DUE TO JOB REQUEUE ***",
       "SLURM requeued the job", fields=_CANCEL),
+    # slurmd's ume_notify() (releases up to 23.02, src/slurmd/slurmstepd/req.c:748 at slurm-23-02-8-1): the NODE's
+    # memory (host DRAM) had an uncorrectable error; its tasks may be killed. The node's hardware, not a GPU's
+    P("slurm.node_memory_error", 1, "infrastructure", "root_candidate",
+      r"\*\*\* (?:JOB|STEP) \S+ ON \S+ UNCORRECTABLE MEMORY ERROR AT", "UNCORRECTABLE MEMORY ERROR AT",
+      "slurmstepd: error: *** STEP 9120044.0 ON nid001284 UNCORRECTABLE MEMORY ERROR AT 2024-06-12T22:41:09 ***",
+      "the node reported an uncorrectable memory error (host RAM)",
+      fields=r"\*\*\* (?:JOB|STEP) (?P<step>\S+) ON (?P<node>\S+) UNCORRECTABLE MEMORY ERROR AT (?P<at>\S+)"),
     P("slurm.cancelled", 1, None, "cascade",
       r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S", "CANCELLED AT",
       "slurmstepd: error: *** STEP 4891784.0 ON gpu-node-17 CANCELLED AT 2024-11-05T12:34:56 ***",
