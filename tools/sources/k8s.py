@@ -146,6 +146,15 @@ PATTERNS = [
       r"[Rr]eason\"?: *\"?Evicted\b", "Evicted",
       "Reason:       Evicted",
       "the kubelet evicted the pod (its Message line says which resource ran low)"),
+    # Volcano's scheduler evicted the pod for another job (volcano-sh/volcano pkg/scheduler/cache: `Pod is evicted,
+    # because of %v`, the reason being its action: preempt, reclaim, shuffle): the platform's decision
+    P("k8s.volcano_evicted", 1, "infrastructure", "root_candidate",
+      r"Pod is evicted, because of \w", "Pod is evicted, because of",
+      "  Warning  Evict      3m    volcano  Pod is evicted, because of preempt",
+      "the batch scheduler (Volcano) evicted the pod to give its resources to another job (preempt or reclaim)",
+      fields=r"because of (?P<why>\w+)", weight=0.8, status="cancelled",
+      advice="resume from the last checkpoint; give the job a higher priority class or a queue that is not reclaimed "
+             "(Volcano: PriorityClass, queue reclaimable=false, minAvailable), and checkpoint more often"),
     P("k8s.evicted_memory", 1, "oom", "root_candidate",
       r"The node was low on resource: memory\b", "The node was low on resource: memory",
       "Message:      The node was low on resource: memory. Container trainer was using 121Gi, which exceeds its "
