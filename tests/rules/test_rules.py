@@ -150,6 +150,21 @@ FIRE = [
     # ... and a worker that died with no signal died of its own sample's error
     ("data.loader_worker_died", {"rank_0.log": ["[rank0]: RuntimeError: DataLoader worker (pid(s) 23456) exited "
                                                 "unexpectedly"]}, "data", 0.5),
+    # a socket interface that reaches no other host (Docker's bridge), printed before gloo's connect timeout
+    ("config.nccl_interface", {"rank8.log": [
+        "GLOO_SOCKET_IFNAME=docker0", "[rank8]: RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/"
+        "gloo/transport/tcp/pair.h:311] Connect timeout [172.17.0.1]:38127"]}, "config", 0.8),
+    # a peer that advertised the loopback address /etc/hosts gives its host name
+    ("config.nccl_interface", {"rank3.log": [
+        "[rank3]: RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.h:311] "
+        "Connect timeout [127.0.1.1]:41521"]}, "config", 0.7),
+    # CUDA touched in a DataLoader worker, raised from the sample's __getitem__: the code's, not the sample's
+    ("software.exception", {"rank_0.log": [
+        "[rank0]: Traceback (most recent call last):", "[rank0]: RuntimeError: Caught RuntimeError in DataLoader worker "
+        "process 0.", "[rank0]: Original Traceback (most recent call last):",
+        '[rank0]:   File "/opt/app/data.py", line 41, in __getitem__', "[rank0]:     x = x.cuda()",
+        "[rank0]: RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you "
+        "must use the 'spawn' start method"]}, "software", 0.75),
     # PyTorch's shared-memory segment (MapAllocator.cpp) full inside a worker: /dev/shm, not a disk
     ("software.exception", {"rank_1.log": ["[rank1]: Traceback (most recent call last):",
                                            '[rank1]:   File "train.py", line 9, in <module>',
@@ -429,6 +444,9 @@ QUIET += [("data.loader_worker_died", {  # the kernel names the killer: oom.host
     "rank_2.log": ["[rank2]: RuntimeError: DataLoader worker (pid 81234) is killed by signal: Killed. "],
     "dmesg.txt": ["[183402.118231] Out of memory: Killed process 81234 (python) total-vm:98234112kB, "
                   "anon-rss:61234080kB, file-rss:81920kB, shmem-rss:2048kB, UID:1000 pgtables:120812kB oom_score_adj:0"]})]
+QUIET += [("config.nccl_interface", {"rank3.log": [  # a single node's own loopback peer is no launch setting
+    "[rank3]: RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.h:311] "
+    "Connect timeout [127.0.0.1]:41521"]})]
 QUIET += [("infra.bus_error", {"launcher.log": [_DS_EXIT.format(1)]}),      # an exception, not a signal
           ("software.native_crash", {"launcher.log": [_DS_EXIT.format(-6)]})]  # SIGABRT: the watchdog's abort
 

@@ -290,6 +290,37 @@ def iface_matches(spec: str, iface: str) -> bool:
 _USING = re.compile(r"(?:^|\s)(?:\[\d+\])?([A-Za-z][\w.@-]*):")  # ` [0]eth0:10.0.0.1<0> [1]ib0:...`
 
 
+# interfaces that exist on every host but reach no other host: the loopback, Docker's and libvirt's default bridges
+HOST_LOCAL_IFACES = ("lo", "docker0", "virbr0")
+# the address Debian's and Ubuntu's /etc/hosts give the host's own name: a peer advertising it advertised its
+# host name's loopback entry (127.0.0.1 itself is a single node's legitimate peer, and is not read)
+HOSTNAME_LOOPBACK = "127.0.1.1"
+
+
+def host_local_interface(f: RuleInputs, ifnames: dict) -> list:
+    """The rendezvous failed to reach a peer because the address it was given is of the peer's host only: a printed
+    *_SOCKET_IFNAME that names a host-local interface (docker0, lo), or gloo trying a loopback peer address (a host
+    name that /etc/hosts maps to 127.0.1.1, as Debian and Ubuntu write it). A launch setting, not the network."""
+    failed = f.hits("gloo.connect_failed") + f.hits(*AREAS[0][2])
+    if not failed:
+        return []
+    recs = ["set GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME to the interface that routes between the nodes (`ip -br addr` "
+            "on every node), and make each host name resolve to that interface's address, not 127.0.1.1"]
+    for name, (value, ev) in ifnames.items():
+        first = value.lstrip("^=").split(",")[0]
+        if first in HOST_LOCAL_IFACES and not value.startswith("^"):
+            return [candidate("config.nccl_interface", "config", f"{name}={value} (as printed) is a host-local "
+                              f"interface: the address advertised from it cannot be reached from the other nodes",
+                              0.8, [failed[0], ev], f, facts={"setting": f"{name}={value}"}, recommendations=recs)]
+    loop = [e for e in f.hits("gloo.connect_failed")
+            if f.fields_of(e, "gloo.connect_failed").get("peer") == HOSTNAME_LOOPBACK]
+    if loop:
+        peer = f.fields_of(loop[0], "gloo.connect_failed")["peer"]
+        return [candidate("config.nccl_interface", "config", f"gloo tried to reach a peer at {peer}, the loopback address "
+                          f"/etc/hosts gives a host's own name: that host advertised an address only it can reach", 0.7, loop[:1], f, recommendations=recs)]
+    return []
+
+
 def nccl_interface(f: RuleInputs):
     """NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME (or the default pick) named no interface that exists: a launch setting,
     not the fabric. With the printed value, the summary names it. A printed NCCL_SOCKET_IFNAME that NCCL's own
@@ -320,6 +351,9 @@ def nccl_interface(f: RuleInputs):
             evs = missing[:2]
         return [candidate("config.nccl_interface", "config", summary, 0.85, evs, f,
                           facts={"setting": f"{var}={printed[0]}"} if printed else {}, recommendations=recs)]
+    local = host_local_interface(f, ifnames)
+    if local:
+        return local
     spec = ifnames.get("NCCL_SOCKET_IFNAME")
     if not spec:
         return []

@@ -40,6 +40,11 @@ def _r(rx: str, category: str, why: str) -> Row:
 
 # 1. the message (the exception line, `Type: message`)
 BY_MESSAGE = (
+    # torch/cuda/__init__.py (_lazy_init): CUDA used in a process forked after the parent initialised it (a
+    # DataLoader worker touching the GPU): the code's, whatever frame raised it (a sample's __getitem__ included)
+    _r(r"Cannot re-initialize CUDA in forked subprocess", "software",
+       "CUDA was used in a process forked after CUDA was initialised (a DataLoader worker touching the GPU): keep CUDA "
+       "out of the workers, or use the 'spawn' start method"),
     # PyTorch's shared-memory segment (aten/src/ATen/MapAllocator.cpp: `unable to write to file </torch_<pid>_<n>>`,
     # a tensor passed between processes, a DataLoader worker's batch): /dev/shm is full, the container's, not a disk
     _r(r"unable to write to file </torch_\d+", "infrastructure",

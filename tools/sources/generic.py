@@ -175,6 +175,15 @@ PATTERNS = [
       "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:10446: Connection reset by peer. This is typically caused by a remote worker hanging or bugs in the application.",
       "gloo: a peer's connection dropped (the peer exited or hung)",
       fields=r"Read error \[(?P<peer>[^\]]+)\]:(?P<port>\d+)", ints=("port",)),
+    # gloo could not connect its full mesh (torch/csrc/distributed/c10d/ProcessGroupGloo.cpp `Gloo connectFullMesh
+    # failed with`; gloo/transport/tcp/pair.h `Connect timeout [addr]:port`): the peer's address (config.nccl_interface
+    # reads a loopback or host-local one as the launch's, not the network's)
+    P("gloo.connect_failed", 1, "network", "root_candidate",
+      r"Gloo connectFullMesh failed with|\] Connect timeout \[", ("Gloo connectFullMesh failed with", "] Connect timeout ["),
+      "[rank8]: RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.h:311] "
+      "Connect timeout [172.17.0.1]:38127",
+      "gloo could not connect to a peer while forming the process group",
+      fields=r"\[(?P<peer>[0-9.]{7,15}|[0-9a-fA-F:]{2,39})\]:(?P<port>\d{1,5})", ints=("port",)),
     P("gloo.size_mismatch", 1, "software", "root_candidate",
       r"Received data size doesn't match expected size", "Received data size doesn't match expected size",
       "  what():  [enforce fail at /__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:456] op.preamble.length <= op.nbytes. 1700 vs 4. Received data size doesn't match expected size. Is there a distributed collective mismatch in your code?",
