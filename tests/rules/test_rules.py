@@ -152,12 +152,13 @@ FIRE = [
                                                 "unexpectedly"]}, "data", 0.5),
     # a socket interface that reaches no other host (Docker's bridge), printed before gloo's connect timeout
     ("config.nccl_interface", {"rank8.log": [
-        "GLOO_SOCKET_IFNAME=docker0", "[rank8]: RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/"
+        "GLOO_SOCKET_IFNAME=docker0", "MASTER_ADDR=10.20.0.11 MASTER_PORT=29500 WORLD_SIZE=16 NODE_RANK=1",
+        "[rank8]: RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/"
         "gloo/transport/tcp/pair.h:311] Connect timeout [172.17.0.1]:38127"]}, "config", 0.8),
     # a peer that advertised the loopback address /etc/hosts gives its host name
     ("config.nccl_interface", {"rank3.log": [
-        "[rank3]: RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.h:311] "
-        "Connect timeout [127.0.1.1]:41521"]}, "config", 0.7),
+        "MASTER_ADDR=10.20.0.11 WORLD_SIZE=16 NODE_RANK=1", "[rank3]: RuntimeError: Gloo connectFullMesh failed with "
+        "[../third_party/gloo/gloo/transport/tcp/pair.h:311] Connect timeout [127.0.1.1]:41521"]}, "config", 0.7),
     # CUDA touched in a DataLoader worker, raised from the sample's __getitem__: the code's, not the sample's
     ("software.exception", {"rank_0.log": [
         "[rank0]: Traceback (most recent call last):", "[rank0]: RuntimeError: Caught RuntimeError in DataLoader worker "
@@ -444,9 +445,12 @@ QUIET += [("data.loader_worker_died", {  # the kernel names the killer: oom.host
     "rank_2.log": ["[rank2]: RuntimeError: DataLoader worker (pid 81234) is killed by signal: Killed. "],
     "dmesg.txt": ["[183402.118231] Out of memory: Killed process 81234 (python) total-vm:98234112kB, "
                   "anon-rss:61234080kB, file-rss:81920kB, shmem-rss:2048kB, UID:1000 pgtables:120812kB oom_score_adj:0"]})]
-QUIET += [("config.nccl_interface", {"rank3.log": [  # a single node's own loopback peer is no launch setting
-    "[rank3]: RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.h:311] "
-    "Connect timeout [127.0.0.1]:41521"]})]
+QUIET += [("config.nccl_interface", {"rank3.log": [  # 127.0.0.1 is a peer's real loopback, not a host name's entry
+    "MASTER_ADDR=10.20.0.11 WORLD_SIZE=16 NODE_RANK=1", "[rank3]: RuntimeError: Gloo connectFullMesh failed with "
+    "[../third_party/gloo/gloo/transport/tcp/pair.h:311] Connect timeout [127.0.0.1]:41521"]}),
+    ("config.nccl_interface", {"rank8.log": [  # docker0 on one node (no node index, count or second node): fine
+        "GLOO_SOCKET_IFNAME=docker0", "[rank8]: RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/"
+        "gloo/transport/tcp/pair.h:311] Connect timeout [172.17.0.1]:38127"]})]
 QUIET += [("infra.bus_error", {"launcher.log": [_DS_EXIT.format(1)]}),      # an exception, not a signal
           ("software.native_crash", {"launcher.log": [_DS_EXIT.format(-6)]})]  # SIGABRT: the watchdog's abort
 

@@ -302,8 +302,8 @@ def host_local_interface(f: RuleInputs, ifnames: dict) -> list:
     *_SOCKET_IFNAME that names a host-local interface (docker0, lo), or gloo trying a loopback peer address (a host
     name that /etc/hosts maps to 127.0.1.1, as Debian and Ubuntu write it). A launch setting, not the network."""
     failed = f.hits("gloo.connect_failed") + f.hits(*AREAS[0][2])
-    if not failed:
-        return []
+    if not failed or not _several_nodes(f):
+        return []  # on one node a host-local interface is a fine choice, and a peer that does not answer died
     recs = ["set GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME to the interface that routes between the nodes (`ip -br addr` "
             "on every node), and make each host name resolve to that interface's address, not 127.0.1.1"]
     for name, (value, ev) in ifnames.items():
@@ -316,9 +316,24 @@ def host_local_interface(f: RuleInputs, ifnames: dict) -> list:
             if f.fields_of(e, "gloo.connect_failed").get("peer") == HOSTNAME_LOOPBACK]
     if loop:
         peer = f.fields_of(loop[0], "gloo.connect_failed")["peer"]
-        return [candidate("config.nccl_interface", "config", f"gloo tried to reach a peer at {peer}, the loopback address "
-                          f"/etc/hosts gives a host's own name: that host advertised an address only it can reach", 0.7, loop[:1], f, recommendations=recs)]
+        return [candidate("config.nccl_interface", "config", f"gloo tried to reach a peer at {peer}, the loopback "
+                          "address /etc/hosts gives a host's own name: that host advertised an address only it can "
+                          "reach", 0.7, loop[:1], f, recommendations=recs)]
     return []
+
+
+# a node index above 0 or a node count above 1, as torchrun, Slurm and Open MPI print them
+_SEVERAL_NODES = re.compile(r"\b(?:NODE_RANK|GROUP_RANK|SLURM_NODEID|OMPI_COMM_WORLD_NODE_RANK)=0*[1-9]|"
+                            r"\b(?:P?E?T?_?NNODES|SLURM_NNODES|SLURM_JOB_NUM_NODES)=0*(?:[2-9]|[1-9]\d)|"
+                            r"--nnodes[= ](?:[2-9]|[1-9]\d)")
+
+
+def _several_nodes(f: RuleInputs) -> bool:
+    """Whether the job spans more than one node, as the logs state it: a node index above 0 or a node count above 1
+    on a kept settings line (torchrun's, Slurm's), or ranks the bundle places on two nodes."""
+    if any(_SEVERAL_NODES.search(e.text) for e in f.hits(*ENV_PIDS, "job.world_size")):
+        return True
+    return len({rn.node for rn in f.scan.rank_nodes.values() if getattr(rn, "node", None)}) > 1
 
 
 def nccl_interface(f: RuleInputs):

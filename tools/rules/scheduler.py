@@ -28,8 +28,9 @@ def slurm_cancel(f: RuleInputs):
                                                 "`sacct -j <job> -o State,Reason` says why it was requeued"]}.get(
                 pid, [f"check node {node} in slurmctld's log; resume without it" if node else
                       "find the failed node in slurmctld's log (`sacct -j <job> -o NodeList,State`); resume without it"])
+            status = "crashed" if pid == "slurm.node_memory_error" else "cancelled"  # the node's fault, no cancel
             out.append(candidate(f"scheduler.{pid.split('.')[1]}", "infrastructure", what, strength, evs[:2], f,
-                            status="crashed" if pid == "slurm.node_memory_error" else "cancelled", ranks=[], nodes=[node] if node and restart is None else [],
+                            status=status, ranks=[], nodes=[node] if node and restart is None else [],
                             restart=restart or restart_without(node or None), recommendations=recs))
     return out
 
