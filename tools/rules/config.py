@@ -297,34 +297,31 @@ HOST_LOCAL_IFACES = ("lo", "docker0", "virbr0")
 HOSTNAME_LOOPBACK = "127.0.1.1"
 
 
-def host_local_interface(f: RuleInputs, ifnames: dict) -> list:
-    """The rendezvous failed to reach a peer because the address it was given is of the peer's host only: a printed
-    *_SOCKET_IFNAME that names a host-local interface (docker0, lo), or gloo trying a loopback peer address (a host
-    name that /etc/hosts maps to 127.0.1.1, as Debian and Ubuntu write it). A launch setting, not the network."""
+def host_local_interface(f: RuleInputs, ifnames: dict) -> tuple[str, float, list, dict] | None:
+    """(summary, strength, evidence, facts) when the rendezvous failed to reach a peer because the address it was
+    given is of the peer's host only: a printed *_SOCKET_IFNAME that names a host-local interface (docker0, lo), or
+    gloo trying a loopback peer address (a host name that /etc/hosts maps to 127.0.1.1, as Debian and Ubuntu write
+    it). A launch setting, not the network (nccl_interface says it)."""
     failed = f.hits("gloo.connect_failed") + f.hits(*AREAS[0][2])
     if not failed or not _several_nodes(f):
-        return []  # on one node a host-local interface is a fine choice, and a peer that does not answer died
-    recs = ["set GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME to the interface that routes between the nodes (`ip -br addr` "
-            "on every node), and make each host name resolve to that interface's address, not 127.0.1.1"]
+        return None  # on one node a host-local interface is a fine choice, and a peer that does not answer died
     for name, (value, ev) in ifnames.items():
         first = value.lstrip("^=").split(",")[0]
         if first in HOST_LOCAL_IFACES and not value.startswith("^"):
-            return [candidate("config.nccl_interface", "config", f"{name}={value} (as printed) is a host-local "
-                              f"interface: the address advertised from it cannot be reached from the other nodes",
-                              0.8, [failed[0], ev], f, facts={"setting": f"{name}={value}"}, recommendations=recs)]
+            return (f"{name}={value} (as printed) is a host-local interface: the address advertised from it cannot be "
+                    f"reached from the other nodes", 0.8, [failed[0], ev], {"setting": f"{name}={value}"})
     loop = [e for e in f.hits("gloo.connect_failed")
             if f.fields_of(e, "gloo.connect_failed").get("peer") == HOSTNAME_LOOPBACK]
     if loop:
         peer = f.fields_of(loop[0], "gloo.connect_failed")["peer"]
-        return [candidate("config.nccl_interface", "config", f"gloo tried to reach a peer at {peer}, the loopback "
-                          "address /etc/hosts gives a host's own name: that host advertised an address only it can "
-                          "reach", 0.7, loop[:1], f, recommendations=recs)]
-    return []
+        return (f"gloo tried to reach a peer at {peer}, the loopback address /etc/hosts gives a host's own name: that "
+                "host advertised an address only it can reach", 0.7, loop[:1], {})
+    return None
 
 
 # a node index above 0 or a node count above 1, as torchrun, Slurm and Open MPI print them
 _SEVERAL_NODES = re.compile(r"\b(?:NODE_RANK|GROUP_RANK|SLURM_NODEID|OMPI_COMM_WORLD_NODE_RANK)=0*[1-9]|"
-                            r"\b(?:P?E?T?_?NNODES|SLURM_NNODES|SLURM_JOB_NUM_NODES)=0*(?:[2-9]|[1-9]\d)|"
+                            r"\b(?:(?:PET_)?NNODES|SLURM_NNODES|SLURM_JOB_NUM_NODES)=0*(?:[2-9]|[1-9]\d)|"
                             r"--nnodes[= ](?:[2-9]|[1-9]\d)")
 
 
@@ -368,7 +365,11 @@ def nccl_interface(f: RuleInputs):
                           facts={"setting": f"{var}={printed[0]}"} if printed else {}, recommendations=recs)]
     local = host_local_interface(f, ifnames)
     if local:
-        return local
+        summary, strength, evs, facts = local
+        return [candidate("config.nccl_interface", "config", summary, strength, evs, f, facts=facts,
+                          recommendations=["set GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME to the interface that routes "
+                                           "between the nodes (`ip -br addr` on every node), and make each host name "
+                                           "resolve to that interface's address, not 127.0.1.1"])]
     spec = ifnames.get("NCCL_SOCKET_IFNAME")
     if not spec:
         return []
