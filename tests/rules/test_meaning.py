@@ -149,6 +149,17 @@ def test_no_error_line_anywhere_is_still_no_fault_found(tmp_path):
     assert not any(f.id == "meaning.lexicon" for f in d.chain)
 
 
+def test_nccl_tests_own_failure_line_is_an_error_line(tmp_path):
+    """nccl-tests output is read as a hardware measurement, but its `Test NCCL failure` line is an error like any
+    other: it was "no fault found" (the run's lines were skipped with nvidia-smi's value tables)."""
+    head = ("# nThread 1 nGpus 2 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 "
+            "validation: 0 graph: 0\n#\n# Using devices\n#  Rank  0 Group  0 Pid 3740409 on node-a device  0 [0x01] "
+            "NVIDIA RTX A6000\n")
+    d = _diagnose(tmp_path, {"out.log": head + "node-b: Test NCCL failure common.cu:959 'internal error - please report "
+                                             "this issue to the NCCL developers / '\n"})
+    assert d.category != "none" and "Test NCCL failure" in d.chain[0].evidence[0].text
+
+
 def test_a_one_line_paste_with_a_rank_in_its_words_names_the_rank(tmp_path):
     d = _diagnose(tmp_path, {"combined.log": "[Rank 5] ERROR: could not allocate pinned host buffer: cannot allocate "
                                              "memory\n"})

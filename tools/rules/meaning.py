@@ -17,7 +17,8 @@ Two readers, in order of authority:
 Error-level lines are the kept hits of every root-candidate pattern (the catalog's fallbacks included, and
 generic.error_line, the scan's last resort for a failure word nobody explains), minus cascade lines (an NCCL
 timeout waits for the trigger, it is never one), lines a table calls noise or context, and the lines of hardware
-snapshots (`nvidia-smi -q` has an `ECC Errors` heading on a healthy GPU: tools/sources/hw compares those values instead).
+snapshots (`nvidia-smi -q` has an `ECC Errors` heading on a healthy GPU: tools/sources/hw compares those values instead;
+nccl-tests' own failure lines are errors, read as any other).
 """
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ from trainlog_debugger.tools.rules.asymmetry import MIN_RANKS
 from trainlog_debugger.tools.rules.base import RuleInputs, by_time, candidate
 from trainlog_debugger.tools.sources import is_cascade, patterns
 from trainlog_debugger.tools.sources.detect import HW_KINDS
+from trainlog_debugger.tools.sources.hw.format import NCCL_TESTS
+
+# snapshots whose lines are values, not errors (`nvidia-smi -q`'s `ECC Errors` heading on a healthy GPU); nccl-tests
+# is a program's run as well as a measurement: its `Test NCCL failure common.cu:N '<ncclGetErrorString>'` is an error
+# line like any other (nccl-tests src/common.h NCCLCHECK)
+_VALUE_KINDS = HW_KINDS - {NCCL_TESTS}
 
 TABLE_STRENGTH = 0.55
 LEAD_STRENGTH = 0.4  # an entry marked `lead` (a class of failures, not its cause): below DECISIVE, so inconclusive
@@ -87,7 +94,7 @@ def _error_lines(f: RuleInputs, cascade: bool) -> list[Evidence]:
                              rank=e.rank, node=e.node, kind=e.kind)
                 k = by_time(e)
             key = (e.file, e.line)
-            if key in seen or e.kind in HW_KINDS or (not cascade and is_cascade(e.text)):
+            if key in seen or e.kind in _VALUE_KINDS or (not cascade and is_cascade(e.text)):
                 continue
             seen.add(key)
             out.append((k, e))
