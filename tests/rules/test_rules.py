@@ -309,6 +309,10 @@ FIRE += [
     ("data.loss_scale_collapse", {"rank0.log": [
         "[2024-05-02 10:11:12,345] [INFO] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1.0, "
         "reducing to 0.5"]}, "numerical", 0.45),
+    # DeepSpeed's fp16 optimizer pinned at min_loss_scale (1): its step-downs leave the scale at 1, every step skipped
+    ("data.loss_scale_collapse", {"rank0.log": [
+        f"[2025-02-11 03:12:5{i},021] [INFO] [fused_optimizer.py:393:step] Reducing dynamic loss scale from 1.0 to 1.0"
+        for i in range(3)]}, "numerical", 0.45),
 ]
 
 QUIET = [
@@ -451,6 +455,9 @@ QUIET += [("config.nccl_interface", {"rank3.log": [  # 127.0.0.1 is a peer's rea
     ("config.nccl_interface", {"rank8.log": [  # docker0 on one node (no node index, count or second node): fine
         "GLOO_SOCKET_IFNAME=docker0", "[rank8]: RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/"
         "gloo/transport/tcp/pair.h:311] Connect timeout [172.17.0.1]:38127"]})]
+QUIET += [("data.loss_scale_collapse", {"rank0.log": [  # the scaler doing its job: the scale goes down, not stuck
+    f"[2025-02-11 03:12:5{i},021] [INFO] [fused_optimizer.py:393:step] Reducing dynamic loss scale from {2 ** (16 - i)}"
+    f".0 to {2 ** (15 - i)}.0" for i in range(3)]})]
 QUIET += [("infra.bus_error", {"launcher.log": [_DS_EXIT.format(1)]}),      # an exception, not a signal
           ("software.native_crash", {"launcher.log": [_DS_EXIT.format(-6)]})]  # SIGABRT: the watchdog's abort
 

@@ -96,8 +96,10 @@ def loader_stall_in_dumps(f: RuleInputs):
                                        "the dataset)", "give data reads a timeout so a stuck read fails loudly"])]
 
 
-SCALE_DOWN = ("numerical.loss_scale_down", "deepspeed.overflow_skip")  # the scalers' step-down lines, with `scale`
+SCALE_DOWN = ("numerical.loss_scale_down", "deepspeed.overflow_skip",  # the scalers' step-down lines, with `scale`
+              "deepspeed.fp16_step_down")
 COLLAPSED_BELOW = 1.0  # a scale under 1 scales the loss DOWN: it overflows fp16 even unscaled
+PINNED = 3  # step-downs that left the scale where it was (at the scaler's floor): every step overflows and is skipped
 
 
 def loss_scale_collapse(f: RuleInputs):
@@ -109,13 +111,19 @@ def loss_scale_collapse(f: RuleInputs):
     if f.hits("job.finished"):
         return []
     notes = [(e, v) for e in f.hits(*SCALE_DOWN) if (v := _scale(f, e)) is not None]
-    if not notes or notes[-1][1] >= COLLAPSED_BELOW:
+    if not notes:
+        return []
+    pinned = [e for e, v in notes if _scale(f, e, "prev") == v]
+    if notes[-1][1] >= COLLAPSED_BELOW and len(pinned) < PINNED:
         return []
     (first, _), (last, value) = notes[0], notes[-1]
     steps = f.count(*SCALE_DOWN)  # every step-down line, not only the kept ones (repeats are counted, not kept)
-    return [candidate("numerical.loss_scale_collapse", "numerical",
-                      f"the fp16 loss scale fell to {value:g} after {steps} overflow step-down(s): the loss overflows "
-                      "even scaled down, it is exploding (the scaler stops the run at its minimum)", 0.45,
+    what = (f"the fp16 loss scale is pinned at its floor ({value:g}): the step-downs leave it where it was, so every "
+            f"step overflows and is skipped ({steps} overflow step-down(s)); the loss is exploding"
+            if value >= COLLAPSED_BELOW else
+            f"the fp16 loss scale fell to {value:g} after {steps} overflow step-down(s): the loss overflows even "
+            "scaled down, it is exploding (the scaler stops the run at its minimum)")
+    return [candidate("numerical.loss_scale_collapse", "numerical", what, 0.45,
                       [first, last] if first is not last else [last], f, ranks=[],
                       facts={"loss_scale": value, "step_downs": steps},
                       recommendations=["find where the loss and grad norm started to climb (the iterations before the "
@@ -124,10 +132,11 @@ def loss_scale_collapse(f: RuleInputs):
                                        "frequency): a much larger effective batch changes the stable learning rate"])]
 
 
-def _scale(f: RuleInputs, e) -> float | None:
-    """The scale a step-down line reports, bounded (a float parse of a log's text sizes nothing, but is checked)."""
+def _scale(f: RuleInputs, e, field: str = "scale") -> float | None:
+    """The scale a step-down line reports (`field`: after it, or `prev`, before it), bounded (a float parse of a
+    log's text sizes nothing, but is checked)."""
     for pid in SCALE_DOWN:
-        raw = f.fields_of(e, pid).get("scale")
+        raw = f.fields_of(e, pid).get(field)
         if raw:
             try:
                 v = float(raw)

@@ -14,12 +14,25 @@ import re
 from trainlog_debugger.tools.sources.declare import Detector, Head, has
 from trainlog_debugger.tools.sources.pattern import P
 
+# what a step-down note says: the scale before (`from X`, `Attempted loss scale: X`) and after (`to Y`, `reducing to Y`)
+_STEP_DOWN = (r"(?:from |Attempted loss scale: )(?P<prev>[0-9][0-9.]*(?:[eE][-+]?\d+)?),? (?:reducing )?to "
+              r"(?P<scale>[0-9][0-9.]*(?:[eE][-+]?\d+)?)")
+
 PATTERNS = [
     P("deepspeed.overflow_skip", 2, "numerical", "noise",
       r"OVERFLOW! Rank \d+ Skipping step", "OVERFLOW! Rank",
       "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768",
       "fp16 overflow: the step was skipped and the loss scale lowered (handled)",
-      fields=r"reducing to (?P<scale>[0-9][0-9.]*(?:[eE][-+]?\d+)?)"),
+      fields=_STEP_DOWN),
+    # the fp16 optimizers' own step-down notes (deepspeed/runtime/fp16/fused_optimizer.py and unfused_optimizer.py:
+    # `fp16 dynamic loss scale overflow! Skipping step. Attempted loss scale: {cur}, reducing to {next}`,
+    # `Reducing dynamic loss scale from {prev} to {cur}`): noise one by one; a scale that no longer goes down (from 1
+    # to 1: pinned at min_loss_scale, every step skipped) is read by tools/rules/data.loss_scale_collapse
+    P("deepspeed.fp16_step_down", 2, "numerical", "noise",
+      r"Reducing dynamic loss scale from [0-9]|dynamic loss scale overflow! Skipping step",
+      ("Reducing dynamic loss scale from", "dynamic loss scale overflow! Skipping step"),
+      "[2025-02-11 03:12:55,021] [INFO] [fused_optimizer.py:393:step] Reducing dynamic loss scale from 1.0 to 1.0",
+      "fp16 overflow: the optimizer skipped the step and lowered its loss scale (handled)", fields=_STEP_DOWN),
     P("deepspeed.loss_scale_min", 2, "numerical", "root_candidate",
       r"loss scale already at minimum", "loss scale already at minimum",
       "Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.",
