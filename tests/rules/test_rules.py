@@ -347,6 +347,9 @@ QUIET = [
     ("data.loader_stall_in_dumps", {"dump.log": ["    all_reduce (torch/distributed/distributed_c10d.py:1316)"]}),
     # a WARN that does not say which NCCL source printed it: no subsystem to blame
     ("network.nccl_subsystem", {"n.log": ["NCCL WARN NCCL_SOCKET_NTHREADS is set but ignored"]}),
+    # a WARN NCCL's own table documents as handled (a setting capped, a fallback taken): no fault of the transport
+    ("network.nccl_subsystem", {"n.log": ["gpu-v1:77:310 [0] transport/net_socket.cc:353 NCCL WARN NET/Socket : "
+                                          "NCCL_SOCKET_NTHREADS is greater than the maximum allowed, setting to 16"]}),
     # NCCL naming the interface it picked is not a failure to find one
     ("config.nccl_interface", {"n.log": ["node1:1234:1300 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>"]}),
     # an allocator line that succeeded

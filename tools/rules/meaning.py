@@ -155,6 +155,14 @@ def _tables_of(f: RuleInputs, evs: list[Evidence]):
     return [known.get(b) for b in bodies]
 
 
+def handled_per_table(f: RuleInputs, evs: list[Evidence]) -> list[bool]:
+    """For each line, whether its upstream's table documents it as handled (role noise or context: the upstream
+    says the line is no failure, `NCCL_SOCKET_NTHREADS is greater than the maximum allowed, setting to 16`)."""
+    if f.messages is None or not evs:
+        return [False] * len(evs)
+    return [m is not None and m.role in ("noise", "context") for m in _tables_of(f, evs)]
+
+
 def upstream_messages(f: RuleInputs):
     """One candidate per table entry of role `trigger` that a kept error-level line prints: the upstream's own
     reading of that line (category, meaning, action, where it comes from)."""

@@ -13,6 +13,7 @@ import re
 from trainlog_debugger.tools.lines.attribution import attribute_line
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate, past_setup, restart_without
+from trainlog_debugger.tools.rules.meaning import handled_per_table
 from trainlog_debugger.tools.ranks import ranks_str
 
 
@@ -244,8 +245,12 @@ NCCL_SUBSYSTEMS = (
 
 def nccl_subsystem(f: RuleInputs):
     """An NCCL WARN that no specific pattern reads, attributed by the NCCL source file that printed it. Weak on its
-    own (a WARN is not always fatal): it decides only when nothing stronger is in the logs."""
-    for ev in f.hits("nccl.warn"):
+    own (a WARN is not always fatal): it decides only when nothing stronger is in the logs. A WARN that NCCL's own
+    table documents as handled (a setting capped, a fallback taken: noise or context) is not read."""
+    warns = f.hits("nccl.warn")
+    for ev, handled in zip(warns, handled_per_table(f, warns)):
+        if handled:
+            continue
         src = f.fields_of(ev, "nccl.warn").get("file") or ""
         hit = max((row for row in NCCL_SUBSYSTEMS if src.startswith(row[0]) or f"/{row[0]}" in src),
                   key=lambda row: len(row[0]), default=None)
