@@ -191,6 +191,9 @@ FIRE = [
     # `uncorrectable` would have said GPU)
     ("scheduler.slurm_cancel", {"slurm.out": ["slurmstepd: error: *** STEP 9120044.0 ON nid001284 UNCORRECTABLE MEMORY "
                                               "ERROR AT 2024-06-12T22:41:09 ***"]}, "infrastructure", 0.85),
+    # a quota, not a full volume: said as what it is (EDQUOT)
+    ("storage.disk_full", {"rank_0.log": ["[rank0]: OSError: [Errno 122] Disk quota exceeded: "
+                                          "'/lustre/proj/ckpt/iter_0002000/model.pt'"]}, "storage_io", 0.85),
     # Lightning's SLURM auto-requeue: the allocation ended at the scheduler's time-limit warning (signal_connector.py)
     ("catalog.weighted_patterns", {"slurm-5512.out": ["Epoch 12:  77%|###  | 3080/4000 [1:12:44<21:43,  0.71it/s]",
                                                       "Handling auto-requeue signal: 10", "requeing job 5512...",
@@ -530,6 +533,12 @@ def test_deepspeed_exit_line_names_no_rank(facts_from):
         "E0813 22:08:40.123000 2585 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -7) "
         "local_rank: 3 (pid: 2710) of binary: /usr/bin/python"]}))[0]
     assert agent.ranks == [3]
+
+
+def test_a_quota_is_not_said_to_be_a_full_disk(facts_from):
+    from trainlog_debugger.tools.rules.storage import disk_full
+    (c,) = disk_full(facts_from({"r.log": ["OSError: [Errno 122] Disk quota exceeded: '/lustre/proj/x.pt'"]}))
+    assert "quota" in c.summary and "filled up" not in c.summary
 
 
 def test_rerun_persistent_blames_the_first_gpu(facts_from):

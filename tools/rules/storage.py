@@ -30,8 +30,15 @@ def disk_full(f: RuleInputs):
     evs = [e for e in f.hits("io.no_space") if "/dev/shm" not in e.text and "shm" not in e.text.lower()
            and not f.fields_of(e, "nccl.shm_no_space") and "posix_fallocate" not in e.text
            and "</torch_" not in e.text]  # PyTorch's own shared-memory segment (loader.torch_shm_full)
+    if not evs:
+        return []
+    if all("quota" in e.text.lower() for e in evs):  # EDQUOT: the user's or project's quota, not the volume, is full
+        return [candidate("storage.disk_full", "storage_io", "a disk quota was exceeded (Disk quota exceeded)", 0.85,
+                          evs[:3], f, recommendations=["check the quota (`lfs quota -u $USER <mount>`, `quota -s`) and "
+                                                       "free space under it or ask for more; or write to another "
+                                                       "project's or scratch volume"])]
     return [candidate("storage.disk_full", "storage_io", "a disk filled up (No space left on device)", 0.85, evs[:3], f,
-                 recommendations=["free space or point checkpoints/logs at a larger volume"])] if evs else []
+                 recommendations=["free space or point checkpoints/logs at a larger volume"])]
 
 
 def retries_exhausted(f: RuleInputs):
