@@ -159,6 +159,11 @@ FIRE = [
     ("config.nccl_interface", {"rank3.log": [
         "MASTER_ADDR=10.20.0.11 WORLD_SIZE=16 NODE_RANK=1", "[rank3]: RuntimeError: Gloo connectFullMesh failed with "
         "[../third_party/gloo/gloo/transport/tcp/pair.h:311] Connect timeout [127.0.1.1]:41521"]}, "config", 0.7),
+    # AIStore's SDK reader gave up on the store's stream, inside a DataLoader worker: the store's, not the sample's
+    ("software.exception", {"rank_5.log": [
+        "[rank5]: Traceback (most recent call last):",
+        "[rank5]: aistore.sdk.obj.obj_file.errors.ObjectFileReaderMaxResumeError: Caught ObjectFileReaderMaxResumeError "
+        "in DataLoader worker process 1."]}, "storage_io", 0.75),
     # CUDA touched in a DataLoader worker, raised from the sample's __getitem__: the code's, not the sample's
     ("software.exception", {"rank_0.log": [
         "[rank0]: Traceback (most recent call last):", "[rank0]: RuntimeError: Caught RuntimeError in DataLoader worker "

@@ -71,7 +71,10 @@ BY_MESSAGE = (
     _r(r"\b(?:fsspec\.exceptions\.FSTimeoutError|Caught FSTimeoutError|botocore\.exceptions\.(?:ReadTimeoutError|"
        r"ConnectTimeoutError|EndpointConnectionError|ConnectionClosedError|ResponseStreamingError|IncompleteReadError)|"
        r"google\.api_core\.exceptions\.(?:ServiceUnavailable|TooManyRequests|InternalServerError|DeadlineExceeded|"
-       r"GatewayTimeout|RetryError)|azure\.core\.exceptions\.(?:ServiceRequestError|ServiceResponseError))\b|"
+       r"GatewayTimeout|RetryError)|azure\.core\.exceptions\.(?:ServiceRequestError|ServiceResponseError)|"
+       # AIStore's Python SDK (python/aistore/sdk/obj/obj_file/errors.py): its object reader gave up re-opening the
+       # stream, or could not open it
+       r"(?:aistore\.sdk\.obj\.obj_file\.errors\.)?ObjectFileReader(?:MaxResume|Stream)Error)\b|"
        r"\bClientError\b[^\n]{0,80}\((?:SlowDown|ServiceUnavailable|InternalError|RequestTimeout|Throttling\w*)\)",
        "storage_io", "the object store's client gave up on it (a timeout, a broken connection, a throttled or failed "
        "request)"),
