@@ -74,11 +74,16 @@ def sigkilled_workers(f: RuleInputs) -> list[Evidence]:
     return out
 
 
+def memory_kills(f: RuleInputs) -> list[Evidence]:
+    """The lines that show a kill for host memory: the kernel's or a cgroup's OOM killer, Slurm's memory enforcement,
+    srun's `Out Of Memory` task end (tools/rules/oom.host_oom cites them)."""
+    return (f.hits("kernel.oom_kill", "slurm.oom_kill")
+            + [e for e in f.hits("slurm.task_exit") if "Out Of Memory" in e.text])
+
+
 def memory_killed(f: RuleInputs) -> bool:
-    """Whether the bundle shows a kill for host memory (the kernel's or a cgroup's OOM killer, Slurm's memory
-    enforcement, srun's `Out Of Memory` task end): then a worker's SIGKILL has its killer named."""
-    return bool(f.hits("kernel.oom_kill", "slurm.oom_kill")
-                or any("Out Of Memory" in e.text for e in f.hits("slurm.task_exit")))
+    """Whether the bundle shows a kill for host memory: then a worker's SIGKILL has its killer named."""
+    return bool(memory_kills(f))
 
 
 def killed_from_outside(f: RuleInputs):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from trainlog_debugger.tools.model import Finding, Role
 from trainlog_debugger.tools.lines.attribution import named_in_text
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate
-from trainlog_debugger.tools.rules.infra import pod_nodes, sigkilled_workers
+from trainlog_debugger.tools.rules.infra import memory_kills, pod_nodes, sigkilled_workers
 from trainlog_debugger.tools.sources.k8s import MEMORY_KILLED, is_sigkill
 
 
@@ -38,8 +38,7 @@ def accelerator_alloc(f: RuleInputs):
 
 
 def host_oom(f: RuleInputs):
-    evs = f.hits("kernel.oom_kill", "slurm.oom_kill")
-    evs += [e for e in f.hits("slurm.task_exit") if "Out Of Memory" in e.text]
+    evs = memory_kills(f)
     if evs:  # a DataLoader worker's SIGKILL is memory only beside a kill line that says so (TAXONOMY)
         evs += [e for e in f.hits("loader.worker_killed") if "signal: Killed" in e.text]
     killed_evs = len(evs)

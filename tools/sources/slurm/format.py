@@ -13,7 +13,8 @@ import re
 from trainlog_debugger.tools.sources.declare import Detector, PathRule, has
 from trainlog_debugger.tools.sources.pattern import P
 
-_CANCEL = r"\*\*\* (?:JOB|STEP) (?P<step>\S+) ON (?P<node>\S+) CANCELLED AT (?P<at>\S+)"
+_BANNER = r"\*\*\* (?:JOB|STEP) (?P<step>\S+) ON (?P<node>\S+) "  # slurmstepd's `*** JOB|STEP <id> ON <node> ...`
+_CANCEL = _BANNER + r"CANCELLED AT (?P<at>\S+)"
 
 PATTERNS = [
     P("slurm.cancelled_time_limit", 1, "infrastructure", "root_candidate",
@@ -40,7 +41,7 @@ PATTERNS = [
       r"\*\*\* (?:JOB|STEP) \S+ ON \S+ UNCORRECTABLE MEMORY ERROR AT", "UNCORRECTABLE MEMORY ERROR AT",
       "slurmstepd: error: *** STEP 9120044.0 ON nid001284 UNCORRECTABLE MEMORY ERROR AT 2024-06-12T22:41:09 ***",
       "the node reported an uncorrectable memory error (host RAM)",
-      fields=r"\*\*\* (?:JOB|STEP) (?P<step>\S+) ON (?P<node>\S+) UNCORRECTABLE MEMORY ERROR AT (?P<at>\S+)"),
+      fields=_BANNER + r"UNCORRECTABLE MEMORY ERROR AT (?P<at>\S+)"),
     P("slurm.cancelled", 1, None, "cascade",
       r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S", "CANCELLED AT",
       "slurmstepd: error: *** STEP 4891784.0 ON gpu-node-17 CANCELLED AT 2024-11-05T12:34:56 ***",
