@@ -88,3 +88,56 @@ def test_a_handled_exception_line_does_not_outrank_a_later_fault(tmp_path):
         "[rank6]: 2025-03-02 01:00:02,000 INFO train: step 400 loss 1.20",
         "[rank6]: 2025-03-02 01:00:03,000 ERROR checkpoint: OSError: [Errno 28] No space left on device"]})
     assert d.category == "storage_io" and d.culprit_ranks == [6], d.headline
+
+
+CLOSED = ["gpu-p01:1100:1388 [0] misc/socket.cc:58 NCCL WARN socketProgress: Connection closed by remote peer "
+          "gpu-p01<43311>",
+          "[rank0]:[E1021 14:02:11.482913776 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 0] Process "
+          "group watchdog thread terminated with exception: NCCL error: remote process exited or there was a network "
+          "error, NCCL version 2.21.5",
+          "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.",
+          "Last error:",
+          "socketProgress: Connection closed by remote peer gpu-p01<43311>"]
+
+
+def test_a_socket_that_saw_its_peer_close_is_the_cascade_of_that_peers_own_crash(tmp_path):
+    """NCCL's `Connection closed by remote peer` is what the receiving end sees when the peer's process exits:
+    rank 5's CUDA OOM is the trigger, although rank 0's close is timed (by the watchdog line after it) and the OOM
+    is not."""
+    d = _investigate(tmp_path, {"rank0.log": CLOSED, "rank5.log": [x.replace("rank2", "rank5") for x in OOM]})
+    assert d.category == "oom" and d.culprit_ranks == [5], d.headline
+
+
+def test_a_close_timed_before_the_peers_failure_stays_a_rival_on_time(tmp_path):
+    """The deferral is for a close that cannot be ordered after the other failure: a close timed an hour before the
+    peer's exception is not its consequence, and the reading of the network stays."""
+    closed = ["[rank0]: 2025-03-02 10:00:00,000 INFO train: step 100 loss 2.0",
+              "[rank0]: 2025-03-02 10:00:01,000 gpu-p01:1100:1388 [0] misc/socket.cc:58 NCCL WARN socketProgress: "
+              "Connection closed by remote peer gpu-p02<43311>"]
+    late = ["[rank5]: 2025-03-02 11:00:00,000 INFO train: step 100 loss 2.0",
+            "[rank5]: 2025-03-02 11:00:05,000 ERROR train: ValueError: expected a non-empty batch"]
+    d = _investigate(tmp_path, {"rank0.log": closed, "rank5.log": late})
+    assert d.category == "network", d.headline
+
+
+def test_a_socket_close_alone_is_still_read_as_the_network(tmp_path):
+    d = _investigate(tmp_path, {"rank0.log": CLOSED})
+    assert d.category == "network", d.headline
+
+
+def test_nccls_last_error_takes_the_time_of_the_c10d_error_that_prints_it(tmp_path):
+    """The reason under `Last error:` has no stamp; it is the same failure as the timed c10d line above it, so that
+    line's time is its own, and the timed wrapper does not win the ordering against its own reason (here aws-ofi-nccl's
+    err 113, which its source prints only for traffic the security group dropped)."""
+    d = _investigate(tmp_path, {"rank0.log": [
+        "ip-10-0-5-12:811:1190 [0] NCCL WARN NET/OFI Request 0x7f2ad40 (send) completed with error: err: 113, flags: "
+        "0, prov_errno: 15, strerror: Unreachable remote - never received a response, len: 0",
+        "[rank0]:[E1021 14:02:11.482913776 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 0] Process "
+        "group watchdog thread terminated with exception: NCCL error: unhandled system error (run with "
+        "NCCL_DEBUG=INFO for details), NCCL version 2.21.5",
+        "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error. ",
+        "Last error:",
+        "NET/OFI Request 0x7f2ad40 (send) completed with error: err: 113, flags: 0, prov_errno: 15, strerror: "
+        "Unreachable remote - never received a response, len: 0"]})
+    assert d.category == "config", d.headline
+    assert "Last error" not in d.chain[0].evidence[0].text and "err: 113" in d.chain[0].evidence[0].text

@@ -84,6 +84,7 @@ def pick(cands: list[Candidate]) -> Candidate | None:
     if any(c.strength >= DECISIVE and not c.rule.startswith(READINGS) for c in pool):
         pool = [c for c in pool if not c.rule.startswith(READINGS)]
     pool = [c for c in pool if not c.facts.get("consequence_only")] or pool  # what only the consequences say, last
+    pool = _without_peer_closed(pool)
     best = max(c.strength for c in pool)
     eligible = [c for c in pool if c.strength >= best - WINDOW]
     # a chain across sources (storage daemons → worker rank) explains the worker-side view of the same failure;
@@ -95,6 +96,26 @@ def pick(cands: list[Candidate]) -> Candidate | None:
     if timed:
         return min(timed, key=lambda c: (c.time_key, -c.strength))
     return max(eligible, key=lambda c: c.strength)
+
+
+def _without_peer_closed(pool: list[Candidate]) -> list[Candidate]:
+    """Drop a reading of sockets that only saw their peer close (`peer_closed`: the ranks that printed it) where
+    another rank failed on its own, unless the close is known to come first. Why: the receiving end of a socket
+    whose peer process died prints `Connection closed by remote peer`; the peer's own failure (a CUDA OOM, an
+    exception) is the trigger and the close its cascade (TAXONOMY: the first failing rank's first fault). A close
+    that is timed before the other failure stays a rival on time."""
+    out = []
+    for c in pool:
+        reporters = c.facts.get("peer_closed")
+        if reporters is None:
+            out.append(c)
+            continue
+        own = [o for o in pool if o is not c and o.category != c.category and o.ranks
+               and not set(o.ranks) & set(reporters)
+               and (o.time_key is None or c.time_key is None or o.time_key <= c.time_key)]
+        if not own:
+            out.append(c)
+    return out or pool
 
 
 READINGS = ("table.", "meaning.")  # candidates that read a line's meaning (tools/rules/meaning.py), not a rule's

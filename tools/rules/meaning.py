@@ -192,7 +192,8 @@ LAST_ERROR_STRENGTH = 0.65  # NCCL's own reason under c10d's generic `ncclInvali
                            # both the table reading of that wrapper and the NCCL error-class rules (tools/rules/network)
 
 
-NCCL_PLUGIN_SOURCES = ("aws-ofi-nccl:",)  # table sources whose messages NCCL itself prints (its net plugins)
+NCCL_PLUGIN_SOURCES = ("aws-ofi-nccl:", "libfabric:")  # table sources whose messages NCCL itself prints (its net
+# plugins, and the libfabric provider errors aws-ofi-nccl quotes as `strerror: ...`)
 
 
 def nccl_last_error(f: RuleInputs):
@@ -215,8 +216,8 @@ def nccl_last_error(f: RuleInputs):
         m = f.messages.pick_best(hits, detail)
         if m is None or m.role != "trigger" or m.category is None:
             continue
-        ev = Evidence(file=e.file, line=fx["detail_line"], text=fx["detail_text"], time=e.time, rank=e.rank,
-                      node=e.node, kind=e.kind)
+        ev = Evidence(file=e.file, line=fx["detail_line"], text=fx["detail_text"], time=e.time or _wrapper_time(f, e),
+                      rank=e.rank, node=e.node, kind=e.kind)
         evs = [ev] if ev.line == e.line else [ev, e]
         # a rule's id, not a table reading's (`table.`): it outranks the NCCL error-class rules by strength, where
         # the diagnosis would set a mere reading aside for any decisive rule (tools/diagnose.py READINGS)
@@ -228,6 +229,18 @@ def nccl_last_error(f: RuleInputs):
         if len(out) >= 3:
             break
     return out
+
+
+LAST_ERROR_SPAN = 4  # lines between c10d's `NCCL error: ...` and its `Last error:` (the ncclResult's name between)
+
+
+def _wrapper_time(f: RuleInputs, e: Evidence):
+    """The time of the c10d error that prints this `Last error:` a few lines above it (its reason has no stamp of
+    its own). Why: the reason and its wrapper are one failure; without it the wrapper, timed, won the
+    earliest-trigger ordering against its own reason (diagnose.pick orders the timed first)."""
+    near = [w for w in f.hits("pytorch.nccl_error_kind", "pytorch.nccl_error")
+            if w.file == e.file and w.time is not None and 0 < e.line - w.line <= LAST_ERROR_SPAN]
+    return max(near, key=lambda w: w.line).time if near else None
 
 
 def read_by_meaning(f: RuleInputs):

@@ -61,10 +61,18 @@ _PEER_REFUSED = re.compile(r"Connect to \[?([\w.:%-]+?)\]?<\d+> failed ?: ?(?:Co
                            r"Connection timed out|Network is unreachable|Host is unreachable)")
 
 
+# what the receiving side of a socket sees when its PEER ended the connection (NCCL misc/socket.cc `socketProgress:
+# Connection closed by remote peer`, a recv's `Connection reset by peer`): the peer's process exited, or its host
+# reset the link. Either way the fault is on the other end.
+_PEER_CLOSED = re.compile(r"Connection closed by remote peer|Connection reset by peer")
+
+
 def socket(f: RuleInputs):
     evs = f.hits("nccl.socket_error")
     if not evs:
         return []
+    # only peers that closed: a consequence wherever another rank failed on its own (diagnose.pick)
+    closed = all(_PEER_CLOSED.search(e.text) for e in evs)
     peers = list(dict.fromkeys(m.group(1) for e in evs if (m := _PEER_REFUSED.search(e.text))))
     reporters = set(f.nodes_of(evs))
     named = [p for p in peers if p not in reporters][:4]
@@ -72,7 +80,8 @@ def socket(f: RuleInputs):
                                                    else "")
     return [candidate("network.socket", "network", summary, 0.65, evs[:3], f, status=_status(f),
                       nodes=named if named else None, ranks=[] if named else None,
-                      facts={"unreachable_peers": named} if named else None,
+                      facts={**({"unreachable_peers": named} if named else {}),
+                             **({"peer_closed": sorted({e.rank for e in evs if e.rank is not None})} if closed else {})},
                       recommendations=(["check the node(s) that refused the connection first: is the job's process "
                                         "alive there, is its interface up (ip link, ibstat), is a firewall in the way"]
                                        if named else [])
