@@ -141,3 +141,83 @@ def test_nccls_last_error_takes_the_time_of_the_c10d_error_that_prints_it(tmp_pa
         "Unreachable remote - never received a response, len: 0"]})
     assert d.category == "config", d.headline
     assert "Last error" not in d.chain[0].evidence[0].text and "err: 113" in d.chain[0].evidence[0].text
+
+
+MEGATRON_END = ["7:  [2024-11-05 12:10:01] iteration     5000/    5000 | consumed samples:      1280000 | lm loss: "
+                "1.900000E+00 | loss scale: 1.0 | number of skipped iterations:   0 | number of nan iterations:   0 |",
+                "7: [after training is done] datetime: 2024-11-05 12:41:07 ",
+                "JobID           JobName      State ExitCode",
+                "------------ ---------- ---------- --------",
+                "5610044        gpt1b-pr  COMPLETED      0:0",
+                "5610044.0        python  COMPLETED      0:0"]
+
+
+def test_the_schedulers_completed_record_is_proof_of_a_normal_end_over_a_link_flap(tmp_path):
+    """sacct's row for the job (COMPLETED 0:0) proves the end; a RoCE port that went down and up during the run is
+    a table's reading, not a failure of a run that finished."""
+    d = _investigate(tmp_path, {
+        "node.dmesg": ["[ 3310.880211] mlx5_core 0000:4b:00.0 ibp75s0: Link down",
+                       "[ 3312.904512] mlx5_core 0000:4b:00.0 ibp75s0: Link up"],
+        "slurm-5610044.out": MEGATRON_END})
+    assert d.status.value == "completed" and d.category == "none", d.headline
+
+
+def test_a_recorded_row_remap_is_not_a_crash_of_a_run_that_finished(tmp_path):
+    """Xid 63 is an event NVIDIA's catalog calls informational (the remap takes effect at the next reset): with the
+    launcher's normal end it is set aside, and shown as what was noticed."""
+    d = _investigate(tmp_path, {
+        "journal.txt": ["Nov 05 03:02:11 h100-k8s-14 kernel: NVRM: Xid (PCI:0000:18:00): 63, pid=1, name=python, Row "
+                        "Remapper: New row marked for remapping, reset gpu to activate."],
+        "trainer.log": ["[default0]:{'train_runtime': 15101.9, 'train_samples_per_second': 86.7, 'epoch': 2.0}",
+                        "I1105 05:22:30.101000 1 torch/distributed/elastic/agent/server/api.py:879] [default] worker "
+                        "group successfully finished. Waiting 300 seconds for other agents to finish."]})
+    assert d.status.value == "completed", d.headline
+    assert any("Xid 63" in a.summary for a in d.alternatives)
+
+
+def test_a_fatal_xid_still_fails_a_run_whose_trainer_printed_its_end(tmp_path):
+    d = _investigate(tmp_path, {
+        "journal.txt": ["Nov 05 03:02:11 h100-k8s-14 kernel: NVRM: Xid (PCI:0000:18:00): 79, pid=1, name=python, "
+                        "GPU has fallen off the bus."],
+        "trainer.log": ["[default0]:{'train_runtime': 15101.9, 'train_samples_per_second': 86.7, 'epoch': 2.0}"]})
+    assert d.category == "gpu_cuda", d.headline
+
+
+RESTART = ["I1105 08:38:33.548000 51877 torch/distributed/elastic/agent/server/api.py:889] [default] Worker group "
+           "FAILED. 3/3 attempts left; will restart worker group",
+           "I1105 08:38:41.374000 51877 torch/distributed/elastic/agent/server/api.py:526] [default] Starting worker "
+           "group"]
+IB = ("[rank2]:gpu-node-07:52011:52390 [2] transport/net_ib.cc:2449 NCCL WARN NET/IB: Got completion from peer "
+      "10.12.4.21<47512> with status=12 opcode=0 len=0 vendor err 129 (Send) localGid ::ffff:10.12.4.20 remoteGidsfe80::1")
+LAUNCHER_END = ["I1105 21:16:45.038000 51877 torch/distributed/elastic/agent/server/api.py:879] [default] worker group "
+                "successfully finished. Waiting 300 seconds for other agents to finish."]
+
+
+def test_a_fault_that_the_launcher_restarted_away_is_not_the_end_of_a_job_that_finished(tmp_path):
+    d = _investigate(tmp_path, {"output.txt": [IB] + RESTART + ["[rank0]: step 4000 loss 1.1"] + LAUNCHER_END})
+    assert d.status.value == "completed", d.headline
+    assert "restarted the workers" in d.headline and "IB completion" in d.headline
+
+
+def test_a_fault_after_the_last_restart_still_ends_the_job(tmp_path):
+    d = _investigate(tmp_path, {"output.txt": RESTART + [IB] + LAUNCHER_END})
+    assert d.category == "network", d.headline
+
+
+def test_peers_closing_their_sockets_at_the_end_of_a_run_that_finished_is_no_failure(tmp_path):
+    d = _investigate(tmp_path, {"output.txt": ["[rank0]: Training completed. Do not forget to share your model on "
+                                               "huggingface.co/models =)"] + CLOSED[:1] + LAUNCHER_END})
+    assert d.status.value == "completed", d.headline
+
+
+def test_a_traceback_after_the_trainers_end_line_is_a_failure_however_weakly_it_reads(tmp_path):
+    """The HF Trainer prints `Training completed` and then loads the best model and prunes checkpoints: a failure
+    there is the job's, and a weak reading of it is not set aside for the end line before it (no false all-clear)."""
+    d = _investigate(tmp_path, {"combined.log": [
+        "Training completed. Do not forget to share your model on huggingface.co/models =)",
+        "Traceback (most recent call last):",
+        '  File "run_train.py", line 512, in <module>',
+        "    main()",
+        '  File "run_train.py", line 490, in main',
+        "    trainer.train()"]})
+    assert d.status.value != "completed" and d.category != "none", d.headline

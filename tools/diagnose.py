@@ -26,7 +26,7 @@ from trainlog_debugger.tools.groups import rank_set
 from trainlog_debugger.tools.rules import RULES, Candidate, RuleInputs
 from trainlog_debugger.tools.lines.timestamps import order_key
 from trainlog_debugger.tools.lines.isotime import human_time
-from trainlog_debugger.tools.rules.base import by_time, restart_without
+from trainlog_debugger.tools.rules.base import by_time, restart_without, time_key
 from trainlog_debugger.tools.rules.meaning import refine
 from trainlog_debugger.tools.lines.attribution import named_in_text, strip_prefixes
 from trainlog_debugger.tools.rankdiff.mask import template_of
@@ -124,14 +124,41 @@ READINGS = ("table.", "meaning.")  # candidates that read a line's meaning (tool
 def diagnose(inputs: RuleInputs) -> Diagnosis:
     scan = inputs.scan
     cands = candidates(inputs)
-    if inputs.hits("job.finished"):
-        # proof of a normal end outweighs what a warning's words or a table say of it: a run that finished is not
-        # failed by `Could not find: libnccl-net.so` or a documented fallback to CPU
-        cands = [c for c in cands if not c.rule.startswith(READINGS)]
+    if (fin := inputs.hits("job.finished")) and not _only_other_ranks_ended(fin):
+        # proof of a normal end outweighs what a warning's words or a table say of it, and any reading too weak to
+        # decide: a run that finished is not failed by `Could not find: libnccl-net.so`, a documented fallback to CPU,
+        # a recorded row remap or a hung-task warning during an NFS outage that recovered
+        # (and a socket that only saw its peer close: peers exit at the end of a run that finished). Only a weak
+        # reading shown to come BEFORE an end line is set aside: a trainer's end line is followed by its own
+        # end-of-training steps (the HF Trainer loads the best model and prunes checkpoints after `Training
+        # completed`), and a traceback after it is a failure of the job, however weakly it reads
+        # A launcher's or scheduler's record of a worker that failed (outside an attempt the launcher restarted away)
+        # contradicts the end line: then only the readings are set aside, as before.
+        failed = [x for x in inputs.hits("torchrun.child_failed", "torchrun.worker_failed", "slurm.task_exit")
+                  if not _restarted_away(inputs, x, fin)]
+        kept = [c for c in cands if not c.rule.startswith(READINGS)] if failed else \
+            [c for c in cands if not c.rule.startswith(READINGS)
+             and (c.strength >= DECISIVE or not _ends_after(c, fin))
+             and "peer_closed" not in c.facts and not _recovered_by_restart(inputs, c, fin)]
+        noticed = [c for c in cands if c not in kept]
+        cands = kept
+    else:
+        noticed = []
     trigger = pick(cands)
     job = job_details(inputs)
     if trigger is None:
-        return _no_failure(inputs, job)
+        done = _no_failure(inputs, job)
+        if done.status == Status.completed and noticed:  # what was seen and set aside, with its line
+            ended = [c for c in sorted(noticed, key=lambda c: -c.strength) if _recovered_by_restart(inputs, c, fin)]
+            if ended:
+                done.headline += (f", after the launcher restarted the workers: an earlier attempt ended with "
+                                  f"{ended[0].summary} [{ended[0].category}]")
+            done.alternatives = [Alternative(category=c.category, summary=c.summary, evidence=c.evidence[:1],
+                                             rejected_because="the launcher restarted the workers after it and the "
+                                             "restarted run ended normally" if _recovered_by_restart(inputs, c, fin)
+                                             else "the job reports a normal end: not a failure of it")
+                                 for c in sorted(noticed, key=lambda c: -c.strength)[:5]]
+        return done
     supporting = [c for c in cands if c is not trigger and _same_story(c, trigger)]
     chain = ([_finding(trigger, Role.root_candidate)] if not trigger.story else
              [x.model_copy(update={"role": Role.root_candidate if i == 0 else Role.context})
@@ -438,6 +465,39 @@ def job_details(inputs: RuleInputs) -> JobDetails:
         end=max(lasts, key=_FIRST)[1].iso() if lasts else None,
         evidence=evidence + resumed[:1], daemon_clock_offset_s=offset,
         daemon_clock_basis=basis)
+
+
+def _before(a: Evidence, b: Evidence) -> bool | None:
+    """Whether line `a` was printed before line `b`: by place in one file, else by comparable times; None when
+    nothing orders them."""
+    if a.file == b.file:
+        return a.line < b.line
+    ka, kb = time_key(a), time_key(b)
+    return None if ka is None or kb is None else ka < kb
+
+
+def _ends_after(c: Candidate, fin: list[Evidence]) -> bool:
+    """Whether an end line is shown to come after the candidate's first line (same file, or comparable times)."""
+    return bool(c.evidence) and any(_before(c.evidence[0], e) for e in fin)
+
+
+def _recovered_by_restart(inputs: RuleInputs, c: Candidate, fin: list[Evidence]) -> bool:
+    """A fault that torchrun's agent answered by restarting the worker group (`Worker group FAILED. 3/3 attempts
+    left; will restart worker group`), when the launcher then reports the restarted group's normal end: the fault
+    ended one attempt, not the job (a retry that recovered: TAXONOMY's noise). Only a fault shown to come before the
+    last restart, and only when the launcher's own end line comes after that restart."""
+    return bool(c.evidence) and _restarted_away(inputs, c.evidence[0], fin)
+
+
+def _restarted_away(inputs: RuleInputs, ev: Evidence, fin: list[Evidence]) -> bool:
+    """Whether line `ev` comes before torchrun's last restart of the worker group, and the launcher's own end line
+    after that restart (_recovered_by_restart)."""
+    restarts = inputs.hits("torchrun.worker_group_restart")
+    if not restarts:
+        return False
+    last = max(restarts, key=by_time)
+    ends = [e for e in fin if _LAUNCHER_END in e.text]
+    return any(_before(last, e) for e in ends) and bool(_before(ev, last))
 
 
 def _no_failure(inputs: RuleInputs, job: JobDetails) -> Diagnosis:

@@ -53,3 +53,18 @@ def test_near_misses(line, expected):
 ])
 def test_job_end_and_resume(line, ids):
     assert set(matched(line)) == ids
+
+
+@pytest.mark.parametrize("line,ended", [
+    # the scheduler's record of the job itself: its own row, not a step's, State COMPLETED and ExitCode 0:0
+    ("5610044        gpt1b-pr  COMPLETED      0:0", True),
+    ("1234_7       train    gpu    acct    64  COMPLETED      0:0", True),
+    ("5610044.0        python  COMPLETED      0:0", False),
+    ("5610044        gpt1b-pr     FAILED      1:0", False),
+    ("5610044        gpt1b-pr  COMPLETED      0:9", False),
+    # kubectl describe pod: every container exited 0
+    ("Status:           Succeeded", True),
+    ("  Pods Statuses:  0 Active / 1 Succeeded", False),
+])
+def test_the_schedulers_record_of_a_normal_end(line, ended):
+    assert ("job.finished" in set(matched(line))) is ended

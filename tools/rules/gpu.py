@@ -12,19 +12,39 @@ from trainlog_debugger.tools.rules.base import RuleInputs, by_time, candidate, r
 from trainlog_debugger.tools.sources.kernel import XID_MEANING
 
 HW_XIDS = {48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 154}
+RECORDED_STRENGTH = 0.45  # a hardware Xid that xid.yaml calls context: named, never decisive on its own
+
+
+def _recorded_only(f: RuleInputs) -> set[int]:
+    """The Xids NVIDIA's catalog (our xid.yaml) gives the role `context`: events the driver recorded and handled (a
+    row remap that takes effect at the next reset, a high rate of corrected single-bit errors), not faults that end
+    a process. Why: a run that finished with Xid 63 in its node's journal was read as a GPU crash, at high
+    confidence."""
+    if f.messages is None:
+        return set()
+    return {int(m.number) for m in f.messages.tables().get("xid", ()) if m.role == "context" and str(m.number).isdigit()}
 
 
 def xid(f: RuleInputs):
     out = []
-    for ev in f.hits("kernel.xid")[:1] + [e for e in f.hits("kernel.xid")[1:] if f.fields_of(e, "kernel.xid").get("xid") in HW_XIDS][:1]:
-        n = f.fields_of(ev, "kernel.xid").get("xid")
+    hits = f.hits("kernel.xid")
+    if not hits:
+        return out
+    recorded = _recorded_only(f)
+    n_of = {id(e): f.fields_of(e, "kernel.xid").get("xid") for e in hits}
+    faults = [e for e in hits if n_of[id(e)] in HW_XIDS and n_of[id(e)] not in recorded]
+    for ev in hits[:1] + [e for e in faults if e is not hits[0]][:1]:
+        n = n_of[id(ev)]
         hw = n in HW_XIDS
+        weak = n in recorded
         node = ev.node or next(iter(f.nodes_of([ev])), None)
         where = node or "the node that logged it"
         out.append(candidate("gpu.xid", "gpu_cuda", f"Xid {n} ({XID_MEANING.get(n, 'driver-reported GPU error') if n is not None else 'driver-reported GPU error'}) on {where}",
-                        0.9 if hw else 0.5, [ev], f, status="crashed",
-                        restart=restart_without(node) if hw else "fix first",
-                        recommendations=[f"drain {where} and reset or replace the GPU (Xid {n} is a hardware/link fault)"]
+                        RECORDED_STRENGTH if weak else 0.9 if hw else 0.5, [ev], f, status="crashed",
+                        restart=restart_without(node) if hw and not weak else "fix first",
+                        recommendations=[f"Xid {n} is recorded, not a fault by itself: look for the error that ended "
+                                         f"the job; watch {where} (`nvidia-smi -q -d ECC,ROW_REMAPPER`)"] if weak else
+                        [f"drain {where} and reset or replace the GPU (Xid {n} is a hardware/link fault)"]
                         if hw else ["Xid %s is usually the program's own fault or a consequence: read the CUDA error "
                                     "on the same rank" % n]))
     return out

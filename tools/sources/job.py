@@ -24,12 +24,18 @@ PATTERNS = [
       r"All (?:DDP|distributed) processes registered\. Starting", ("processes registered. Starting",),
       "All distributed processes registered. Starting with 16 processes",
       "Lightning: every member joined the process group"),
+    # the trainer's or launcher's own end line; the scheduler's record of the job itself (sacct's row for the job id,
+    # not a step's `.0`/`.batch`: State COMPLETED, ExitCode 0:0) and a pod that Kubernetes reports Succeeded (every
+    # container exited 0: kubectl describe pod's `Status:`)
     P("job.finished", 0, None, "context",
-      r"(?:worker group successfully finished|`Trainer\.fit` stopped: `max_(?:steps|epochs)=\d+` reached|[Tt]raining (?:completed|finished|complete)\b|\{'train_runtime': )",
+      r"(?:worker group successfully finished|`Trainer\.fit` stopped: `max_(?:steps|epochs)=\d+` reached|[Tt]raining (?:completed|finished|complete)\b|\{'train_runtime': "
+      r"|COMPLETED +0:0|Status: +Succeeded)",
       ("successfully finished", "Trainer.fit` stopped", "raining completed", "raining finished",
-       "raining complete", "{'train_runtime': "),
+       "raining complete", "{'train_runtime': ", "COMPLETED ", "Succeeded"),
       "I1105 14:00:00.000000 2585 torch/distributed/elastic/agent/server/api.py:862] [default] worker group successfully finished. Waiting 300 seconds for other agents to finish.",
-      "the job says it finished normally"),
+      "the job says it finished normally",
+      verify=r"(?:worker group successfully finished|`Trainer\.fit` stopped: `max_(?:steps|epochs)=\d+` reached|[Tt]raining (?:completed|finished|complete)\b|\{'train_runtime': "
+             r"|^\s*\d+(?:_\d+)?(?: +\S+)*? +COMPLETED +0:0\b|^Status: +Succeeded\s*$)"),
     # Megatron-LM's phase marker (training.py pretrain(): print_datetime('after training is done')): the loop is over,
     # and the final checkpoint, the final evaluation and the async-save finalisation come after it in the same
     # function. The job got past set-up and training; it is no proof that the job ended (diagnose._stops_after_training)
