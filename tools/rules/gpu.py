@@ -26,7 +26,7 @@ def _recorded_only(f: RuleInputs) -> set[int]:
 
 
 def xid(f: RuleInputs):
-    out = []
+    out: list = []
     hits = f.hits("kernel.xid")
     if not hits:
         return out
