@@ -1,6 +1,6 @@
 """`debugger ask` without an LLM: the scan, then the stages in STAGES, in order. Open → scan → flight recorder →
-collectives → storage → stack dumps → hardware → first answer → step times → traceback tails → rank diff
-→ verification.
+collectives → storage → stack dumps → hardware → first answer → a straggler's last activity → step times →
+traceback tails → rank diff → verification.
 
 `run` returns every stage's report (an Investigation), not only the answer, because three callers need more than
 the Diagnosis: the eval's regex baseline reads the same scan (no second pass over the bytes), the agent's evidence
@@ -49,6 +49,7 @@ STAGES: tuple[str | Stage, ...] = (
     "trainlog_debugger.tools.sources.pyspy.stage:STAGE",            # stacks: py-spy / faulthandler dumps
     "trainlog_debugger.tools.sources.hw.stage:STAGE",               # hardware: nvidia-smi, ibstat, ... snapshots
     FIRST_ANSWER,                                                   # diagnosis
+    "trainlog_debugger.tools.activity:STAGE",                       # activity: a straggler: what was it doing?
     "trainlog_debugger.tools.steps.stage:STAGE",                    # steps: no fault found: was it slow?
     "trainlog_debugger.tools.tails:STAGE",                          # tails: still nothing: a cut-off traceback?
     "trainlog_debugger.tools.rankdiff.stage:STAGE",                 # diff: still undecided: the rank that differs

@@ -217,6 +217,10 @@ class RuleInputs:
     def tails(self) -> list[Evidence]:
         return self.inv.tails
 
+    @property
+    def activity(self) -> dict[int, list[Evidence]]:
+        return self.inv.activity
+
     def hits(self, *pids: str) -> list[Evidence]:
         """The kept hits of these patterns as evidence, earliest first (by_time; ties in the order of `pids`)."""
         if len(pids) == 1:

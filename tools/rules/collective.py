@@ -18,11 +18,19 @@ _DATA = re.compile(r"(?i)data ?loader|dataset|loading|shard|lhotse|fetch|prefetc
 # work that one rank does alone while the others wait (TAXONOMY edge case: software): evaluation, metrics, logging,
 # sample generation. Checked before _DATA: a validation loop's own progress lines say "batch" and "DataLoader".
 _ASYM = re.compile(r"(?i)\b(?:validat(?:ion|ing|e)|evaluat(?:ion|ing|e)|eval(?:uation)?[ _](?:loop|step|batch|epoch|loss)|"
+                   r"eval(?=[-:])|generation|"
                    r"running eval|test(?:ing)? (?:loop|batch|step)|comput(?:e|ing) metrics|generat(?:e|ing) samples|"
                    r"wandb|tensorboard|mlflow|profil(?:er|ing)|exporting)\b")
 # "building train, validation, and test datasets": preparing data, not evaluating
 _BUILD = re.compile(r"(?i)\b(?:build(?:ing)?|load(?:ing)?|index(?:es)?|indices|shards?|datasets?)\b")
 _CKPT = re.compile(r"(?i)checkpoint|saving|save_checkpoint|\.distcp|torch\.save")
+# preprocessing that one rank runs while the others wait in a barrier (TAXONOMY edge case: software): HF datasets'
+# map/filter progress (`Running tokenizer on dataset`, `Map (num_proc=16):`), tokenizing, grouping texts
+_PREPROC = re.compile(r"(?i)running tokenizer|\btokeniz(?:ing|e)\b|\b(?:Map|Filter)(?: \(num_proc=\d+\))?:|"
+                      r"\bpre-?process(?:ing)?\b|grouping texts")
+# a long phase every rank goes through (loading a model's weight shards, compiling), which outlasted the collective
+# timeout (TAXONOMY edge case: config): checked before _CKPT, which reads "checkpoint" as a save
+_PHASE = re.compile(r"(?i)loading checkpoint shards|\bcompiling\b|\bautotun(?:e|ing)\b")
 _STORAGE_PIDS = ("loader.batch_loader_error", "ais.resource_pressure", "ais.out_of_bounds", "ais.shared_dm_error",
                  "io.no_space")
 
@@ -31,6 +39,37 @@ def _retry_state(f: RuleInputs, rank: int) -> str | None:
     """Where the scan's retry escalation for `rank` ended ('exhausted', 'escalating', ...); None without retries."""
     rs = f.scan.ranks.get(rank)
     return rs.retry["state"] if rs and rs.retry else None
+
+
+# where a main thread waits inside a library or the interpreter, not in the program's own code (py-spy's short file
+# names and faulthandler's full paths)
+_LIBRARY = re.compile(r"(?:^|/)(?:site-packages|dist-packages|torch|threading\.py|socket\.py|ssl\.py|selectors\.py|"
+                      r"queue\.py|multiprocessing|concurrent|asyncio|http|urllib3?|requests|fsspec|s3fs|gcsfs|botocore|"
+                      r"subprocess\.py|<frozen)")
+
+
+def _own_stack(f: RuleInputs, rank: int):
+    """(category, what it was doing, strength, the frame that says so) from the straggler's own stack dump, outside a
+    collective: the pyspy reader's readings of its frames (reading data, saving, evaluating), else, when its
+    innermost frame is in the program's own code and no frame of it reads data, `software` (a rank stuck in its own
+    code: a lock it re-entered, a loop); None without such a dump."""
+    from trainlog_debugger.tools.sources.pyspy.report import WHERE, telling_frame
+    st = next((s for s in f.stacks if s.rank == rank and s.frames and not s.in_collective()), None)
+    if st is None:
+        return None
+    text = " ".join(f"{fn} {w}" for fn, w, _ in st.frames[:12])
+    for rx, cat, what, strength in WHERE:
+        if rx.search(text):
+            return cat, what, strength, telling_frame(st)
+    fn, where, ev = st.frames[0]
+    if _LIBRARY.search(where):
+        return None
+    return "software", f"stuck in the program's own code ({fn} at {where})", 0.65, ev
+
+
+def _kind_of_work(text: str) -> bool:
+    """Whether a line says what kind of work it is (one of the readings of `straggler`)."""
+    return any(rx.search(text) for rx in (_ASYM, _PREPROC, _PHASE, _CKPT, _DATA))
 
 
 def straggler(f: RuleInputs):
@@ -45,8 +84,9 @@ def straggler(f: RuleInputs):
     own = [e for p in _STORAGE_PIDS for e in f.hits(p) if e.rank in culprits]
     retries = [e for e in f.hits("io.retrying") if e.rank in culprits]
     exhausted = [r for r in culprits if _retry_state(f, r) in ("exhausted", "escalating")]
-    last = rs.last_line.text if rs.last_line else ""
-    ev = ([own[0]] if own else []) + ([retries[-1]] if retries and not own else []) + rs.cited(2)
+    did = [e for e in f.activity.get(r0, []) if _kind_of_work(e.text)]
+    last = did[0].text if did else rs.last_line.text if rs.last_line else ""
+    ev = ([own[0]] if own else []) + ([retries[-1]] if retries and not own else []) + did[:1] + rs.cited(2)
     who = f"rank{'s' if len(culprits) > 1 else ''} {', '.join(map(str, culprits[:8]))}"
     base = (f"{who} never entered the stuck collective ({rep.found_ranks} ranks checked, "
             f"{len(culprits)} differ): stuck outside NCCL")
@@ -58,13 +98,26 @@ def straggler(f: RuleInputs):
         cat, why, s = "software", (f"{base}: it was doing work the others did not (its last line: evaluation, metrics "
                                    f"or logging on {'these ranks' if len(culprits) > 1 else 'one rank'} only) while "
                                    f"they waited in the collective"), 0.75
+    elif _PREPROC.search(last):
+        cat, why, s = "software", (f"{base}: it was preprocessing data alone (its last line: tokenizing or mapping a "
+                                   f"dataset) while the others waited in the collective"), 0.7
+    elif _PHASE.search(last):
+        cat, why, s = "config", (f"{base}: it was still in a long phase (its last line: loading weight shards or "
+                                 f"compiling) when the collective's timeout ran out"), 0.65
     elif _CKPT.search(last):
         cat, why, s = "storage_io", f"{base}, while saving a checkpoint (its last line)", 0.75
     elif _DATA.search(last):
         cat, why, s = "data_loading_stall", f"{base}, in data loading (its last line)", 0.8
+    elif (dump := _own_stack(f, r0)) is not None:
+        cat, what, s, frame = dump
+        ev = ev[:1] + [frame] + ev[1:]
+        why = f"{base}: its stack dump shows it {what}"
     else:
         cat, why, s = "data_loading_stall", f"{base}; its last line does not say what it was doing", 0.6
-    recs = {"storage_io": ["check the storage backend for the window before the hang (AIStore: `ais log get cluster`)",
+    recs = {"config": ["raise the process group's timeout (init_process_group(timeout=...), the trainer's "
+                       "ddp_timeout / dist_timeout) above the phase's length, or shorten the phase",
+                       "check whether this rank is slower at it than the others (its storage or CPU)"],
+            "storage_io": ["check the storage backend for the window before the hang (AIStore: `ais log get cluster`)",
                            "add timeouts and bounded retries to the loader's reads"],
             "software": ["run that work on every rank, or make the others wait for it outside the collective "
                          "(a barrier with a timeout long enough for it), or move it off the training loop",
