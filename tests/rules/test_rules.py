@@ -559,6 +559,34 @@ def test_rerun_persistent_blames_the_first_gpu(facts_from):
     assert c.nodes == [] and "not in the bundle" in c.summary
 
 
+def _init(host: str, pid: int, dev: int, rank: int, bus: str) -> str:
+    return (f"{host}:{pid}:{pid} [{dev}] NCCL INFO comm 0x55d1c80ba0 rank {rank} nranks 16 cudaDev {dev} nvmlDev {dev} "
+            f"busId {bus} commId 0x7c1e2f3a4b5d6e7f - Init COMPLETE")
+
+
+_INITS = [_init("gpu-node-01", 48113, 3, 3, "5d000"), _init("gpu-node-02", 51223, 3, 11, "5d000"),
+          _init("gpu-node-02", 51225, 5, 13, "ab000")]
+
+
+@pytest.mark.parametrize("files, rank", [
+    # the PCI address on the node whose kernel log it is (its file's name): rank 11, not rank 3 on the other node
+    ({"dmesg-gpu-node-02.txt": ["[ 91003.118207] NVRM: Xid (PCI:0000:5d:00): 79, pid='<unknown>', name=<unknown>, "
+                                "GPU has fallen off the bus."], "slurm.out": _INITS}, 11),
+    # the syslog header's host, and the pid
+    ({"kern.log": ["Nov  5 07:25:48 gpu-node-02 kernel: NVRM: Xid (PCI:0000:ab:00): 94, pid=51225, name=python3, "
+                   "Contained: SM (0x1). RST: No, D-RST: No"], "slurm.out": _INITS}, 13),
+    # no node named, and the same bus id on two nodes: no guess
+    ({"dmesg.txt": ["[ 91003.118207] NVRM: Xid (PCI:0000:5d:00): 79, pid='<unknown>', name=<unknown>, GPU has "
+                    "fallen off the bus."], "slurm.out": _INITS}, None),
+    # the address and the pid name two different ranks: no guess
+    ({"kern.log": ["Nov  5 07:25:48 gpu-node-02 kernel: NVRM: Xid (PCI:0000:5d:00): 94, pid=51225, name=python3, "
+                   "Contained: SM (0x1)."], "slurm.out": _INITS}, None),
+])
+def test_an_xid_names_the_rank_whose_gpu_it_is(facts_from, files, rank):
+    (c,) = BY_NAME["gpu.xid"](facts_from(files))
+    assert c.ranks == ([rank] if rank is not None else []), c.summary
+
+
 def test_nccl_version_mismatch_names_the_odd_node(facts_from):
     files = {f"{h}.log": [f"{h}:2345:2345 [0] NCCL INFO NCCL version {v}+cuda12.4"]
              for h, v in [("gpu-a", "2.21.5"), ("gpu-b", "2.21.5"), ("gpu-c", "2.18.1")]}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from trainlog_debugger.tools.lines.attribution import named_in_text
 from trainlog_debugger.tools.rules.base import RuleInputs, by_time, candidate, restart_without
 from trainlog_debugger.tools.sources.kernel import XID_MEANING
 
@@ -25,6 +26,43 @@ def _recorded_only(f: RuleInputs) -> set[int]:
     return {int(m.number) for m in f.messages.tables().get("xid", ()) if m.role == "context" and str(m.number).isdigit()}
 
 
+_BUS_ID = re.compile(r"\bbusId ([0-9a-fA-F]{1,16})\b")
+_HOST_PID = re.compile(r"(?:^|[\s\]:])(?P<host>[\w.-]+):(?P<pid>\d+):\d+ \[\d+\] NCCL INFO")
+
+
+def xid_rank(f: RuleInputs, ev) -> int | None:
+    """The rank that ran on the GPU an Xid names, from NCCL's own init lines (`host:pid:tid [dev] NCCL INFO ... rank
+    R nranks N cudaDev D ... busId 9a000 ... Init COMPLETE`): by the PCI address (NCCL's busId is the address's hex
+    digits, `0000:9a:00.0` → 9a000) on the Xid's node, or by the Xid's `pid=` on that node. Bus ids repeat on every
+    node of a cluster and pids across nodes, so the node must match unless the init lines name one host only; one
+    rank or none, never a guess."""
+    fx = f.fields_of(ev, "kernel.xid")
+    pci, pid = fx.get("pci"), fx.get("pid")
+    if not pci and pid is None:
+        return None
+    bus = int(pci.replace(":", "") + "0", 16) if pci else None
+    node = ev.node or next(iter(f.nodes_of([ev])), None)
+    inits = [(e, f.fields_of(e, "nccl.comm_init")) for e in f.hits("nccl.comm_init")]
+    world = max((fl.get("nranks", 0) for _, fl in inits), default=0)
+    seen: list[tuple[str, int | None, str, int]] = []  # (host, bus, pid, rank)
+    for e, fl in inits:
+        m = _HOST_PID.search(e.text)
+        if m is None or fl.get("nranks") != world or not isinstance(fl.get("comm_rank"), int):
+            continue
+        b = _BUS_ID.search(e.text)
+        seen.append((m.group("host"), int(b.group(1), 16) if b else None, m.group("pid"), fl["comm_rank"]))
+    hosts = {h for h, *_ in seen}
+    if node is None:  # the syslog header's host (`Nov  5 07:25:48 gpu-node-32 kernel:`), or a known host in the file's name
+        node = named_in_text(ev.text)[1] or next((h for h in sorted(hosts, key=len, reverse=True)
+                                                  if re.search(rf"(?<![A-Za-z0-9]){re.escape(h)}(?![A-Za-z0-9])", ev.file)), None)
+    if node is not None:
+        seen = [x for x in seen if x[0] == node or x[0].split(".")[0] == node.split(".")[0]]
+    elif len(hosts) > 1:
+        return None
+    ranks = {r for _h, b, p, r in seen if (bus is not None and b == bus) or (pid is not None and p == str(pid))}
+    return next(iter(ranks)) if len(ranks) == 1 else None
+
+
 def xid(f: RuleInputs):
     out: list = []
     hits = f.hits("kernel.xid")
@@ -39,8 +77,11 @@ def xid(f: RuleInputs):
         weak = n in recorded
         node = ev.node or next(iter(f.nodes_of([ev])), None)
         where = node or "the node that logged it"
-        out.append(candidate("gpu.xid", "gpu_cuda", f"Xid {n} ({XID_MEANING.get(n, 'driver-reported GPU error') if n is not None else 'driver-reported GPU error'}) on {where}",
+        rank = xid_rank(f, ev)
+        on = f" (rank {rank}'s GPU, by NCCL's init lines)" if rank is not None else ""
+        out.append(candidate("gpu.xid", "gpu_cuda", f"Xid {n} ({XID_MEANING.get(n, 'driver-reported GPU error') if n is not None else 'driver-reported GPU error'}) on {where}{on}",
                         RECORDED_STRENGTH if weak else 0.9 if hw else 0.5, [ev], f, status="crashed",
+                        ranks=[rank] if rank is not None else None,
                         restart=restart_without(node) if hw and not weak else "fix first",
                         recommendations=[f"Xid {n} is recorded, not a fault by itself: look for the error that ended "
                                          f"the job; watch {where} (`nvidia-smi -q -d ECC,ROW_REMAPPER`)"] if weak else
