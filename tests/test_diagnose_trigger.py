@@ -221,3 +221,31 @@ def test_a_traceback_after_the_trainers_end_line_is_a_failure_however_weakly_it_
         '  File "run_train.py", line 490, in main',
         "    trainer.train()"]})
     assert d.status.value != "completed" and d.category != "none", d.headline
+
+
+def test_a_peers_close_yields_to_a_table_reading_of_the_peers_own_failure(tmp_path):
+    """The reading of rank 11's DataLoader timeout comes from PyTorch's table (not a rule): the other node's
+    `Connection closed by remote peer node1` is still its consequence, and the table's reading stands."""
+    d = _investigate(tmp_path, {"slurm-48213.out": [
+        " 1: node0:7001:7041 [1] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer "
+        "node1<46229>",
+        " 0: node0:7000:7040 [0] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer "
+        "node1<46229>",
+        "11: [rank11]: Traceback (most recent call last):",
+        '11: [rank11]:   File "/workspace/train.py", line 288, in train',
+        "11: [rank11]:     batch = next(train_iter)",
+        "11: [rank11]: RuntimeError: DataLoader timed out after 300 seconds",
+        "srun: error: node1: task 11: Exited with exit code 1"]})
+    assert d.category == "data_loading_stall" and d.culprit_ranks == [11], d.headline
+
+
+def test_nccls_last_error_quoting_a_cuda_error_is_read_by_the_cuda_error(tmp_path):
+    """NCCL's `Cuda failure '<cudaGetErrorString>'` quotes the runtime's error: an NCCL build with no kernels for this
+    GPU is the install's (config), not the GPU's."""
+    d = _investigate(tmp_path, {"rank2.log": [
+        "[rank2]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
+        "NCCLUtils.hpp:268, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.1",
+        "[rank2]: ncclUnhandledCudaError: Call to CUDA function failed.",
+        "[rank2]: Last error:",
+        "[rank2]: Cuda failure 'no kernel image is available for execution on the device'"]})
+    assert d.category == "config" and d.culprit_ranks == [2], d.headline

@@ -76,6 +76,7 @@ def pick(cands: list[Candidate]) -> Candidate | None:
     strongest. Ties go to the stronger candidate."""
     if not cands:
         return None
+    cands = _without_peer_closed(cands)
     pool = [c for c in cands if c.strength >= DECISIVE] or cands
     pool = [c for c in pool if not c.facts.get("fallback")] or pool  # "nothing else explains it" loses to anything
     # an upstream table's reading of a line fills the gap where no rule knows the failure; where a rule decided,
@@ -84,7 +85,6 @@ def pick(cands: list[Candidate]) -> Candidate | None:
     if any(c.strength >= DECISIVE and not c.rule.startswith(READINGS) for c in pool):
         pool = [c for c in pool if not c.rule.startswith(READINGS)]
     pool = [c for c in pool if not c.facts.get("consequence_only")] or pool  # what only the consequences say, last
-    pool = _without_peer_closed(pool)
     best = max(c.strength for c in pool)
     eligible = [c for c in pool if c.strength >= best - WINDOW]
     # a chain across sources (storage daemons → worker rank) explains the worker-side view of the same failure;
@@ -96,6 +96,9 @@ def pick(cands: list[Candidate]) -> Candidate | None:
     if timed:
         return min(timed, key=lambda c: (c.time_key, -c.strength))
     return max(eligible, key=lambda c: c.strength)
+
+
+OWN_FAULT = 0.4  # a reading of another rank's own failure strong enough to make a peer's close its consequence
 
 
 def _without_peer_closed(pool: list[Candidate]) -> list[Candidate]:
@@ -110,7 +113,7 @@ def _without_peer_closed(pool: list[Candidate]) -> list[Candidate]:
         if reporters is None:
             out.append(c)
             continue
-        own = [o for o in pool if o is not c and o.category != c.category and o.ranks
+        own = [o for o in pool if o is not c and o.category != c.category and o.ranks and o.strength >= OWN_FAULT
                and not set(o.ranks) & set(reporters)
                and (o.time_key is None or c.time_key is None or o.time_key <= c.time_key)]
         if not own:

@@ -192,6 +192,10 @@ LAST_ERROR_STRENGTH = 0.65  # NCCL's own reason under c10d's generic `ncclInvali
                            # both the table reading of that wrapper and the NCCL error-class rules (tools/rules/network)
 
 
+# NCCL's bare quote of a CUDA runtime error (checks.h: `Cuda failure '<cudaGetErrorString>'`): read by the CUDA table's
+# entry for the quoted error (`no kernel image is available for execution on the device` is the install's), where
+# NCCL's own longer messages (`Failed to bind NVLink SHARP (NVLS) Multicast memory ... CUDA error 401 '...'`) say more
+NCCL_QUOTES_CUDA = "Cuda failure"
 NCCL_PLUGIN_SOURCES = ("aws-ofi-nccl:", "libfabric:")  # table sources whose messages NCCL itself prints (its net
 # plugins, and the libfabric provider errors aws-ofi-nccl quotes as `strerror: ...`)
 
@@ -211,9 +215,11 @@ def nccl_last_error(f: RuleInputs):
         seen.add(detail)
         # NCCL's tables, and its network plugin's (aws-ofi-nccl warns through NCCL's logger, so its WARN is NCCL's
         # last error too: `NET/OFI Unable to insert remote address into address vector`)
-        hits = [m for m in f.messages.match_many([detail])[0]
-                if m.table.startswith("nccl") or m.source.startswith(NCCL_PLUGIN_SOURCES)]
+        found = f.messages.match_many([detail])[0]
+        hits = [m for m in found if m.table.startswith("nccl") or m.source.startswith(NCCL_PLUGIN_SOURCES)]
         m = f.messages.pick_best(hits, detail)
+        if m is not None and m.template.startswith(NCCL_QUOTES_CUDA):  # only the quote: the CUDA error's own reading
+            m = f.messages.pick_best(hits + [x for x in found if x.table == "cuda"], detail)
         if m is None or m.role != "trigger" or m.category is None:
             continue
         ev = Evidence(file=e.file, line=fx["detail_line"], text=fx["detail_text"], time=e.time or _wrapper_time(f, e),
