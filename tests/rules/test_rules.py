@@ -632,3 +632,28 @@ def test_every_rule_has_a_firing_row():
         "hardware.out_of_line",  # needs parsed hardware snapshots: tests/rules/test_hardware.py
         "hardware.nccl_tests_stopped",  # needs a parsed nccl-tests run: tests/sources/hw/test_bundles.py
         "meaning.upstream_messages", "meaning.read_by_meaning"}  # tests/rules/test_meaning.py
+
+
+_SRUN_TAIL = ["srun: error: gpu-node-42: task 11: Killed",
+              "srun: Terminating StepId=5700211.0",
+              "srun: error: gpu-node-41: tasks 0-7: Aborted (core dumped)",
+              "srun: error: gpu-node-42: tasks 8-10,12-15: Aborted (core dumped)"]
+_REMOTE = ("{r:2d}: [rank{r}]:[E1105 22:10:03.066635899 ProcessGroupNCCL.cpp:1653] [Rank {r}] Collective WorkNCCL(SeqNum=6671, "
+           "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) raised the following async exception: NCCL error: "
+           "remote process exited or there was a network error, NCCL version 2.21.5")
+
+
+def test_srun_killing_one_task_per_gpu_names_that_rank(facts_from):
+    """srun launched one task per GPU (eight tasks on one host), so `task 11: Killed` is rank 11's SIGKILL; the
+    others' remote errors are what its death did to them."""
+    lines = [_REMOTE.format(r=r) for r in (0, 4, 8, 15)] + ["11: [rank11]: step 6671 loss 1.41"] + _SRUN_TAIL
+    (c,) = BY_NAME["infra.killed_from_outside"](facts_from({"slurm-5700211.out": lines}))
+    assert c.category == "infrastructure" and c.ranks == [11], c.summary
+
+
+def test_srun_tasks_that_are_node_launchers_name_no_rank(facts_from):
+    """One task per host (torchrun under srun): task 1 is the second node's launcher, not rank 1."""
+    lines = [_REMOTE.format(r=r) for r in (0, 1, 9)] + ["srun: error: gpu-node-42: task 1: Killed",
+                                                          "srun: error: gpu-node-41: task 0: Exited with exit code 1"]
+    got = BY_NAME["infra.killed_from_outside"](facts_from({"slurm-5700211.out": lines}))
+    assert all(c.ranks != [1] for c in got)

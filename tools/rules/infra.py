@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import signal
 
 from trainlog_debugger.tools.model import Evidence
@@ -66,12 +68,49 @@ def signalled_workers(f: RuleInputs, signo: int) -> list[Evidence]:
 
 
 def sigkilled_workers(f: RuleInputs) -> list[Evidence]:
-    """The launchers' lines that say a worker died of SIGKILL (signalled_workers), and srun's `task 5: Killed`."""
+    """The launchers' lines that say a worker died of SIGKILL (signalled_workers), and srun's `task 5: Killed` (with
+    the task's rank, where srun's tasks are the job's ranks: srun_task_rank)."""
     out = signalled_workers(f, 9)
     # srun names how a task ended by strsignal(): `srun: error: gpu-node-12: task 5: Killed` is SIGKILL
-    out += [e for e in f.hits("slurm.task_exit")
-            if f.fields_of(e, "slurm.task_exit").get("how", "").strip().startswith("Killed")]
+    for e in f.hits("slurm.task_exit"):
+        if f.fields_of(e, "slurm.task_exit").get("how", "").strip().startswith("Killed"):
+            r = srun_task_rank(f, e) if e.rank is None else None
+            out.append(e.model_copy(update={"rank": r}) if r is not None else e)
     return out
+
+
+_ONE_TASK = re.compile(r"^\d{1,7}$")
+_TASK_RANGE = re.compile(r"\d{1,7}(?:-\d{1,7})?")
+
+
+def _task_count(tasks: str) -> int:
+    """How many tasks srun's `8-10,12-15` names (bounded: each range at most MAX_TASK_SPAN)."""
+    n = 0
+    for m in _TASK_RANGE.finditer(tasks):
+        a, _, b = m.group(0).partition("-")
+        n += min(MAX_TASK_SPAN, max(1, int(b) - int(a) + 1)) if b else 1
+    return n
+
+
+MAX_TASK_SPAN = 1 << 20
+
+
+def srun_task_rank(f: RuleInputs, ev: Evidence) -> int | None:
+    """The rank of the one task an srun `task N: ...` line names, when srun's tasks are the job's ranks: srun
+    launched one task per GPU (some `srun: error: host: tasks 8-10,12-15: ...` line puts several tasks on one host,
+    so a task is not a node's launcher), task N is a rank the logs show, and that rank's node, where known, is the
+    line's host. SLURM_PROCID is then the rank torch.distributed uses. None otherwise."""
+    fx = f.fields_of(ev, "slurm.task_exit")
+    tasks, host = str(fx.get("tasks") or ""), fx.get("hosts")
+    if not _ONE_TASK.match(tasks):
+        return None
+    per_gpu = any(_task_count(str(f.fields_of(e, "slurm.task_exit").get("tasks") or "")) > 1
+                  for e in f.hits("slurm.task_exit"))
+    r = int(tasks)
+    if not per_gpu or r not in f.scan.ranks:
+        return None
+    known = f.scan.rank_nodes.get(r)
+    return r if known is None or not known.node or known.node == host else None
 
 
 def memory_kills(f: RuleInputs) -> list[Evidence]:
