@@ -249,3 +249,25 @@ def test_nccls_last_error_quoting_a_cuda_error_is_read_by_the_cuda_error(tmp_pat
         "[rank2]: Last error:",
         "[rank2]: Cuda failure 'no kernel image is available for execution on the device'"]})
     assert d.category == "config" and d.culprit_ranks == [2], d.headline
+
+
+def _node_failure(ib_time: str) -> dict[str, list[str]]:
+    return {"slurm-4911770.out": [
+        f" 0: [{ib_time}] gpu-node-11:70200:70290 [0] transport/net_ib.cc:2453 NCCL WARN NET/IB: Got completion from "
+        "peer 10.42.1.12<51223> with status=12 opcode=0 len=0 vendor err 129 (Send) localGid ::ffff:10.42.1.11 "
+        "remoteGidsfe80::1 hca mlx5_0",
+        "srun: error: Node failure on gpu-node-12",
+        "slurmstepd: error: *** STEP 4911770.0 ON gpu-node-11 CANCELLED AT 2024-11-05T14:33:41 DUE TO NODE FAILURE, "
+        "SEE SLURMCTLD LOG FOR DETAILS ***"]}
+
+
+def test_fabric_errors_shortly_before_a_node_failure_are_its_consequence(tmp_path):
+    """Slurm declares the node down minutes after it stopped answering: the peers' IB retries ran out in between.
+    The failed node is srun's, not the banner's (the step's own host)."""
+    d = _investigate(tmp_path, _node_failure("2024-11-05 14:31:07"))
+    assert d.category == "infrastructure" and d.culprit_nodes == ["gpu-node-12"], d.headline
+
+
+def test_fabric_errors_hours_before_a_node_failure_stay_the_fabrics(tmp_path):
+    d = _investigate(tmp_path, _node_failure("2024-11-05 11:31:07"))
+    assert d.category == "network", d.headline

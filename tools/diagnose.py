@@ -76,7 +76,7 @@ def pick(cands: list[Candidate]) -> Candidate | None:
     strongest. Ties go to the stronger candidate."""
     if not cands:
         return None
-    cands = _without_peer_closed(cands)
+    cands = _without_what_a_node_failure_explains(_without_peer_closed(cands))
     pool = [c for c in cands if c.strength >= DECISIVE] or cands
     pool = [c for c in pool if not c.facts.get("fallback")] or pool  # "nothing else explains it" loses to anything
     # an upstream table's reading of a line fills the gap where no rule knows the failure; where a rule decided,
@@ -96,6 +96,35 @@ def pick(cands: list[Candidate]) -> Candidate | None:
     if timed:
         return min(timed, key=lambda c: (c.time_key, -c.strength))
     return max(eligible, key=lambda c: c.strength)
+
+
+NODE_FAILED = ("scheduler.cancelled_node_failure", "scheduler.node_failure")
+# Slurm declares a node down once its slurmd has not answered for SlurmdTimeout (300 s by default): the fabric errors
+# that a dead node's peers print come that long before the declaration, or less; a rendezvous gives up after its
+# join timeout (torchrun's default 600 s), and its traceback is often dated by the line before it (the round's start)
+NODE_FAILURE_LAG_S = 900.0
+EXPLAINED_BY_NODE_FAILURE = ("network", "config")  # fabric errors, and a rendezvous that waited for the dead node
+
+
+def _without_what_a_node_failure_explains(cands: list[Candidate]) -> list[Candidate]:
+    """Set aside the network readings (IB retries exhausted, sockets the peer stopped answering) and a rendezvous
+    timeout that the scheduler's node failure explains: those lines come before the declaration by up to
+    SlurmdTimeout, so ordering by time would always blame them (TAXONOMY: a connection that breaks because the peer
+    node is down is infrastructure). Only within NODE_FAILURE_LAG_S before the declaration, or untimed."""
+    failed = [c for c in cands if c.rule in NODE_FAILED]
+    if not failed:
+        return cands
+    when = min((t for c in failed if c.evidence and c.evidence[0].time is not None
+                and (t := c.evidence[0].time.job_seconds()) is not None), default=None)
+
+    def explained(c: Candidate) -> bool:
+        if c.category not in EXPLAINED_BY_NODE_FAILURE or not c.evidence or \
+                (c.category == "config" and c.rule != "config.rendezvous_timeout"):
+            return False
+        t = c.evidence[0].time.job_seconds() if c.evidence[0].time is not None else None
+        return when is None or t is None or 0 <= when - t <= NODE_FAILURE_LAG_S
+
+    return [c for c in cands if not explained(c)] or cands
 
 
 OWN_FAULT = 0.4  # a reading of another rank's own failure strong enough to make a peer's close its consequence

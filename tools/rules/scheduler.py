@@ -21,6 +21,11 @@ def slurm_cancel(f: RuleInputs):
         evs = f.hits(pid)
         if evs:
             node = (f.fields_of(evs[0], pid).get("node") or "")
+            if pid == "slurm.cancelled_node_failure":
+                # the banner's node is the step's own host (`STEP 123.0 ON gpu-node-11 CANCELLED ... DUE TO NODE
+                # FAILURE`), not the one that failed: that is srun's `Node failure on <node>`, when it is there
+                lost = f.hits("slurm.node_failure")
+                node = (f.fields_of(lost[0], "slurm.node_failure").get("node") or "") if lost else ""
             recs = {"slurm.cancelled_time_limit": ["resume from the last checkpoint; raise --time or checkpoint more "
                                                    "often"],
                     "slurm.cancelled_preemption": ["resume from the last checkpoint (requeue)"],
