@@ -101,6 +101,24 @@ def test_a_chained_exception_is_classified_by_its_innermost_cause(tmp_path):
     assert "Disk quota exceeded" in d.chain[0].evidence[0].text
 
 
+def test_a_cause_whose_class_names_no_error_is_still_the_innermost(tmp_path):
+    """pyarrow's `ArrowInvalid` (no `Error` in its name) ends the first traceback: Python prints any exception at a
+    traceback's end as `module.Class: message`, so it is the cause the outer DatasetGenerationError wraps."""
+    inner = _traceback("[rank0]: ", ['File "/usr/local/lib/python3.10/dist-packages/datasets/packaged_modules/json/'
+                                     'json.py", line 137, in _generate_tables', "    pa_table = paj.read_json(",
+                                     'File "pyarrow/_json.pyx", line 308, in pyarrow._json.read_json'],
+                       "pyarrow.lib.ArrowInvalid: JSON parse error: Missing a closing quotation mark in string. in row 4107")
+    outer = _traceback("[rank0]: ", ['File "/app/sft.py", line 96, in <module>',
+                                     '    ds = load_dataset("json", data_files=cfg.data_files, split="train")'],
+                       "datasets.exceptions.DatasetGenerationError: An error occurred while generating the dataset")
+    lines = inner + ["[rank0]: ", "[rank0]: The above exception was the direct cause of the following exception:",
+                     "[rank0]: "] + outer
+    (tmp_path / "rank_0.log").write_text("\n".join(lines) + "\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.category == "data" and "ArrowInvalid" in d.chain[0].evidence[0].text, d.headline
+
+
 # Where it was raised decides as much as what was raised (tools/rules/terminal.py, signal 2): the same ValueError is
 # the data's fault inside Dataset.__getitem__ and the code's in a forward pass.
 GETITEM = ['File "/workspace/train.py", line 88, in <module>', "    for step, batch in enumerate(loader):",

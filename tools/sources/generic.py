@@ -278,6 +278,10 @@ _EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*(?:Error|Exception)\((?=[A-Za-z_][\w
                        r"([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|StopIteration|Warning)|StopIteration|"
                        r"[A-Za-z_][\w.]*" + _LIB_EXC + "|"
                        r"KeyboardInterrupt)\b\)?:? ?(.*)")
+# at a traceback's end Python prints any exception as `module.Class: message` (traceback.format_exception_only):
+# a class of a module path that names no Error (`pyarrow.lib.ArrowInvalid: JSON parse error ...`) is still the
+# exception there, though a line elsewhere is not read as one by its shape alone
+_EXC_QUALIFIED = re.compile(r"^([a-z_]\w*(?:\.\w+)*\.[A-Z_]\w*):(?: (.*)|$)")
 _FRAME = re.compile(r'^\s*File "([^"]+)", line \d+, in (\S+)')
 _TB_SKIP = ("Traceback", "During handling", "The above exception", "File ", "^", "~")
 
@@ -333,9 +337,9 @@ def final_exception(ctx: HitContext) -> None:
             calls[-1] = body.strip()[:120]  # the frame's source line: what it was calling (`with x.barrier():`)
         if not body.strip() or body[:1] in (" ", "\t") or body.startswith(_TB_SKIP):
             continue
-        m = _EXC_LINE.match(body)
+        m = _EXC_LINE.match(body) or (_EXC_QUALIFIED.match(body) if frames else None)
         if m:
-            ctx.fields.update({"exception": m.group(1), "message": m.group(2)[:500], "exception_line": ctx.line + k,
+            ctx.fields.update({"exception": m.group(1), "message": (m.group(2) or "")[:500], "exception_line": ctx.line + k,
                                "exception_text": text, "frames": list(frames), "calls": list(calls)})
             return
         break
