@@ -86,17 +86,22 @@ def test_classifier_table(text, expected):
     assert (got[0] if got else None) == expected
 
 
+def _chained(tmp_path, inner: list[str], outer: list[str]):
+    """Rank 0's log with `inner` as the cause of `outer`, as Python prints a chain (the cause first)."""
+    lines = inner + ["[rank0]: ", "[rank0]: The above exception was the direct cause of the following exception:",
+                     "[rank0]: "] + outer
+    (tmp_path / "rank_0.log").write_text("\n".join(lines) + "\n")
+    with open_bundle(tmp_path) as b:
+        return investigate(b)
+
+
 def test_a_chained_exception_is_classified_by_its_innermost_cause(tmp_path):
     """Python prints the cause first (`The above exception was the direct cause of the following exception:`): the
     outer RuntimeError says nothing about the fault, the inner OSError's errno does."""
     inner = _traceback("[rank0]: ", SAVE, "OSError: [Errno 122] Disk quota exceeded")
     outer = _traceback("[rank0]: ", ['File "/workspace/train.py", line 412, in <module>'],
                        "RuntimeError: checkpoint save failed at step 900")
-    lines = inner + ["[rank0]: ", "[rank0]: The above exception was the direct cause of the following exception:",
-                     "[rank0]: "] + outer
-    (tmp_path / "rank_0.log").write_text("\n".join(lines) + "\n")
-    with open_bundle(tmp_path) as b:
-        d = investigate(b)
+    d = _chained(tmp_path, inner, outer)
     assert d.category == "storage_io" and d.culprit_ranks == [0], d.headline
     assert "Disk quota exceeded" in d.chain[0].evidence[0].text
 
@@ -111,11 +116,7 @@ def test_a_cause_whose_class_names_no_error_is_still_the_innermost(tmp_path):
     outer = _traceback("[rank0]: ", ['File "/app/sft.py", line 96, in <module>',
                                      '    ds = load_dataset("json", data_files=cfg.data_files, split="train")'],
                        "datasets.exceptions.DatasetGenerationError: An error occurred while generating the dataset")
-    lines = inner + ["[rank0]: ", "[rank0]: The above exception was the direct cause of the following exception:",
-                     "[rank0]: "] + outer
-    (tmp_path / "rank_0.log").write_text("\n".join(lines) + "\n")
-    with open_bundle(tmp_path) as b:
-        d = investigate(b)
+    d = _chained(tmp_path, inner, outer)
     assert d.category == "data" and "ArrowInvalid" in d.chain[0].evidence[0].text, d.headline
 
 
