@@ -80,6 +80,12 @@ def test_an_exception_with_no_resource_behind_it_stays_weak_software(tmp_path):
     ("google.api_core.exceptions.ServiceUnavailable: 503 GET https://storage.googleapis.com/b/o", "storage_io"),
     ("botocore.exceptions.NoCredentialsError: Unable to locate credentials", "config"),  # a setting
     ("botocore.exceptions.ClientError: An error occurred (NoSuchKey) when calling the GetObject operation", None),
+    ("botocore.exceptions.ClientError: An error occurred (SlowDown) when calling the GetObject operation (reached max "
+     "retries: 4): Please reduce your request rate.", "storage_io"),
+    # a wrapper re-raising the ClientError's text (mosaicml streaming's shard download, dataset.py)
+    ("RuntimeError: An error occurred (503) when calling the HeadObject operation (reached max retries: 4): Service "
+     "Unavailable. Check if the shard file exists in your remote location or have you deleted the shard file from the "
+     "local directory?", "storage_io"),
 ])
 def test_classifier_table(text, expected):
     got = classify_terminal(text)

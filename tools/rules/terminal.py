@@ -75,7 +75,12 @@ BY_MESSAGE = (
        # AIStore's Python SDK (python/aistore/sdk/obj/obj_file/errors.py): its object reader gave up re-opening the
        # stream, or could not open it
        r"(?:aistore\.sdk\.obj\.obj_file\.errors\.)?ObjectFileReader(?:MaxResume|Stream)Error)\b|"
-       r"\bClientError\b[^\n]{0,80}\((?:SlowDown|ServiceUnavailable|InternalError|RequestTimeout|Throttling\w*)\)",
+       # botocore's ClientError text (exceptions.py: `An error occurred ({error_code}) when calling the {operation_name}
+       # operation...`), with or without its class: a wrapper that re-raises str(e) (mosaicml streaming's shard
+       # download: `RuntimeError: An error occurred (503) when calling the HeadObject operation ... Check if the shard
+       # file exists`) still carries the store's answer
+       r"An error occurred \((?:SlowDown|ServiceUnavailable|InternalError|RequestTimeout|Throttling\w*|5\d\d)\) "
+       r"when calling the \w+ operation",
        "storage_io", "the object store's client gave up on it (a timeout, a broken connection, a throttled or failed "
        "request)"),
     _r(r"\bbotocore\.exceptions\.(?:NoCredentialsError|PartialCredentialsError|CredentialRetrievalError)\b", "config",
