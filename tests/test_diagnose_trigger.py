@@ -271,3 +271,29 @@ def test_fabric_errors_shortly_before_a_node_failure_are_its_consequence(tmp_pat
 def test_fabric_errors_hours_before_a_node_failure_stay_the_fabrics(tmp_path):
     d = _investigate(tmp_path, _node_failure("2024-11-05 11:31:07"))
     assert d.category == "network", d.headline
+
+
+def test_a_worker_line_with_no_rank_takes_the_one_rank_of_the_same_failure(tmp_path):
+    """The worker's own bus-error notice names no rank; its main process's line names rank 1: one failure, one rank."""
+    d = _investigate(tmp_path, {"train.log": [
+        "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
+        "[rank1]: RuntimeError: DataLoader worker (pid 4471) is killed by signal: Bus error. It is possible that "
+        "dataloader's workers are out of shared memory. Please try to raise your shared memory limit."]})
+    assert d.category == "infrastructure" and d.culprit_ranks == [1], d.headline
+
+
+def test_an_oom_quoted_in_torchruns_failure_entry_is_that_entrys_rank(tmp_path):
+    d = _investigate(tmp_path, {"paste.txt": [
+        "Root Cause (first observed failure):",
+        "[3]:",
+        "  time      : 2024-11-06_01:12:05",
+        "  host      : a100-x9",
+        "  rank      : 2 (local_rank: 2)",
+        "  exitcode  : 1 (pid: 5502)",
+        "  error_file: <N/A>",
+        "  traceback : Traceback (most recent call last):",
+        '    File "/workspace/train.py", line 164, in train_one_epoch',
+        "      loss.backward()",
+        "  torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 2 has a total capacity of 79.10 "
+        "GiB of which 2.19 GiB is free."]})
+    assert d.category == "oom" and d.culprit_ranks == [2], d.headline

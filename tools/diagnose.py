@@ -208,8 +208,8 @@ def diagnose(inputs: RuleInputs) -> Diagnosis:
         status = Status.inconclusive
     missing = _missing(inputs, trigger)
     alternatives = _alternatives(inputs, trigger, cands, supporting)
-    culprit_ranks = sorted(trigger.ranks)
-    culprit_nodes = list(dict.fromkeys(n for n in trigger.nodes if n)) or _nodes_of_ranks(inputs, trigger.ranks)
+    culprit_ranks = sorted(trigger.ranks) or _one_rank_of_the_same_failure(trigger, cands)
+    culprit_nodes = list(dict.fromkeys(n for n in trigger.nodes if n)) or _nodes_of_ranks(inputs, culprit_ranks)
     headline = f"{status.value}: {trigger.summary}"
     every = _on_every_rank(inputs, trigger)
     if every:
@@ -226,6 +226,22 @@ def diagnose(inputs: RuleInputs) -> Diagnosis:
         restart=(restart_without(culprit_nodes[0]) if trigger.restart == restart_without(None) and len(culprit_nodes) == 1
                  else trigger.restart),
         missing=missing, coverage=scan.coverage, notes=caps + list(inputs.nccl.notes if inputs.nccl else []))
+
+
+ONE_PROCESS = ("infrastructure", "oom", "gpu_cuda")  # faults that end one process or device: one rank can be named
+
+
+def _one_rank_of_the_same_failure(t: Candidate, cands: list[Candidate]) -> list[int]:
+    """The one rank that the other decisive readings of the trigger's category name, when the trigger's own line
+    names none: PyTorch's DataLoader worker prints `ERROR: Unexpected bus error encountered in worker` with no rank,
+    and its rank's main process `[rank1]: ... DataLoader worker (pid 4471) is killed by signal: Bus error`. One rank
+    only, only from readings of the same category, only for faults that end one process (ONE_PROCESS), and only when
+    the trigger's line names no rank (a rule that names none on purpose, a fabric's or a divergence's, keeps none)."""
+    if t.facts.get("fallback") or t.category not in ONE_PROCESS or not t.evidence or t.evidence[0].rank is not None:
+        return []
+    named = {r for c in cands if c is not t and c.category == t.category and c.strength >= DECISIVE
+             and not c.rule.startswith(READINGS) for r in c.ranks}
+    return sorted(named) if len(named) == 1 else []
 
 
 SYSTEMIC_SPREAD_S = 5.0  # the same error on every rank within this long: no rank went first

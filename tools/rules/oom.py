@@ -15,6 +15,9 @@ def cuda_oom(f: RuleInputs):
         return []
     fx = f.fields_of(evs[0], "cuda.oom")
     ranks = f.ranks_of("cuda.oom")
+    entry = f.failure_entry(evs[0]) if not ranks else None  # torchrun's failure entry that quotes it (`rank : 2`)
+    if entry is not None:
+        ranks = [entry[0]]
     what = f"CUDA out of memory on rank(s) {', '.join(map(str, ranks[:8]))}" if ranks else \
         "CUDA out of memory, on a rank no line names"
     if fx.get("requested"):
