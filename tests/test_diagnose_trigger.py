@@ -297,3 +297,20 @@ def test_an_oom_quoted_in_torchruns_failure_entry_is_that_entrys_rank(tmp_path):
         "  torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 2 has a total capacity of 79.10 "
         "GiB of which 2.19 GiB is free."]})
     assert d.category == "oom" and d.culprit_ranks == [2], d.headline
+
+
+def test_the_last_attempt_with_a_fault_of_its_own_ended_the_job(tmp_path):
+    """Attempt 0 died of an IB error; the launcher restarted the workers; attempt 1 filled the disk: the disk ended
+    the job, the IB error ended an attempt the launcher had already replaced."""
+    d = _investigate(tmp_path, {"output.txt": [IB] + RESTART + [
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "/workspace/train.py", line 512, in save',
+        "[rank0]:     torch.save(state, path)",
+        "[rank0]: OSError: [Errno 28] No space left on device"]})
+    assert d.category == "storage_io", d.headline
+
+
+def test_every_attempt_failing_before_its_restart_keeps_the_first_fault(tmp_path):
+    """Nothing decisive after the last restart: the earlier fault may be the one that kept coming back."""
+    d = _investigate(tmp_path, {"output.txt": [IB] + RESTART + ["[rank0]: step 10 loss 2.0"]})
+    assert d.category == "network", d.headline

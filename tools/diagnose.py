@@ -176,6 +176,7 @@ def diagnose(inputs: RuleInputs) -> Diagnosis:
         cands = kept
     else:
         noticed = []
+    cands = _last_attempts_own(inputs, cands)
     trigger = pick(cands)
     job = job_details(inputs)
     if trigger is None:
@@ -540,12 +541,39 @@ def _recovered_by_restart(inputs: RuleInputs, c: Candidate, fin: list[Evidence])
 def _restarted_away(inputs: RuleInputs, ev: Evidence, fin: list[Evidence]) -> bool:
     """Whether line `ev` comes before torchrun's last restart of the worker group, and the launcher's own end line
     after that restart (_recovered_by_restart)."""
+    ends = [e for e in fin if _LAUNCHER_END in e.text]
+    return bool(ends) and any(_before(ev, r) and any(_before(r, e) for e in ends) for r in _last_restarts(inputs))
+
+
+def _last_restarts(inputs: RuleInputs) -> list[Evidence]:
+    """Each agent's (each file's) last `will restart worker group`: the attempt after it is that agent's last; a line
+    before it, in its own file or by the clock, belongs to an attempt that the launcher ended and restarted."""
+    last: dict[str, Evidence] = {}
+    for r in inputs.hits("torchrun.worker_group_restart"):
+        if r.file not in last or r.line > last[r.file].line:
+            last[r.file] = r
+    return list(last.values())
+
+
+def _last_attempts_own(inputs: RuleInputs, cands: list[Candidate]) -> list[Candidate]:
+    """Where torchrun restarted the workers (`will restart worker group`), the attempt that ended the job is the last
+    one with a decisive fault of its own: the faults of the attempts before it are set aside (each attempt is a fresh
+    start: an IB error that a restart cleared does not explain the disk that filled an hour later). A line's attempt
+    is the number of restarts shown before it (in its own file, or by the clock); a line that cannot be ordered
+    against a restart is kept."""
     restarts = inputs.hits("torchrun.worker_group_restart")
     if not restarts:
-        return False
-    last = max(restarts, key=by_time)
-    ends = [e for e in fin if _LAUNCHER_END in e.text]
-    return any(_before(last, e) for e in ends) and bool(_before(ev, last))
+        return cands
+
+    def attempt(c: Candidate) -> int:
+        return sum(1 for r in restarts if c.evidence and _before(r, c.evidence[0]) is True)
+
+    decisive = [attempt(c) for c in cands if c.strength >= DECISIVE]
+    if not decisive or max(decisive) == 0:
+        return cands
+    k = max(decisive)
+    return [c for c in cands if attempt(c) >= k
+            or not (c.evidence and any(_before(c.evidence[0], r) is True for r in restarts))] or cands
 
 
 def _no_failure(inputs: RuleInputs, job: JobDetails) -> Diagnosis:
