@@ -657,3 +657,18 @@ def test_srun_tasks_that_are_node_launchers_name_no_rank(facts_from):
                                                           "srun: error: gpu-node-41: task 0: Exited with exit code 1"]
     got = BY_NAME["infra.killed_from_outside"](facts_from({"slurm-5700211.out": lines}))
     assert all(c.ranks != [1] for c in got)
+
+
+_ASYNC = "dgx-142:4356:4611 [2] transport/net_ib.cc:101 NCCL WARN NET/IB : mlx5_2:1 Got async event : {}"
+
+
+@pytest.mark.parametrize("events, strength", [
+    (["port error"], 0.8),                        # a fault of the port
+    (["local catastrophic error"], 0.8),          # of the device
+    (["GID table change"], None),                 # a state change: no fault
+    (["port active"], None),
+    (["port error", "port active"], 0.45),        # a flap that recovered: named, weakly
+])
+def test_an_ib_async_event_is_read_by_its_name(facts_from, events, strength):
+    got = BY_NAME["network.ib_async"](facts_from({"node1.out": [_ASYNC.format(e) for e in events]}))
+    assert (got[0].strength if got else None) == strength

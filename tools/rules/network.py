@@ -48,11 +48,36 @@ def ib_completion(f: RuleInputs):
                                   "NCCL_IB_TIMEOUT / NCCL_IB_RETRY_CNT only mask a flaky link"])]
 
 
+# libibverbs' event names (ibv_event_type_str) that report a state change, not a fault: a port coming (back) up, an
+# address or subnet-manager change, a queue's normal progress
+_IB_EVENT_INFO = re.compile(r"(?i)^(?:port active|LID change|P_Key change|SM change|client reregistration|"
+                            r"GID table change|communication established|send queue drained|path migrated|"
+                            r"SRQ limit reached|last WQE reached)\b")
+
+
 def ib_async(f: RuleInputs):
+    """An HCA's asynchronous event, read by its name: a fault (`port error`, `local catastrophic error`, a work queue or
+    CQ error) is the fabric's; a state change (`GID table change`, `port active`) is none. A port error that the
+    same HCA's `port active` follows is a link flap that recovered: named, weakly (a job that finished survived it)."""
     evs = f.hits("nccl.ib_async_event")
-    return [candidate("network.ib_async", "network", "InfiniBand port event (link down / port error)", 0.8, evs[:3], f,
-                 status=_status(f),
-                 recommendations=["check the HCA port state and the switch"])] if evs else []
+    faults = []
+    for e in evs:
+        event = (f.fields_of(e, "nccl.ib_async_event").get("event") or "").strip()
+        if not _IB_EVENT_INFO.match(event):
+            faults.append((e, event))
+    if not faults:
+        return []
+    up = [(e, f.fields_of(e, "nccl.ib_async_event").get("hca")) for e in evs
+          if (f.fields_of(e, "nccl.ib_async_event").get("event") or "").strip().lower().startswith("port active")]
+    recovered = all(any(hca == f.fields_of(e, "nccl.ib_async_event").get("hca") and e.file == u.file and u.line > e.line
+                        for u, hca in up) for e, _ in faults)
+    first = [e for e, _ in faults][:3]
+    if recovered:
+        return [candidate("network.ib_async", "network", "an InfiniBand port went down and came back up (a link flap "
+                          "that recovered)", 0.45, first, f, status=_status(f),
+                          recommendations=["check the HCA port's error counters and the switch port if it repeats"])]
+    return [candidate("network.ib_async", "network", f"InfiniBand port event ({faults[0][1] or 'port error'})", 0.8,
+                      first, f, status=_status(f), recommendations=["check the HCA port state and the switch"])]
 
 
 # `Connect to 10.148.3.247<56821> failed : Connection refused`: the peer that refused or could not be reached is where
