@@ -314,3 +314,11 @@ def test_every_attempt_failing_before_its_restart_keeps_the_first_fault(tmp_path
     """Nothing decisive after the last restart: the earlier fault may be the one that kept coming back."""
     d = _investigate(tmp_path, {"output.txt": [IB] + RESTART + ["[rank0]: step 10 loss 2.0"]})
     assert d.category == "network", d.headline
+
+
+def test_a_cut_cuda_oom_line_is_still_the_allocators(tmp_path):
+    """A paste that starts mid-line (`emory. Tried to allocate ...`): the allocator's own sentence names the OOM."""
+    d = _investigate(tmp_path, {"paste.txt": [
+        "emory. Tried to allocate 1.96 GiB. GPU 3 has a total capacity of 79.10 GiB of which 1.02 GiB is free. "
+        "Including non-PyTorch memory, this process has 78.07 GiB memory in use."]})
+    assert d.category == "oom", d.headline

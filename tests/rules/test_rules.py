@@ -546,6 +546,17 @@ def test_a_quota_is_not_said_to_be_a_full_disk(facts_from):
     assert "quota" in c.summary and "filled up" not in c.summary
 
 
+def test_a_rerun_verdict_at_warning_level_is_a_non_fatal_check(facts_from):
+    """Megatron logs a fatal check's verdict with logger.error and a non-fatal one's with logger.warning (the run
+    continues): only the first decides."""
+    line = ("WARNING:megatron.core.rerun_state_machine:Rank 14, node gpu-t-02, device 6, iteration #14913: Possible "
+            "transient error!!")
+    (c,) = BY_NAME["gpu.rerun_verdict"](facts_from({"rank14.log": [line]}))
+    assert c.strength < 0.5 and c.facts["verdict"] == "not fatal"
+    (c,) = BY_NAME["gpu.rerun_verdict"](facts_from({"rank14.log": [line.replace("WARNING:", "ERROR:")]}))
+    assert c.strength >= 0.5 and c.category == "gpu_cuda"
+
+
 def test_rerun_persistent_blames_the_first_gpu(facts_from):
     """The verdict line is printed on the second GPU; the faulty one is the first rerun's."""
     from trainlog_debugger.tools.rules.gpu import rerun_verdict

@@ -158,6 +158,9 @@ def nccl_cuda_failure(f: RuleInputs):
     return [candidate("gpu.nccl_cuda", "gpu_cuda", "a CUDA call failed inside NCCL", 0.6, evs[:3], f)]
 
 
+_WARNING_LEVEL = re.compile(r"\bWARN(?:ING)?\b")
+
+
 def rerun_verdict(f: RuleInputs):
     """Megatron's verdict on a step it re-ran (megatron/core/rerun_state_machine.py): it outranks the NaN line it
     explains (megatron.found_nan, 0.85), since the rerun is the experiment that tells a GPU from the numbers.
@@ -168,6 +171,16 @@ def rerun_verdict(f: RuleInputs):
     evs = f.hits("megatron.rerun_verdict")
     if not evs:
         return []
+    # log_failure writes a fatal check's verdict with logger.error and a non-fatal one's with logger.warning (the run
+    # goes on: "Continuing normal execution because failed validation was not fatal"): only the fatal ones decide
+    fatal = [e for e in evs if not _WARNING_LEVEL.search(e.text.split("Rank ", 1)[0])]
+    if not fatal:
+        e = min(evs, key=by_time)
+        return [candidate("gpu.rerun_verdict", "gpu_cuda", "Megatron's rerun of a rejected step gave a verdict at "
+                          "warning level: a non-fatal check, and the run went on", 0.45, [e], f, ranks=[], nodes=[],
+                          facts={"verdict": "not fatal"},
+                          recommendations=["watch that GPU: a transient verdict that repeats is a hardware lead"])]
+    evs = fatal
     e = min(evs, key=by_time)
     fx = f.fields_of(e, "megatron.rerun_verdict")
     verdict = fx.get("verdict")

@@ -21,7 +21,11 @@ PATTERNS = [
       fields=r"allocate (?P<requested>[\d,]+) bytes"),
     P("cuda.oom", 1, "oom", "root_candidate",
       # ROCm builds say HIP (c10/hip's allocator is the CUDA one hipified)
-      r"(?:CUDA|HIP) out of memory\. Tried to allocate", ("CUDA out of memory", "HIP out of memory"),
+      # ... or only the allocator's own sentence, where a paste cut the line before it (its GPU and capacity clause
+      # belongs to this message alone: both wordings, ≥2.1 and 2.0)
+      r"(?:(?:CUDA|HIP) out of memory\. Tried to allocate|Tried to allocate [\d.]{1,12} ?[KMGT]i?B\.? \(?GPU \d{1,3}"
+      r"(?: has a total capac| ?; [\d.]{1,12} ?[KMGT]i?B total capacity))",
+      ("CUDA out of memory", "HIP out of memory", " has a total capac", " total capacity; "),
       "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 79.10 GiB of which 1.23 GiB is free. Including non-PyTorch memory, this process has 77.85 GiB memory in use.",
       "GPU memory exhausted",
       # ≥2.1: `2.00 GiB. GPU 3 has a total capac(i)ty of 79.10 GiB of which 1.23 GiB is free`;

@@ -181,13 +181,15 @@ PATTERNS = [
       weight=0.7, advice="check the node's conditions (`kubectl describe node`) and what else runs there"),
     # ---- events -----------------------------------------------------------------------------------------------------
     P("k8s.failed_scheduling", 1, "infrastructure", "root_candidate",
-      r"[0-9]+/[0-9]+ nodes are available: |No nodes are available that match all of the",
-      ("nodes are available: ", "No nodes are available that match"),
+      # Volcano's scheduler words it `0/12 nodes are unavailable: 12 Insufficient nvidia.com/gpu.`
+      # (volcano-sh/volcano pkg/scheduler/api/unschedule_info.go)
+      r"[0-9]+/[0-9]+ nodes are (?:un)?available: |No nodes are available that match all of the",
+      ("nodes are available: ", "nodes are unavailable: ", "No nodes are available that match"),
       "  Warning  FailedScheduling  2m (x25 over 1h)  default-scheduler  0/64 nodes are available: 8 Insufficient "
       "nvidia.com/gpu, 56 node(s) didn't match Pod's node affinity/selector. preemption: 0/64 nodes are available: "
       "8 No preemption victims found for incoming pod, 56 Preemption is not helpful for scheduling.",
       "the scheduler found no node for the pod",
-      fields=r"(?:(?P<available>\d{1,9})/(?P<nodes>\d{1,9}) nodes are available: |following predicates:+ )"
+      fields=r"(?:(?P<available>\d{1,9})/(?P<nodes>\d{1,9}) nodes are (?:un)?available: |following predicates:+ )"
              r"(?P<why>.{1,400}?)(?:\.? preemption:|\.?$)", ints=("available", "nodes")),
     P("k8s.system_oom", 1, "oom", "root_candidate",
       r"System OOM encountered", "System OOM encountered",
