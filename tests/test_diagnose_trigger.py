@@ -322,3 +322,24 @@ def test_a_cut_cuda_oom_line_is_still_the_allocators(tmp_path):
         "emory. Tried to allocate 1.96 GiB. GPU 3 has a total capacity of 79.10 GiB of which 1.02 GiB is free. "
         "Including non-PyTorch memory, this process has 78.07 GiB memory in use."]})
     assert d.category == "oom", d.headline
+
+
+def test_a_workers_error_above_torchruns_report_of_one_failed_rank_is_that_ranks(tmp_path):
+    d = _investigate(tmp_path, {"paste.txt": [
+        "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2024-02-11_03:10:44",
+        "  host      : dgx-a100-04",
+        "  rank      : 6 (local_rank: 6)",
+        "  exitcode  : 1 (pid: 77120)",
+        "  error_file: <N/A>",
+        "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"]})
+    assert d.category == "gpu_cuda" and d.culprit_ranks == [6] and d.culprit_nodes == ["dgx-a100-04"], d.headline
+
+
+def test_sruns_out_of_memory_task_line_names_the_node(tmp_path):
+    d = _investigate(tmp_path, {"slurm-4891784.out": [
+        "slurmstepd: error: Detected 1 oom_kill event in StepId=4891784.0. Some of the step tasks have been OOM Killed.",
+        "srun: error: gpu-node-17: task 3: Out Of Memory"]})
+    assert d.category == "oom" and d.culprit_nodes == ["gpu-node-17"], d.headline

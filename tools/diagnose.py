@@ -209,7 +209,8 @@ def diagnose(inputs: RuleInputs) -> Diagnosis:
         status = Status.inconclusive
     missing = _missing(inputs, trigger)
     alternatives = _alternatives(inputs, trigger, cands, supporting)
-    culprit_ranks = sorted(trigger.ranks) or _one_rank_of_the_same_failure(trigger, cands)
+    culprit_ranks = sorted(trigger.ranks) or _one_rank_of_the_same_failure(trigger, cands) or \
+        _the_one_failed_rank(inputs, trigger)
     culprit_nodes = list(dict.fromkeys(n for n in trigger.nodes if n)) or _nodes_of_ranks(inputs, culprit_ranks)
     headline = f"{status.value}: {trigger.summary}"
     every = _on_every_rank(inputs, trigger)
@@ -243,6 +244,17 @@ def _one_rank_of_the_same_failure(t: Candidate, cands: list[Candidate]) -> list[
     named = {r for c in cands if c is not t and c.category == t.category and c.strength >= DECISIVE
              and not c.rule.startswith(READINGS) for r in c.ranks}
     return sorted(named) if len(named) == 1 else []
+
+
+def _the_one_failed_rank(inputs: RuleInputs, t: Candidate) -> list[int]:
+    """The rank of torchrun's failure report when it lists one failed rank only (`Root Cause (first observed
+    failure)` with `rank : 6 (local_rank: 6)` and no other entry), for a one-process fault whose line names no rank:
+    a paste of the worker's CUDA error above the launcher's report of which worker failed. One rank or none."""
+    if t.facts.get("fallback") or t.category not in ONE_PROCESS or not t.evidence or t.evidence[0].rank is not None:
+        return []
+    failed = {r for e in inputs.hits("torchrun.failure_rank")
+              if isinstance(r := inputs.fields_of(e, "torchrun.failure_rank").get("failed_rank"), int)}
+    return sorted(failed) if len(failed) == 1 else []
 
 
 SYSTEMIC_SPREAD_S = 5.0  # the same error on every rank within this long: no rank went first

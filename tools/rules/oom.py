@@ -5,7 +5,7 @@ from __future__ import annotations
 from trainlog_debugger.tools.model import Finding, Role
 from trainlog_debugger.tools.lines.attribution import named_in_text
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate
-from trainlog_debugger.tools.rules.infra import memory_kills, pod_nodes, sigkilled_workers
+from trainlog_debugger.tools.rules.infra import srun_task_rank, memory_kills, pod_nodes, sigkilled_workers
 from trainlog_debugger.tools.sources.k8s import MEMORY_KILLED, is_sigkill
 
 
@@ -55,12 +55,17 @@ def host_oom(f: RuleInputs):
         said = "Slurm killed the step for exceeding its memory limit (host memory, JobAcctGather's enforcement)"
     # the launcher's line that names the process the kill hit (srun's `task 5: Killed`, mpirun's `process rank 1
     # ... on node w1 exited on signal 9`) says whose process it was, where the kernel's line names only a pid
-    killed = sigkilled_workers(f)[:2]
+    # srun's `task 3: Out Of Memory` is the line of whose task it was: its host, and its task's rank where srun's
+    # tasks are the job's ranks
+    killed = sigkilled_workers(f)[:2] + [e for e in evs[:killed_evs] if "Out Of Memory" in e.text][:2]
     ranks, nodes = None, None
     if killed and not any(e.rank is not None for e in evs):
         named = [named_in_text(e.text) for e in killed]
-        ranks = sorted({e.rank for e in killed if e.rank is not None} | {r for r, _h in named if r is not None})
-        nodes = (f.nodes_of(killed) or sorted({h for _r, h in named if h})) or None
+        tasks = [e for e in killed if e in f.hits("slurm.task_exit")]
+        ranks = sorted({e.rank for e in killed if e.rank is not None} | {r for r, _h in named if r is not None}
+                       | {r for e in tasks if (r := srun_task_rank(f, e)) is not None})
+        hosts = {h for e in tasks if (h := f.fields_of(e, "slurm.task_exit").get("hosts")) and "[" not in h}
+        nodes = (f.nodes_of(killed) or sorted({h for _r, h in named if h} | hosts)) or None
     return [candidate("oom.host", "oom", said, 0.85,
                       evs[:3] + killed, f, ranks=ranks, nodes=nodes,
                       recommendations=["lower DataLoader num_workers / prefetch, check for host memory leaks, or "
