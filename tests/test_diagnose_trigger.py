@@ -343,3 +343,13 @@ def test_sruns_out_of_memory_task_line_names_the_node(tmp_path):
         "slurmstepd: error: Detected 1 oom_kill event in StepId=4891784.0. Some of the step tasks have been OOM Killed.",
         "srun: error: gpu-node-17: task 3: Out Of Memory"]})
     assert d.category == "oom" and d.culprit_nodes == ["gpu-node-17"], d.headline
+
+
+def test_a_rendezvous_that_waited_for_a_pod_that_never_mounted_its_volume(tmp_path):
+    d = _investigate(tmp_path, {
+        "master.log": ["torch.distributed.DistStoreError: Timed out after 1801 seconds waiting for clients. 12/16 "
+                       "clients joined."],
+        "worker-3-events.txt": ['  Warning  FailedMount  2m (x14 over 29m)   kubelet            MountVolume.SetUp '
+                                'failed for volume "datasets" : mount failed: exit status 32',
+                                "Output: mount.nfs: Connection timed out"]})
+    assert d.category == "storage_io", d.headline

@@ -106,11 +106,20 @@ NODE_FAILURE_LAG_S = 900.0
 EXPLAINED_BY_NODE_FAILURE = ("network", "config")  # fabric errors, and a rendezvous that waited for the dead node
 
 
+# a member that never started: its pod could not mount a volume or was never placed (Kubernetes' FailedMount,
+# FailedScheduling); the rendezvous that waited for it timed out because of it
+NEVER_STARTED = ("catalog.k8s.failed_mount", "catalog.k8s.failed_mount_config", "scheduler.k8s_unschedulable")
+
+
 def _without_what_a_node_failure_explains(cands: list[Candidate]) -> list[Candidate]:
     """Set aside the network readings (IB retries exhausted, sockets the peer stopped answering) and a rendezvous
     timeout that the scheduler's node failure explains: those lines come before the declaration by up to
     SlurmdTimeout, so ordering by time would always blame them (TAXONOMY: a connection that breaks because the peer
-    node is down is infrastructure). Only within NODE_FAILURE_LAG_S before the declaration, or untimed."""
+    node is down is infrastructure). Only within NODE_FAILURE_LAG_S before the declaration, or untimed. A member
+    whose pod never started (NEVER_STARTED) explains the rendezvous that timed out waiting for it, whatever the
+    times say."""
+    if any(c.rule in NEVER_STARTED for c in cands):  # whatever the times: a pod that never started has no clock
+        cands = [c for c in cands if c.rule != "config.rendezvous_timeout"] or cands
     failed = [c for c in cands if c.rule in NODE_FAILED]
     if not failed:
         return cands
