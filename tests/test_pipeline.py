@@ -63,7 +63,7 @@ def test_every_entry_is_a_stage_that_fills_an_investigation_field():
     fields = {f.name for f in dataclasses.fields(Investigation)}
     got = pipeline.stages()
     assert len(got) == len(pipeline.STAGES) and all(isinstance(s, Stage) for s in got)
-    assert [s.fills for s in got] == ["fr", "nccl", "ais", "stacks", "hardware", "diagnosis", "activity", "steps", "tails",
+    assert [s.fills for s in got] == ["fr", "nccl", "ais", "stacks", "hardware", "activity", "diagnosis", "steps", "tails",
                                       "diff"]
     assert {s.fills for s in got} <= fields and len({s.fills for s in got}) == len(got)
 
@@ -75,7 +75,7 @@ def test_order_is_the_data_flow():
     first = order.index("diagnosis")
     assert all(order.index(f) > first for f in ("steps", "tails", "diff"))
     redraw = {s.fills for s in pipeline.stages() if s.redraws is not Stage.__dataclass_fields__["redraws"].default}
-    assert redraw == {"activity", "steps", "tails", "diff"}
+    assert redraw == {"steps", "tails", "diff"}
 
 
 def test_an_entry_that_is_not_a_stage_is_refused(monkeypatch):

@@ -7,8 +7,9 @@ watchdog's or the flight recorder's own report (`Observed flight recorder dump s
 after the hang. The lines just before that report say what the rank was doing: a tokenizer's progress bar on rank
 0, `Loading checkpoint shards`, an evaluation loop.
 
-Read only when the first answer is a straggler: a window of _BEFORE lines above each culprit's first line of the
-hang's own reports (at most _CULPRITS culprits), read through the re-reader, from disk, numbered as the file is.
+Read only when the collective analysis found a straggler: a window of _BEFORE lines above each culprit's first line
+of the hang's own reports (at most _CULPRITS culprits), read through the re-reader, from disk, numbered as the file
+is.
 A line counts as the rank's when it names that rank (`[rank3]:`, srun's `3: `), or names no rank in a file that
 holds only that rank's lines, or (rank 0 only) names no rank in a console where the main process prints unlabelled
 progress. C++ frames, NCCL's own lines and blank lines are skipped.
@@ -35,9 +36,9 @@ _NOT_ACTIVITY = re.compile(r"ProcessGroupNCCL|NCCL (?:INFO|WARN)|^frame #\d+|Exc
 
 
 def straggler_culprits(ctx: Context) -> list[int]:
-    d = ctx.inv.diagnosis
+    """The ranks the collective analysis found outside the stuck collective (the straggler rule's culprits)."""
     rep = ctx.inv.nccl
-    if d is None or rep is None or not d.chain or d.chain[0].id != "collective.straggler":
+    if rep is None or rep.verdict not in ("straggler", "gloo_straggler"):
         return []
     return [r for r in rep.culprits if rep.ranks[r].role in ("never_entered", "behind")][:_CULPRITS]
 
@@ -78,4 +79,6 @@ def last_activity(ctx: Context) -> tuple[dict[int, list[Evidence]], list[str]]:
     return out, []
 
 
-STAGE = Stage("activity", when=lambda ctx: bool(straggler_culprits(ctx)), run=last_activity, redraws=bool)
+# before the first answer (it reads only the collective analysis): the answer is drawn once, with it; drawing it
+# again after (a redraw) cost a whole diagnosis, 1.4 s at 10,000 ranks
+STAGE = Stage("activity", when=lambda ctx: bool(straggler_culprits(ctx)), run=last_activity)

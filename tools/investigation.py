@@ -70,8 +70,8 @@ class Investigation:
     """Hardware and fabric snapshot values, each with its node (nvidia-smi -q, ibstat, perfquery, nccl-tests, dcgmi,
     topo); empty: no snapshot in the bundle."""
     activity: dict[int, list[Evidence]] = field(default_factory=dict)
-    """A straggler's last lines before the hang's own reports, by rank, the latest first (read only when the first
-    answer is a straggler: tools/activity.py)."""
+    """A straggler's last lines before the hang's own reports, by rank, the latest first (read only when the collective
+    analysis found a straggler: tools/activity.py)."""
     tails: list[Evidence] = field(default_factory=list)
     """Where logs stop inside a stack trace whose exception line is cut off (read only when nothing else failed
     visibly)."""

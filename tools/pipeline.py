@@ -1,5 +1,5 @@
 """`debugger ask` without an LLM: the scan, then the stages in STAGES, in order. Open → scan → flight recorder →
-collectives → storage → stack dumps → hardware → first answer → a straggler's last activity → step times →
+collectives → storage → stack dumps → hardware → a straggler's last activity → first answer → step times →
 traceback tails → rank diff → verification.
 
 `run` returns every stage's report (an Investigation), not only the answer, because three callers need more than
@@ -48,8 +48,8 @@ STAGES: tuple[str | Stage, ...] = (
     "trainlog_debugger.tools.sources.ais.stage:STAGE",              # ais: AIStore daemon logs, tied to `nccl`
     "trainlog_debugger.tools.sources.pyspy.stage:STAGE",            # stacks: py-spy / faulthandler dumps
     "trainlog_debugger.tools.sources.hw.stage:STAGE",               # hardware: nvidia-smi, ibstat, ... snapshots
-    FIRST_ANSWER,                                                   # diagnosis
     "trainlog_debugger.tools.activity:STAGE",                       # activity: a straggler: what was it doing?
+    FIRST_ANSWER,                                                   # diagnosis
     "trainlog_debugger.tools.steps.stage:STAGE",                    # steps: no fault found: was it slow?
     "trainlog_debugger.tools.tails:STAGE",                          # tails: still nothing: a cut-off traceback?
     "trainlog_debugger.tools.rankdiff.stage:STAGE",                 # diff: still undecided: the rank that differs
