@@ -21,7 +21,7 @@ from operator import itemgetter
 
 from trainlog_debugger.tools.model import (Alternative, Diagnosis, Evidence, Finding, JobDetails, Role, Status,
                                            TimelineEvent)
-from trainlog_debugger.tools.ranks import ranks_str
+from trainlog_debugger.tools.ranks import parse_ranges, ranks_str
 from trainlog_debugger.tools.groups import rank_set
 from trainlog_debugger.tools.rules import RULES, Candidate, RuleInputs
 from trainlog_debugger.tools.lines.timestamps import order_key
@@ -147,12 +147,13 @@ def _without_peer_closed(pool: list[Candidate]) -> list[Candidate]:
     that is timed before the other failure stays a rival on time."""
     out = []
     for c in pool:
-        reporters = c.facts.get("peer_closed")
-        if reporters is None:
+        said = c.facts.get("peer_closed")
+        if said is None:
             out.append(c)
             continue
+        reporters = set(parse_ranges(said))  # ranks_str's ranges ('-' for none; a cut list's tail is no range)
         own = [o for o in pool if o is not c and o.category != c.category and o.ranks and o.strength >= OWN_FAULT
-               and not set(o.ranks) & set(reporters)
+               and not set(o.ranks) & reporters
                and (o.time_key is None or c.time_key is None or o.time_key <= c.time_key)]
         if not own:
             out.append(c)
@@ -166,15 +167,15 @@ def diagnose(inputs: RuleInputs) -> Diagnosis:
     scan = inputs.scan
     cands = candidates(inputs)
     if (fin := inputs.hits("job.finished")) and not _only_other_ranks_ended(fin):
-        # proof of a normal end outweighs what a warning's words or a table say of it, and any reading too weak to
-        # decide: a run that finished is not failed by `Could not find: libnccl-net.so`, a documented fallback to CPU,
-        # a recorded row remap or a hung-task warning during an NFS outage that recovered
-        # (and a socket that only saw its peer close: peers exit at the end of a run that finished). Only a weak
-        # reading shown to come BEFORE an end line is set aside: a trainer's end line is followed by its own
-        # end-of-training steps (the HF Trainer loads the best model and prunes checkpoints after `Training
-        # completed`), and a traceback after it is a failure of the job, however weakly it reads
-        # A launcher's or scheduler's record of a worker that failed (outside an attempt the launcher restarted away)
-        # contradicts the end line: then only the readings are set aside, as before.
+        # Proof of a normal end outweighs what a warning's words or a table say of it (a run that finished is not
+        # failed by `Could not find: libnccl-net.so` or a documented fallback to CPU). Set aside with them:
+        # - a reading too weak to decide, when shown to come BEFORE an end line (a recorded row remap, a hung-task
+        #   warning during an NFS outage that recovered); one after it stays: the HF Trainer loads the best model
+        #   and prunes checkpoints after `Training completed`, and a traceback there is the job's failure;
+        # - a socket that only saw its peer close (peers exit at the end of a run that finished);
+        # - a fault of an attempt that torchrun restarted away (_recovered_by_restart).
+        # A launcher's or scheduler's record of a worker that failed (outside an attempt restarted away) contradicts
+        # the end line: then only the readings are set aside.
         failed = [x for x in inputs.hits("torchrun.child_failed", "torchrun.worker_failed", "slurm.task_exit")
                   if not _restarted_away(inputs, x, fin)]
         kept = [c for c in cands if not c.rule.startswith(READINGS)] if failed else \

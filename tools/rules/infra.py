@@ -7,6 +7,7 @@ import re
 import signal
 
 from trainlog_debugger.tools.model import Evidence
+from trainlog_debugger.tools.ranks import parse_ranges
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate, restart_without
 from trainlog_debugger.tools.sources.k8s import HOST_MEMORY, POD_NODE, is_sigkill
 
@@ -80,19 +81,6 @@ def sigkilled_workers(f: RuleInputs) -> list[Evidence]:
 
 
 _ONE_TASK = re.compile(r"^\d{1,7}$")
-_TASK_RANGE = re.compile(r"\d{1,7}(?:-\d{1,7})?")
-
-
-def _task_count(tasks: str) -> int:
-    """How many tasks srun's `8-10,12-15` names (bounded: each range at most MAX_TASK_SPAN)."""
-    n = 0
-    for m in _TASK_RANGE.finditer(tasks):
-        a, _, b = m.group(0).partition("-")
-        n += min(MAX_TASK_SPAN, max(1, int(b) - int(a) + 1)) if b else 1
-    return n
-
-
-MAX_TASK_SPAN = 1 << 20
 
 
 def srun_task_rank(f: RuleInputs, ev: Evidence) -> int | None:
@@ -104,7 +92,7 @@ def srun_task_rank(f: RuleInputs, ev: Evidence) -> int | None:
     tasks, host = str(fx.get("tasks") or ""), fx.get("hosts")
     if not _ONE_TASK.match(tasks):
         return None
-    per_gpu = any(_task_count(str(f.fields_of(e, "slurm.task_exit").get("tasks") or "")) > 1
+    per_gpu = any(len(parse_ranges(str(f.fields_of(e, "slurm.task_exit").get("tasks") or ""))) > 1
                   for e in f.hits("slurm.task_exit"))
     r = int(tasks)
     if not per_gpu or r not in f.scan.ranks:

@@ -106,7 +106,10 @@ def socket(f: RuleInputs):
     return [candidate("network.socket", "network", summary, 0.65, evs[:3], f, status=_status(f),
                       nodes=named if named else None, ranks=[] if named else None,
                       facts={**({"unreachable_peers": named} if named else {}),
-                             **({"peer_closed": sorted({e.rank for e in evs if e.rank is not None})} if closed else {})},
+                             # the ranks that printed it, as ranges (`0-1364,1366-4095`: one short string at 10,000
+                             # ranks, in the answer's JSON too)
+                             **({"peer_closed": ranks_str({e.rank for e in evs if e.rank is not None}, cap=64)}
+                                if closed else {})},
                       recommendations=(["check the node(s) that refused the connection first: is the job's process "
                                         "alive there, is its interface up (ip link, ibstat), is a firewall in the way"]
                                        if named else [])
