@@ -11,6 +11,7 @@ import re
 from trainlog_debugger.tools.lines.attribution import named_in_text
 from trainlog_debugger.tools.rules.base import RuleInputs, by_time, candidate, restart_without
 from trainlog_debugger.tools.sources.kernel import XID_MEANING
+from trainlog_debugger.tools.sources.nccl.format import HOST_PID
 
 HW_XIDS = {48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 154}
 RECORDED_STRENGTH = 0.45  # a hardware Xid that xid.yaml calls context: named, never decisive on its own
@@ -27,7 +28,6 @@ def _recorded_only(f: RuleInputs) -> set[int]:
 
 
 _BUS_ID = re.compile(r"\bbusId ([0-9a-fA-F]{1,16})\b")
-_HOST_PID = re.compile(r"(?:^|[\s\]:])(?P<host>[\w.-]+):(?P<pid>\d+):\d+ \[\d+\] NCCL INFO")
 
 
 def xid_rank(f: RuleInputs, ev) -> int | None:
@@ -46,7 +46,7 @@ def xid_rank(f: RuleInputs, ev) -> int | None:
     world = max((fl.get("nranks", 0) for _, fl in inits), default=0)
     seen: list[tuple[str, int | None, str, int]] = []  # (host, bus, pid, rank)
     for e, fl in inits:
-        m = _HOST_PID.search(e.text)
+        m = HOST_PID.search(e.text)
         if m is None or fl.get("nranks") != world or not isinstance(fl.get("comm_rank"), int):
             continue
         b = _BUS_ID.search(e.text)

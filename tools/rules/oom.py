@@ -61,7 +61,8 @@ def host_oom(f: RuleInputs):
     ranks, nodes = None, None
     if killed and not any(e.rank is not None for e in evs):
         named = [named_in_text(e.text) for e in killed]
-        tasks = [e for e in killed if e in f.hits("slurm.task_exit")]
+        srun = {(e.file, e.line) for e in f.hits("slurm.task_exit")}
+        tasks = [e for e in killed if (e.file, e.line) in srun]
         ranks = sorted({e.rank for e in killed if e.rank is not None} | {r for r, _h in named if r is not None}
                        | {r for e in tasks if (r := srun_task_rank(f, e)) is not None})
         hosts = {h for e in tasks if (h := f.fields_of(e, "slurm.task_exit").get("hosts")) and "[" not in h}

@@ -8,7 +8,13 @@ The IB completion status tells the story: 4 local protection (ACS / GPUDirect), 
 exceeded (link or peer unreachable).
 """
 
+import re
+
 from trainlog_debugger.tools.sources.pattern import P, WorldSize
+
+# the host and pid an NCCL INFO line opens with ('node-17:4127:4190 [3] NCCL INFO ...'), after whatever prefix a
+# launcher put before it (a blank, torchrun's `[default2]:`, srun's `3: `): which process printed it, on which host
+HOST_PID = re.compile(r"(?:^|[\s\]:])(?P<host>[\w.-]+):(?P<pid>\d+):\d+ \[\d+\] NCCL INFO")
 
 PATTERNS = [
     P("nccl.ib_completion_error", 1, "network", "root_candidate",

@@ -37,6 +37,7 @@ from trainlog_debugger.tools.sources.collect.attribute import node_of
 from trainlog_debugger.tools.lines.attribution import attribute_line, strip_prefixes
 from trainlog_debugger.tools.sources.paths import attribute_path
 from trainlog_debugger.tools.model import Evidence
+from trainlog_debugger.tools.sources.nccl.format import HOST_PID
 from trainlog_debugger.tools.sources.pyspy.format import PYSPY
 
 _PYSPY_PROC = re.compile(r"^Process (\d+): ")
@@ -220,8 +221,6 @@ def parse_probing(rel: str, text: str) -> list[Stack]:
     return out
 
 
-# NCCL's init line carries the process's host and pid before the message: 'node-17:4127:4190 [3] NCCL INFO ...'
-_NCCL_HOST_PID = re.compile(r"(?:^|\s)(?P<host>[\w.-]+):(?P<pid>\d+):\d+ \[\d+\] NCCL INFO")
 
 
 def launcher_pids(inputs) -> dict[str, list[tuple[int, str | None]]]:
@@ -232,7 +231,7 @@ def launcher_pids(inputs) -> dict[str, list[tuple[int, str | None]]]:
     inits = [(e, inputs.fields_of(e, "nccl.comm_init")) for e in inputs.hits("nccl.comm_init")]
     world = max((fl.get("nranks", 0) for _, fl in inits), default=0)
     for e, fl in inits:
-        m = _NCCL_HOST_PID.search(e.text)
+        m = HOST_PID.search(e.text)  # NCCL's init line names the process's host and pid
         if m and fl.get("nranks") == world and isinstance(fl.get("comm_rank"), int):
             pair = (fl["comm_rank"], m.group("host"))
             if pair not in out[m.group("pid")]:
