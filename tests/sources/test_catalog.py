@@ -36,6 +36,7 @@ FIELDS_EMPTY_ON_EXAMPLE = {
 # Other ids the scanner also records on a pattern's own example: one line, two true facts. Anything new here is a
 # change in what the catalog reports and must be looked at, so the list is exact.
 EXAMPLE_OVERLAPS = {
+    "ray.train_worker_rank": {"job.world_size"},                       # `[rank=6, world_size=8]`
     "loader.torch_shm_full": {"io.no_space"},                         # `</torch_...>: No space left on device`
     "nvsmi.gpu_lost": {"nvsmi.device_handle"},                         # nvidia-smi says both in one line
     "lightning.not_finite": {"numerical.nan_loss"},                    # `val_loss = nan`

@@ -78,6 +78,21 @@ class FileScan:
     local_to_rank: dict[int, int] = field(default_factory=dict)  # stated by lines like `[default1]:[rank5]:`
     last_local: dict[int, LastLine] = field(default_factory=dict)  # last lines of local ranks with no known rank
 
+    def reattribute(self, h: Hit, rank: int, own_line: bool = True) -> None:
+        """Give one kept hit of this file, scanned with no rank, the rank a source's scan step states for it
+        (torchrun's failure report, a Ray worker's own set-up line), its count moving with it. `own_line` False
+        for a report about that rank printed by someone else (the launcher's, the Ray driver's): the line belongs
+        to the rank's story, but this file is not the rank's own output."""
+        h.rank = rank
+        key = (h.pattern, None)
+        if self.counts.get(key):
+            self.counts[key] -= 1
+            if not self.counts[key]:
+                del self.counts[key]
+            self.counts[(h.pattern, rank)] = self.counts.get((h.pattern, rank), 0) + 1
+        if own_line:
+            self.ranks.add(rank)
+
 
 @dataclass
 class PatternSummary:

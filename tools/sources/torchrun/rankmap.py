@@ -118,7 +118,7 @@ def resolve(files: list[FileScan], world: int | None) -> list[str]:
                 local = a[1] if a else h.local_rank
                 rank = m.get(local) if local is not None else None
             if rank is not None and h.rank is None:
-                _move(f, h, rank, own_line=own)
+                f.reattribute(h, rank, own_line=own)
         if a and a[1] in m:
             own_rank = m[a[1]]
             f.ranks.add(own_rank)
@@ -131,17 +131,3 @@ def resolve(files: list[FileScan], world: int | None) -> list[str]:
             if not a:
                 f.local_to_rank.setdefault(lr, mapped)
     return notes
-
-
-def _move(f: FileScan, h, r: int, own_line: bool = True) -> None:
-    """Re-attribute one hit to rank r. `own_line` False for the launcher's report lines about r: they belong to
-    r's story, but the file they are in (the launcher's console) is not a line of r's own output."""
-    h.rank = r
-    key = (h.pattern, None)
-    if f.counts.get(key):
-        f.counts[key] -= 1
-        if not f.counts[key]:
-            del f.counts[key]
-        f.counts[(h.pattern, r)] = f.counts.get((h.pattern, r), 0) + 1
-    if own_line:
-        f.ranks.add(r)

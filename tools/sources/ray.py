@@ -1,0 +1,112 @@
+"""Ray's worker processes: which training rank an actor's `(Cls pid=P, ip=I)` lines belong to (FORMATS.md §0).
+
+Ray prefixes every line an actor prints with the actor's class, pid and node IP, never with a rank:
+
+    (RayTrainWorker pid=40226, ip=10.0.0.3) Setting up process group for: env:// [rank=6, world_size=8]
+    (RayTrainWorker pid=40226, ip=10.0.0.3) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate ...
+    (WorkerDict pid=11872, ip=10.0.0.2) [rank0]:[E1105 10:24:55.310482211 ProcessGroupNCCL.cpp:616] [Rank 0] ...
+
+so a crash printed by one worker names a node and a pid, and the rank that failed is what an engineer reads off
+the lines that state that process's rank: Ray Train's table of its workers (python/ray/train/_internal/
+backend_executor.py, `- (node_id=.., ip=10.0.0.3, pid=40226) world_rank=6, local_rank=2, node_rank=1`), its set-up
+line (python/ray/train/torch/config.py, `Setting up process group for: {url} [rank={world_rank}, world_size=..]`,
+printed by rank 0 only) or a c10d `[rankN]:` prefix the process printed under its Ray prefix. This source states that map (node IP, pid) → rank as a scan step and gives
+the rank to that process's other lines, and to the driver's report of a task that failed in it
+(`ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.generate() (pid=11875, ip=10.0.0.2, ...)`).
+
+Stated, never guessed: a pid whose lines state two ranks (a restarted worker reusing a pid) maps to none, and a
+line whose prefix has no IP takes a rank only when that pid names one rank on every node. Pids are consecutive on a
+node but nothing says pid order is rank order, so an unmapped pid stays unmapped.
+"""
+
+from __future__ import annotations
+
+import re
+
+from trainlog_debugger.tools.lines.attribution import attribute_line
+from trainlog_debugger.tools.scan.result import FileScan
+from trainlog_debugger.tools.sources.pattern import P
+
+PATTERNS = [
+    # python/ray/train/torch/config.py (_setup_torch_process_group): logger.info(f"Setting up process group for:
+    # {url} [rank={world_rank}, world_size={world_size}]")
+    P("ray.train_worker_rank", 0, None, "context",
+      r"Setting up process group for: \S+ \[rank=\d", "Setting up process group for: ",
+      "(RayTrainWorker pid=40226, ip=10.0.0.3) Setting up process group for: env:// [rank=6, world_size=8]",
+      "a Ray Train worker states its world rank (its pid and node are in Ray's line prefix)",
+      fields=r"\[rank=(?P<world_rank>\d{1,7}), world_size=(?P<world_size>\d{1,7})\]", ints=("world_rank", "world_size")),
+    # python/ray/train/_internal/backend_executor.py (_create_rank_world_size_mappings): the trainer's table of its
+    # workers, one line each, `- (node_id={node_id}, ip={node_ip}, pid={pid}) world_rank={i}, local_rank={..},
+    # node_rank={..}` (before Ray 2.10 without `node_id=`), under the trainer's own prefix. Only rank 0 prints the
+    # set-up line above, so this table is what names every other worker's rank.
+    P("ray.train_worker_table", 0, None, "context",
+      r"pid=\d{1,10}\) world_rank=\d", ") world_rank=",
+      "(TorchTrainer pid=71127) - (node_id=9f2c34ea47fe405f3227e9168aa857f8, ip=10.216.70.82, pid=75299) world_rank=1, "
+      "local_rank=1, node_rank=0",
+      "Ray Train's table of its workers: each worker's node IP, pid and world rank",
+      fields=r"ip=(?P<ip>[\w.:\-]+), pid=(?P<pid>\d{1,10})\) world_rank=(?P<world_rank>\d{1,7})", ints=("world_rank",)),
+]
+SCAN_STEPS = {"local_ranks": "trainlog_debugger.tools.sources.ray:actor_ranks"}
+
+# Ray's log prefix, at the start of the line: `(RayTrainWorker pid=40226, ip=10.0.0.3) `, `(pid=123) `,
+# `(WorkerDict pid=11872, ip=10.0.0.2) ` (python/ray/_private/worker.py print_worker_logs)
+_PREFIX = re.compile(r"\s*\((?:[A-Za-z_][\w.]*(?:\[rank=\d{1,7}\])? )?pid=(?P<pid>\d{1,10})(?:, ip=(?P<ip>[\w.:\-]+))?\)")
+# the driver's report of a remote task's failure (python/ray/exceptions.py RayTaskError): `ray::Cls.method()
+# (pid=11875, ip=10.0.0.2, actor_id=...`
+# and the memory monitor's account of the worker it killed (src/ray/raylet/node_manager.cc, the OOM kill message):
+# `Memory on the node (IP: 10.0.0.3, ID: a4c1..) where the task (task ID: .., name=.., pid=51233, memory used=..)`
+_TASK = re.compile(r"\bray::[\w.<>:]+\(\) \(pid=(?P<pid>\d{1,10}), ip=(?P<ip>[\w.:\-]+)"
+                   r"|Memory on the node \(IP: (?P<mip>[\w.:\-]+), ID: \w+\) where the \w+ \([^)]*?\bpid=(?P<mpid>\d{1,10})")
+
+
+def _stated(files: list[FileScan]) -> dict[tuple[str | None, str], int | None]:
+    """(ip, pid) → the rank stated for that process; None where two ranks are stated for it."""
+    out: dict[tuple[str | None, str], int | None] = {}
+    for f in files:
+        for h in f.hits:
+            ip: str | None
+            if h.pattern == "ray.train_worker_table":  # the trainer's line about another process
+                ip, pid, rank = h.fields.get("ip"), h.fields.get("pid"), h.fields.get("world_rank")
+            elif (m := _PREFIX.match(h.text)) is not None:
+                ip, pid = m.group("ip"), m.group("pid")
+                # the set-up line's own field, else the line's own `[rankN]:` (never its file's rank)
+                rank = (h.fields.get("world_rank") if h.pattern == "ray.train_worker_rank"
+                        else attribute_line(h.text).rank)
+            else:
+                continue
+            if isinstance(rank, int) and isinstance(pid, str):
+                key = (ip, pid)
+                out[key] = rank if out.get(key, rank) == rank else None
+    return out
+
+
+def _lookup(stated: dict[tuple[str | None, str], int | None], ip: str | None, pid: str) -> int | None:
+    if ip is not None and (ip, pid) in stated:
+        return stated[(ip, pid)]
+    ranks = {r for (i, p), r in stated.items() if p == pid and (ip is None or i is None)}
+    return next(iter(ranks)) if len(ranks) == 1 else None
+
+
+def actor_ranks(files: list[FileScan], world: int | None) -> list[str]:
+    """Give a Ray worker's lines that state no rank the rank its other lines state (module docstring)."""
+    stated = _stated(files)
+    if not any(r is not None for r in stated.values()):
+        return []
+    moved = 0
+    for f in files:
+        for h in f.hits:
+            if h.rank is not None:
+                continue
+            m = _PREFIX.match(h.text)
+            own = m is not None
+            m = m or _TASK.search(h.text)
+            if m is None:
+                continue
+            ip, pid = (m.group("ip"), m.group("pid")) if own or m.group("pid") else (m.group("mip"), m.group("mpid"))
+            rank = _lookup(stated, ip, pid)
+            if rank is not None:
+                f.reattribute(h, rank, own_line=own)
+                moved += 1
+    n = sum(r is not None for r in stated.values())
+    return [f"{moved} lines of Ray workers given the rank their process states ({n} worker pids with a stated "
+            f"rank)"] if moved else []
