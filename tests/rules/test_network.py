@@ -83,3 +83,47 @@ def test_a_rank_that_did_something_else_is_the_story_not_the_absent_one(tmp_path
     crash = ["[rank2]: Traceback (most recent call last):", "[rank2]: ValueError: bad sample in shard 17"]
     d = _paste(tmp_path, [1, 2, 3], {2: crash})
     assert 0 not in d.culprit_ranks, d.headline
+
+
+# NCCL's socket connect error (misc/socket.cc socketStartConnect; older include/socket.h without the function name)
+_NCCL_SYS = ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1333,"
+             " unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.6")
+
+
+def _connect_failed(tmp_path, peer: str, errno_text: str, extra: list[str] = ()):
+    (tmp_path / "node1.log").write_text("\n".join([
+        "trn-b02:5120:5120 [0] NCCL INFO Bootstrap : Using eth0:10.1.4.2<0>",
+        *extra,
+        _NCCL_SYS,
+        "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error. ",
+        "Last error:",
+        f"socketStartConnect: Connect to {peer}<52822> failed : {errno_text}"]) + "\n")
+    with open_bundle(tmp_path) as b:
+        return investigate(b)
+
+
+def test_no_route_while_nccl_sets_up_is_the_address_it_chose(tmp_path):
+    """No route to the peer before any communicator came up: the interface or address NCCL picked (config), with
+    NCCL_SOCKET_IFNAME the first advice; the peer is not blamed."""
+    d = _connect_failed(tmp_path, "192.168.19.14", "No route to host")
+    assert d.category == "config" and d.chain[0].id == "config.unroutable_address", d.headline
+    assert d.culprit_nodes == [] and any("NCCL_SOCKET_IFNAME" in r for r in d.recommendations)
+
+
+def test_a_peer_reached_at_the_docker_bridge_address_was_given_the_wrong_interface(tmp_path):
+    d = _connect_failed(tmp_path, "172.17.0.1", "Connection refused")
+    assert d.category == "config" and "Docker" in d.chain[0].summary, d.headline
+
+
+def test_a_refused_connect_to_a_routable_peer_stays_the_network_reading(tmp_path):
+    """Refused by a real address: the peer's process, its port or its link; not this reading."""
+    d = _connect_failed(tmp_path, "10.1.4.7", "Connection refused")
+    assert d.category == "network" and d.chain[0].id == "network.socket", d.headline
+
+
+def test_no_route_after_the_communicator_came_up_is_the_network(tmp_path):
+    """The path existed (a communicator completed) and then broke: the network's."""
+    d = _connect_failed(tmp_path, "192.168.19.14", "No route to host",
+                        ["trn-b02:5120:5120 [0] NCCL INFO comm 0x55d0c8a0 rank 1 nranks 2 cudaDev 0 busId 1000 - "
+                         "Init COMPLETE"])
+    assert d.category == "network", d.headline

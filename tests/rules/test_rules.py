@@ -404,6 +404,14 @@ FIRE += [
         f"[rank{r}]: torch.distributed.DistBackendError: [{r}] is setting up NCCL communicator and retrieving "
         f"ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: wait timeout after "
         "1800000ms, keys: /default_pg/0//cuda//0"] for r in (1, 2, 3)}, "software", 0.4),
+    # the same wait before torch 2.0: the blocking recv of the key ran out (c10d/Utils.hpp recvBytes), on a paste
+    # that cut the DistBackendError off the front of the line
+    ("collective.unique_id_root", {"combined.log": [
+        "This may indicate a possible application crash on rank 0 or a network set up issue.[7] is setting up NCCL "
+        "communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') "
+        "got error: Socket Timeout",
+        "Exception raised from recvBytes at ../torch/csrc/distributed/c10d/Utils.hpp:604 (most recent call first)"]},
+     "software", 0.4),
 ]
 
 

@@ -29,7 +29,20 @@ FACTS = [
 NEAR_MISSES = [
     ("an explanation, no number", "set WORLD_SIZE to the number of processes", {}),
     ("world size spelled out in prose", "the world size is unknown until rendezvous", {}),
+    # Ray Tune's report of one iteration (tune/experimental/output.py) is progress, not the end of the run
+    ("Ray Train's per-iteration report",
+     "Training finished iteration 3 at 2025-08-20 08:40:43. Total running time: 10min 34s", {}),
 ]
+
+ENDS = [
+    ("Ray Train's end line", "Training completed after 10 iterations at 2024-06-19 08:29:40. Total running time: 9min 22s",
+     {"job.finished": {}}),
+]
+
+
+@pytest.mark.parametrize("line, expected", params(ENDS))
+def test_end_lines(line, expected):
+    check(line, expected)
 
 
 @pytest.mark.parametrize("line, expected", params(FACTS))

@@ -272,8 +272,11 @@ def op_differs(f: RuleInputs):
     return []
 
 
-# the store's own words when a key never came (TCPStore.cpp doWait): the store answered, the root never published
-_STORE_WAITED = re.compile(r"wait timeout after \d+ ?ms|Wait timeout")
+# the store's own words when a key never came (TCPStore.cpp doWait): the store answered, the root never published.
+# Before torch 2.0 the client waited for the key in a blocking recv with the store's timeout as the socket's
+# (TCPStore::doWait: setSocketTimeout, send WAIT, recvValue), so the same wait ended as c10d/Utils.hpp recvBytes'
+# `Socket Timeout`: connected, asked, never answered; a store that could not be reached fails at connect instead
+_STORE_WAITED = re.compile(r"wait timeout after \d+ ?ms|Wait timeout|Socket Timeout")
 
 
 def unique_id_root(f: RuleInputs):
@@ -283,8 +286,9 @@ def unique_id_root(f: RuleInputs):
     and PyTorch's own message says why it would not come ("a possible application crash on rank 0"); a root still
     busy elsewhere (loading weights, tokenizing or evaluating on rank 0 alone past the process group's timeout) is
     TAXONOMY's `software` edge case, like a rank that never reached a collective. Weak (inconclusive): the root's log
-    decides. A store that could not be reached (`Connection reset`, `Socket Timeout`) is not this reading: the store
-    answered only when it says it waited for the key, or when the paste cut the store's error off."""
+    decides. A store that could not be reached or went away (`Connection reset`, `Connection refused`) is not this
+    reading: the store answered when it says it waited for the key (`wait timeout`, or before torch 2.0 the blocking
+    wait's `Socket Timeout`), or when the paste cut the store's error off."""
     pid = "pytorch.unique_id_wait"
     evs = f.hits(pid)
     if not evs:

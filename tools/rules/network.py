@@ -92,6 +92,43 @@ _PEER_REFUSED = re.compile(r"Connect to \[?([\w.:%-]+?)\]?<\d+> failed ?: ?(?:Co
 _PEER_CLOSED = re.compile(r"Connection closed by remote peer|Connection reset by peer")
 
 
+# a connect that found no path at all (EHOSTUNREACH, ENETUNREACH: no route from this host's interfaces to the address,
+# or a firewall's reject), as against one the peer refused or reset
+_NO_ROUTE = re.compile(r"failed ?: ?(?:No route to host|Network is unreachable|Host is unreachable)")
+# addresses that name the host itself on every node: loopback, and Docker's default bridge (docker0 is 172.17.0.1
+# on every Docker host). A peer reached at one of them across nodes was given the wrong interface's address
+_HOST_LOCAL = re.compile(r"^(?:127\.\d+\.\d+\.\d+|::1|172\.17\.\d+\.\d+)$")
+
+
+def _unroutable_at_setup(f: RuleInputs, evs: list[Evidence], peers: list[str]):
+    """NCCL could not connect while it set up (no communicator complete, no end line) because the address it used does
+    not route: every connect failed with no route, or the peer's address is one that names the host itself (loopback,
+    Docker's bridge). TAXONOMY's start-up case: an address or interface that is wrong is `config`; a path that exists
+    and breaks is `network`, which the socket reading stays for every other error. Why not the network: at set-up
+    nothing has crossed the path yet, and NCCL picks the first interface that is up (docker0, a virtual bridge, a
+    management NIC), which is NCCL's own FAQ for `No route to host`."""
+    if past_setup(f):
+        return None
+    connects = [e for e in evs if _PEER_REFUSED.search(e.text)]
+    if not connects:
+        return None
+    local = [p for p in peers if _HOST_LOCAL.match(p)]
+    if not local and not all(_NO_ROUTE.search(e.text) for e in connects):
+        return None
+    why = (f"the peer address {local[0]} names the host itself on every node (loopback or Docker's bridge)" if local
+           else "no route from this host's interfaces to " + (", ".join(peers[:3]) or "the peer"))
+    return candidate("config.unroutable_address", "config",
+                     f"NCCL could not connect while setting up its communicator: {why}: the address or interface "
+                     f"NCCL chose does not route between the nodes", 0.7, connects[:2] + [e for e in evs if e not in
+                                                                                           connects][:1], f,
+                     ranks=[], nodes=[],
+                     recommendations=["set NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) to the interface that routes "
+                                      "between the nodes (`ip -br addr`, `ip route get <peer address>` on each node); "
+                                      "exclude docker0, lo and virtual bridges",
+                                      "if the route exists, check the firewall between the nodes (a reject reads as "
+                                      "`No route to host`)"])
+
+
 def socket(f: RuleInputs):
     evs = f.hits("nccl.socket_error")
     if not evs:
@@ -101,6 +138,8 @@ def socket(f: RuleInputs):
     peers = list(dict.fromkeys(m.group(1) for e in evs if (m := _PEER_REFUSED.search(e.text))))
     reporters = set(f.nodes_of(evs))
     named = [p for p in peers if p not in reporters][:4]
+    if (unroutable := _unroutable_at_setup(f, evs, peers)) is not None:
+        return [unroutable]
     summary = "NCCL socket connection failures" + (f": {', '.join(named)} refused or could not be reached" if named
                                                    else "")
     return [candidate("network.socket", "network", summary, 0.65, evs[:3], f, status=_status(f),

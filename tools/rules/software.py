@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from trainlog_debugger.tools.sources import is_cascade
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate
@@ -78,8 +80,23 @@ def _original_traceback(f: RuleInputs, ev: Evidence, fx: dict) -> Evidence | Non
     return best
 
 
+# a message that lists what MIGHT have happened (Ray's raylet: `There are some potential root causes. (1) The process
+# is killed by SIGKILL by OOM killer ... (3) The worker is crashed unexpectedly due to SIGSEGV or other unexpected
+# errors.`): a word after such a hedge is one of the possibilities, not what the line reports
+_HEDGE = re.compile(r"(?i)\b(?:potential|possible|probable) (?:root )?causes?\b|\b(?:may|might|could) (?:have )?be(?:en)? "
+                    r"(?:caused|due)\b")
+_CRASH_WORD = re.compile(r"Segmentation fault|SIGSEGV")
+
+
+def _hedged(text: str) -> bool:
+    """Whether the line's crash word only comes after a hedge (one of the causes it lists, not the one it reports)."""
+    h, c = _HEDGE.search(text), _CRASH_WORD.search(text)
+    return h is not None and c is not None and h.start() < c.start()
+
+
 def native_crash(f: RuleInputs):
-    evs = f.hits("process.segfault", "python.fatal_error") + signalled_workers(f, 11)
+    evs = [e for e in f.hits("process.segfault") if not _hedged(e.text)] + f.hits("python.fatal_error") \
+        + signalled_workers(f, 11)
     return [candidate("software.native_crash", "software", "a process crashed in native code (segfault / fatal error)", 0.5,
                       evs[:2], f, ranks=launcher_ranks(evs[:2]),
                       recommendations=["get a core dump or py-spy --native stack; check extension/CUDA versions"])] \

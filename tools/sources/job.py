@@ -34,7 +34,10 @@ PATTERNS = [
        "raining complete", "{'train_runtime': ", "COMPLETED ", "Succeeded"),
       "I1105 14:00:00.000000 2585 torch/distributed/elastic/agent/server/api.py:862] [default] worker group successfully finished. Waiting 300 seconds for other agents to finish.",
       "the job says it finished normally",
-      verify=r"(?:worker group successfully finished|`Trainer\.fit` stopped: `max_(?:steps|epochs)=\d+` reached|[Tt]raining (?:completed|finished|complete)\b|\{'train_runtime': "
+      # (not Ray Tune's per-report line `Training finished iteration 3 at 2025-08-20 08:40:43. Total running time:
+      # ..` (tune/experimental/output.py), one per reported iteration; its end line is `Training completed after N
+      # iterations at ..`)
+      verify=r"(?:worker group successfully finished|`Trainer\.fit` stopped: `max_(?:steps|epochs)=\d+` reached|[Tt]raining (?:completed|finished|complete)\b(?! iteration \d)|\{'train_runtime': "
              r"|^\s*\d+(?:_\d+)?(?: +\S+)*? +COMPLETED +0:0\b|^Status: +Succeeded\s*$)"),
     # Megatron-LM's phase marker (training.py pretrain(): print_datetime('after training is done')): the loop is over,
     # and the final checkpoint, the final evaluation and the async-save finalisation come after it in the same
