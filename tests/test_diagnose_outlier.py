@@ -164,6 +164,19 @@ def test_one_agent_of_two_nodes_is_a_node_that_never_came_up(tmp_path):
     assert any(a.category == "config" for a in d.alternatives)
 
 
+def test_an_agent_that_never_reached_the_store_is_the_endpoint_not_a_missing_node(tmp_path):
+    """The same lone agent, but its store client could not even connect to the endpoint (c10d socket.cpp's connect
+    timeout, torchelastic's RendezvousConnectionError): nothing served the store there. A wrong endpoint (or a host
+    that did not take it for its own) before a node that never came up, which the summary still names."""
+    lines = _agent(111, "4242")[:9] + [
+        "[E socket.cpp:793] [c10d] The client socket has timed out after 60s while trying to connect to (10.0.0.1, "
+        "29400).",
+        "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the C10d store has "
+        "failed. See inner exception for details."]
+    d = _investigate(tmp_path, {"node1/torchrun.out": lines})
+    assert d.category == "config" and "could not be reached" in d.headline and "not up" in d.headline, d.headline
+
+
 def test_every_agent_present_and_agreeing_stays_a_rendezvous_setting(tmp_path):
     d = _investigate(tmp_path, {"node0/torchrun.out": _agent(111, "4242"), "node1/torchrun.out": _agent(222, "4242")})
     assert d.category == "config", d.headline

@@ -36,6 +36,11 @@ def launch_agents(f: RuleInputs) -> dict[tuple[str, str | None], dict[str, tuple
     return agents
 
 
+# c10d's TCPStore client giving up on connecting (torch/csrc/distributed/c10d/socket.cpp: `The client socket has timed
+# out after 60s while trying to connect to (host, port).`), not a store that answered and waited for members
+_STORE_UNREACHED = re.compile(r"client socket has timed out after \S+ while trying to connect")
+
+
 def rendezvous_timeout(f: RuleInputs):
     """A rendezvous that never filled. The agents' own launch configurations decide what was at fault (TAXONOMY:
     wrong rendezvous settings → config; a node that never came up → infrastructure): agents that name different run
@@ -59,6 +64,19 @@ def rendezvous_timeout(f: RuleInputs):
                 evs[:1] + list(vals.values())[:3], f, facts={"setting": key, "values": sorted(vals)},
                 recommendations=["launch every node's torchrun with the same --rdzv-id and --rdzv-endpoint (derive "
                                  "them from the scheduler's job id and first host, e.g. $SLURM_JOB_ID)"] + recs)]
+    if all(_STORE_UNREACHED.search(e.text) for e in evs):
+        # the agent never reached the rendezvous store (c10d's client connect timed out: TCPStore's socket.cpp), as
+        # against a store it reached that waited for members: no node's absence is shown, the endpoint was not served
+        # from here. TAXONOMY's start-up case: an address or port that is wrong (or the endpoint's host did not take
+        # it for its own and started no store: c10d rendezvous serves the store from the agent whose host name or
+        # address matches --rdzv-endpoint) is config; a node that never came up stays named in the summary
+        return [candidate("config.rendezvous_timeout", "config",
+                          f"the rendezvous store at the endpoint could not be reached at start-up{joined}: nothing "
+                          f"served it there (a wrong --rdzv-endpoint address or port, or its host did not recognise "
+                          f"the address as its own and started no store), or that node was not up", 0.6, evs[:2], f,
+                          recommendations=["give --rdzv-endpoint as the host name (or address) the endpoint node "
+                                           "reports for itself, with a free port, and check it is reachable from every "
+                                           "node (`nc -zv host port`)"] + recs)]
     mins = [int(a["min_nodes"][0]) for a in agents.values() if a.get("min_nodes", ("",))[0].isdigit()]
     want = max(mins) if mins else None
     if want and 0 < len(agents) < want <= 10_000 and (fx.get("joined") is None or fx["joined"] < fx.get("expected", want)):
