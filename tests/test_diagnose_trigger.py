@@ -353,3 +353,18 @@ def test_a_rendezvous_that_waited_for_a_pod_that_never_mounted_its_volume(tmp_pa
                                 'failed for volume "datasets" : mount failed: exit status 32',
                                 "Output: mount.nfs: Connection timed out"]})
     assert d.category == "storage_io", d.headline
+
+
+def test_an_undated_crash_printed_before_a_dated_line_of_its_file_precedes_a_later_rival(tmp_path):
+    """Node a's OOM traceback has no stamp, but its launcher dated the SIGTERM it sent right after; node b's NCCL
+    IB errors are dated a second later. The traceback was printed before its file's next dated line, so before the
+    IB errors: it is the trigger, not dropped for being undated (the IB errors are what its death did to node b)."""
+    a = ["I1105 10:58:02.004000 6611 torch/distributed/elastic/agent/server/api.py:707] [default] Rendezvous'ing "
+         "worker group"] + OOM + [
+        "W1105 11:58:30.120000 6611 torch/distributed/elastic/multiprocessing/api.py:900] Sending process 6650 closing "
+        "signal SIGTERM"]
+    b = ["[2024-11-05 11:58:31] gpub:5160:5791 [2] transport/net_ib.cc:2453 NCCL WARN NET/IB: Got completion from peer "
+         "10.0.1.11<51161> with status=12 opcode=32614 len=0 vendor err 129 (Recv) localGid ::ffff:10.0.1.12 "
+         "remoteGids::ffff:10.0.1.11 hca mlx5_0"]
+    d = _investigate(tmp_path, {"node-a.log": a, "node-b.log": b})
+    assert d.category == "oom" and d.culprit_ranks == [2], d.headline

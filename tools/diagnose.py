@@ -16,6 +16,7 @@ Re-reading the cited lines from disk is tools/verify.py's job, run by the caller
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 
 from operator import itemgetter
 
@@ -71,9 +72,10 @@ def _decided(cands: list[Candidate]) -> bool:
     return any(c.strength >= DECISIVE and not c.rule.startswith(READINGS) for c in cands)
 
 
-def pick(cands: list[Candidate]) -> Candidate | None:
-    """The trigger: among candidates within WINDOW of the strongest, the earliest that has a time; else the
-    strongest. Ties go to the stronger candidate."""
+def pick(cands: list[Candidate], before: dict[int, tuple] | None = None) -> Candidate | None:
+    """The trigger: among candidates within WINDOW of the strongest, the earliest that has a time (or an undated one
+    whose file dates a later line before that time: `before`, dated_after); else the strongest. Ties go to the
+    stronger candidate."""
     if not cands:
         return None
     cands = _without_what_a_node_failure_explains(_without_peer_closed(cands))
@@ -94,8 +96,35 @@ def pick(cands: list[Candidate]) -> Candidate | None:
         return max(cross, key=lambda c: c.strength)
     timed = [c for c in eligible if c.time_key is not None]
     if timed:
-        return min(timed, key=lambda c: (c.time_key, -c.strength))
+        first = min(timed, key=lambda c: (c.time_key, -c.strength))
+        # an undated line (a traceback) printed before a dated line of its own file came before that line's time: it
+        # is proved earlier than a dated rival from after then, and is not dropped for having no stamp of its own
+        earlier = [c for c in eligible if c.time_key is None and (b := (before or {}).get(id(c))) is not None
+                   and b < first.time_key]
+        return max(earlier, key=lambda c: c.strength) if earlier else first
     return max(eligible, key=lambda c: c.strength)
+
+
+def dated_after(inputs: RuleInputs, cands: list[Candidate]) -> dict[int, tuple]:
+    """For each undated candidate, the time of the first dated line its file printed after its trigger line (the
+    kept hits of every pattern): a file is written in order, so the undated line was printed before then. Only an
+    upper bound, never a guessed time; id(candidate) → Stamp.order_key."""
+    undated = [c for c in cands if c.time_key is None and c.evidence]
+    if not undated:
+        return {}
+    files = {c.evidence[0].file for c in undated}
+    dated: dict[str, list[tuple[int, tuple]]] = {}
+    for fs in inputs.scan.files:
+        if fs.rel in files:
+            dated[fs.rel] = sorted((h.line, k) for h in fs.hits if h.time is not None and (k := order_key(h.time)))
+    out: dict[int, tuple] = {}
+    for c in undated:
+        ev = c.evidence[0]
+        rows = dated.get(ev.file, [])
+        i = bisect_right(rows, (ev.line, (float("inf"),)))
+        if i < len(rows):
+            out[id(c)] = rows[i][1]
+    return out
 
 
 NODE_FAILED = ("scheduler.cancelled_node_failure", "scheduler.node_failure")
@@ -187,7 +216,7 @@ def diagnose(inputs: RuleInputs) -> Diagnosis:
     else:
         noticed = []
     cands = _last_attempts_own(inputs, cands)
-    trigger = pick(cands)
+    trigger = pick(cands, dated_after(inputs, cands))
     job = job_details(inputs)
     if trigger is None:
         done = _no_failure(inputs, job)
