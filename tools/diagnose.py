@@ -97,10 +97,11 @@ def pick(cands: list[Candidate], before: dict[int, tuple] | None = None) -> Cand
     timed = [c for c in eligible if c.time_key is not None]
     if timed:
         first = min(timed, key=lambda c: (c.time_key, -c.strength))
+        at = first.time_key
         # an undated line (a traceback) printed before a dated line of its own file came before that line's time: it
         # is proved earlier than a dated rival from after then, and is not dropped for having no stamp of its own
         earlier = [c for c in eligible if c.time_key is None and (b := (before or {}).get(id(c))) is not None
-                   and b < first.time_key]
+                   and at is not None and b < at]
         return max(earlier, key=lambda c: c.strength) if earlier else first
     return max(eligible, key=lambda c: c.strength)
 
