@@ -368,3 +368,41 @@ def test_an_undated_crash_printed_before_a_dated_line_of_its_file_precedes_a_lat
          "remoteGids::ffff:10.0.1.11 hca mlx5_0"]
     d = _investigate(tmp_path, {"node-a.log": a, "node-b.log": b})
     assert d.category == "oom" and d.culprit_ranks == [2], d.headline
+
+
+_DUMPS = {"dump_node1.log": ['Thread 1439102 (idle): "MainThread"', "    get (queue.py:179)",
+                             "    _try_get_data (torch/utils/data/dataloader.py:1011)"],
+          "dump_node2.log": ['Thread 2201 (idle): "MainThread"',
+                             "    broadcast (torch/distributed/distributed_c10d.py:1191)"]}
+_TIME_LIMIT = "slurmstepd: error: *** JOB 4242 ON gpu-node-11 CANCELLED AT 2024-11-08T05:14:00 DUE TO TIME LIMIT ***"
+
+
+def test_a_time_limit_that_ended_a_hang_is_the_end_not_the_cause(tmp_path):
+    """Stack dumps show one process stuck in its data loader while the other waits in a collective; hours later the
+    scheduler's time limit ended the job. The limit is dated and the dumps are not, but it only ended the hang."""
+    d = _investigate(tmp_path, {**_DUMPS, "slurm-4242.out": ["step 100 loss 2.31", _TIME_LIMIT]})
+    assert d.category == "data_loading_stall", d.headline
+
+
+def test_a_time_limit_with_no_hang_shown_is_the_reading(tmp_path):
+    d = _investigate(tmp_path, {"slurm-4242.out": ["step 100 loss 2.31", _TIME_LIMIT]})
+    assert d.category == "infrastructure" and "time limit" in d.headline, d.headline
+
+
+def test_what_the_teardown_after_a_time_limit_shows_is_not_a_hang_before_it(tmp_path):
+    """The step was killed in the middle of its collectives: one rank's watchdog and the others' destroy warnings come
+    after the limit. A reading drawn from those lines does not make the limit the end of a hang."""
+    destroy = ("{r:2d}: [rank{r}]:[W1105 23:59:33.447712782 ProcessGroupNCCL.cpp:1250] Warning: WARNING: "
+               "destroy_process_group() was not called before program exit, which can leak resources.")
+    lines = [" 0: Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/16",
+             " 0: Epoch 3:  61%|██████    | 1464/2400 [1:11:52<45:57,  0.34it/s, v_num=4, train_loss=1.790]",
+             "slurmstepd: error: *** STEP 4891784.0 ON gpu-d-011 CANCELLED AT 2024-11-05T23:59:31 DUE TO TIME LIMIT ***",
+             "srun: Job step aborted: Waiting up to 32 seconds for job step to finish."]
+    lines += [destroy.format(r=r) for r in (3, 12, 0, 7)]
+    lines += [" 5: [rank5]:[E1105 23:59:34.102211094 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank 5] "
+              "Exception (either an error or timeout) detected by watchdog at work: 88120, last enqueued NCCL work: "
+              "88120, last completed NCCL work: 88119.",
+              "srun: error: gpu-d-012: tasks 8-15: Terminated",
+              "srun: error: gpu-d-011: tasks 0-7: Terminated"]
+    d = _investigate(tmp_path, {"slurm-4891784.out": lines})
+    assert d.category == "infrastructure" and "time limit" in d.headline, d.headline

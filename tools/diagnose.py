@@ -78,7 +78,7 @@ def pick(cands: list[Candidate], before: dict[int, tuple] | None = None) -> Cand
     stronger candidate."""
     if not cands:
         return None
-    cands = _without_what_a_node_failure_explains(_without_peer_closed(cands))
+    cands = _without_the_end_of_a_hang(_without_what_a_node_failure_explains(_without_peer_closed(cands)))
     pool = [c for c in cands if c.strength >= DECISIVE] or cands
     pool = [c for c in pool if not c.facts.get("fallback")] or pool  # "nothing else explains it" loses to anything
     # an upstream table's reading of a line fills the gap where no rule knows the failure; where a rule decided,
@@ -164,6 +164,28 @@ def _without_what_a_node_failure_explains(cands: list[Candidate]) -> list[Candid
         return when is None or t is None or 0 <= when - t <= NODE_FAILURE_LAG_S
 
     return [c for c in cands if not explained(c)] or cands
+
+
+# the scheduler ending a job that was not making progress: the end, not the cause
+ENDED_BY_SCHEDULER = ("scheduler.cancelled_time_limit",)
+
+
+def _without_the_end_of_a_hang(cands: list[Candidate]) -> list[Candidate]:
+    """Set aside a time limit when a decisive reading shows the job hung before it (a rank stuck in its data loader,
+    a stack outlier, a straggler that never reached the collective): a hung job runs until the scheduler stops it, so
+    the time limit is always the last line and, dated where the hang's own reading often is not (stack dumps carry
+    no time), it would always be picked. TAXONOMY: the category of what was at fault, and the time limit only ended
+    the hang. A job that was still progressing has no hang reading, and its time limit stays the reading; nor does a
+    reading drawn from what came after the limit (the teardown's watchdog and destroy lines when the step was killed
+    in the middle of a collective)."""
+    ends = [c for c in cands if c.rule in ENDED_BY_SCHEDULER]
+    if not ends:
+        return cands
+    limit = min((k for c in ends if (k := c.time_key) is not None), default=None)
+    if not any(c.status == "hung" and c.strength >= DECISIVE and c.rule not in ENDED_BY_SCHEDULER
+               and (limit is None or (k := c.time_key) is None or k < limit) for c in cands):
+        return cands
+    return [c for c in cands if c.rule not in ENDED_BY_SCHEDULER] or cands
 
 
 OWN_FAULT = 0.4  # a reading of another rank's own failure strong enough to make a peer's close its consequence
