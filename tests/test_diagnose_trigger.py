@@ -406,3 +406,27 @@ def test_what_the_teardown_after_a_time_limit_shows_is_not_a_hang_before_it(tmp_
               "srun: error: gpu-d-011: tasks 0-7: Terminated"]
     d = _investigate(tmp_path, {"slurm-4891784.out": lines})
     assert d.category == "infrastructure" and "time limit" in d.headline, d.headline
+
+
+def _dcp(printer: int, failed: int) -> list[str]:
+    """A DCP save that failed on one rank, as another rank prints it (torch/distributed/checkpoint/api.py)."""
+    p = f"[rank{printer}]: "
+    return [p + "Traceback (most recent call last):",
+            p + '  File "/workspace/train.py", line 210, in save',
+            p + "    dcp.save(state_dict, checkpoint_id=path)",
+            p + '  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/checkpoint/utils.py", line 244, in '
+                "all_gather",
+            p + "    raise CheckpointException(step, node_failures)",
+            p + f"torch.distributed.checkpoint.api.CheckpointException: CheckpointException ranks:dict_keys([{failed}])",
+            p + f"Traceback (most recent call last): (RANK {failed})",
+            p + '  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/checkpoint/filesystem.py", line '
+                "602, in write_data",
+            p + "    os.fsync(stream.fileno())",
+            p + "OSError: [Errno 30] Read-only file system"]
+
+
+def test_a_checkpoint_exception_is_read_through_to_the_rank_error_it_wraps(tmp_path):
+    """DCP's CheckpointException is a wrapper (its table calls it a consequence); the `(RANK n)` traceback after it
+    holds the failed rank's own error, and that rank is the culprit whichever rank printed the wrapper."""
+    d = _investigate(tmp_path, {"rank_0.log": _dcp(0, 4)})
+    assert d.category == "storage_io" and d.culprit_ranks == [4], d.headline

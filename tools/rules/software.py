@@ -6,6 +6,7 @@ import re
 
 from trainlog_debugger.tools.sources import is_cascade
 from trainlog_debugger.tools.model import Evidence
+from trainlog_debugger.tools.lines.attribution import strip_prefixes
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate
 from trainlog_debugger.tools.rules.infra import launcher_ranks, signalled_workers
 from trainlog_debugger.tools.rules.terminal import by_type, classify, handled
@@ -24,7 +25,7 @@ def exception(f: RuleInputs):
     for i, ev in enumerate(tbs):
         fx = f.fields_of(ev, "python.traceback")
         text = fx.get("exception_text")
-        if not text or is_cascade(text) or "Original Traceback" in ev.text:
+        if not text or is_cascade(text) or "Original Traceback" in ev.text or _wraps_what_follows(f, ev, fx, tbs):
             continue
         exc = Evidence(file=ev.file, line=fx["exception_line"], text=text, time=ev.time, rank=ev.rank, node=ev.node,
                        kind=ev.kind)
@@ -38,13 +39,17 @@ def exception(f: RuleInputs):
                 evs = [Evidence(file=inner.file, line=ifx["exception_line"], text=ifx["exception_text"], time=ev.time,
                                 rank=ev.rank, node=ev.node, kind=ev.kind), exc, ev]
                 said = deeper if deeper else (said[0], f"{said[1]}; the worker raised {ifx.get('exception')}")
+        # DCP prints each failed rank's traceback under a header naming it, whichever rank prints the wrapper
+        ranks = [int(m.group(1))] if (m := _RANK_BLOCK.search(ev.text)) else None
         if said:  # a clearly classified terminal error is decisive
             typed = said == by_type(fx.get("exception")) and evs[0].text == text
             return [candidate("software.terminal_error", said[0], f"{said[1]}: {evs[0].text.strip()[:160]}", 0.75,
-                              evs, f, facts={"classified_by": "terminal exception", **({"by_type": True} if typed else {})},
+                              evs, f, ranks=ranks,
+                              facts={"classified_by": "terminal exception", **({"by_type": True} if typed else {})},
                               recommendations=["fix what the error names, then restart"])]
         return [candidate("software.exception", "software", f"{fx['exception']}: {fx.get('message', '')[:160]}", 0.45,
-                          evs, f, recommendations=["fix the error in the traceback (its last frames are in the file)"])]
+                          evs, f, ranks=ranks,
+                          recommendations=["fix the error in the traceback (its last frames are in the file)"])]
     evs = [e for e in f.hits("python.exception", "python.exception_named")
            if not is_cascade(e.text) and not handled(e.text)]
     for e in evs[:20]:  # a bare exception line (a paste without its traceback) that says what was at fault
@@ -65,6 +70,23 @@ def exception(f: RuleInputs):
                           "bundle: the code raised, what it raised is cut off", 0.25, cut[:1], f,
                           recommendations=["get the end of the traceback (its last line names the exception)"])]
     return []
+
+
+# torch/distributed/checkpoint/api.py (CheckpointException.__str__): `Traceback (most recent call last): (RANK 6)`
+_RANK_BLOCK = re.compile(r"Traceback \(most recent call last\): \(RANK (\d{1,7})\)\s*$")
+
+
+def _wraps_what_follows(f: RuleInputs, ev: Evidence, fx: dict, tbs: list[Evidence]) -> bool:
+    """Whether this traceback's exception is a wrapper that its upstream's table calls a consequence, printed with the
+    tracebacks it wraps right after it (DCP's `CheckpointException ranks:dict_keys([6])` followed by `Traceback ...
+    (RANK 6)` and the rank's own `OSError: [Errno 5]`): the wrapped traceback is the cause, and is read next."""
+    if f.messages is None:
+        return False
+    after = fx.get("exception_line", ev.line)
+    if not any(t.file == ev.file and after < t.line <= after + 2 for t in tbs):
+        return False
+    m = f.messages.best(strip_prefixes(fx.get("exception_text", "")))
+    return m is not None and m.role == "cascade"
 
 
 def _original_traceback(f: RuleInputs, ev: Evidence, fx: dict) -> Evidence | None:
