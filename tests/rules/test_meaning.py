@@ -474,3 +474,29 @@ def test_an_error_class_is_a_lead_and_its_cause_decides(tmp_path):
             "Connection refused\n")
     told = _diagnose(tmp_path, {"rank_0.log": warn + tb})
     assert told.category == "network" and told.status == Status.crashed and str(told.confidence) != "low"
+
+
+def test_c10d_s_retried_connect_warning_is_noise_however_long_its_address(tmp_path):
+    """c10d logs each failed connect to the store as a warning and retries (socket.cpp tryConnect); its table entry
+    speaks for the whole line (catalog.spans_whole) though the address and errno fill most of it. Store retries while
+    the store host started, then hours of training: nothing failed that the words could name."""
+    warn = ("{r}: [W1108 07:01:0{r}.668835601 socket.cpp:752] [c10d] The client socket has failed to connect to "
+            "[cn-041]:29500 (errno: 111 - Connection refused).")
+    lines = [warn.format(r=r) for r in (4, 5, 6, 7)] + [f"0: [rank0]: iteration {i}/2000 | lm loss: 2.{i % 9}"
+                                                          for i in range(1, 6)]
+    d = _diagnose(tmp_path, {"slurm-30117.out": "\n".join(lines) + "\n"})
+    assert d.category == "none", d.headline
+    # the final error of the same retries is a failure, and is read
+    d2 = _diagnose(tmp_path, {"paste.log": "torch.distributed.DistNetworkError: The client socket has timed out "
+                                                 "after 600000ms while trying to connect to (10.1.2.3, 29500).\n"})
+    assert d2.category != "none", d2.headline
+
+
+def test_a_template_spans_the_whole_message_only_when_nothing_follows_it():
+    from trainlog_debugger.tools.sources.messages import catalog
+    m = catalog.best("The client socket has failed to connect to [cn-041]:29500 (errno: 111 - Connection refused).")
+    assert m is not None
+    assert catalog.spans_whole(m, "[W1108 07:01:01.6 socket.cpp:752] [c10d] The client socket has failed to connect to "
+                                  "[cn-041]:29500 (errno: 111 - Connection refused).")
+    assert not catalog.spans_whole(m, "RuntimeError: retries exhausted: The client socket has failed to connect to "
+                                      "[cn-041]:29500 (errno: 111 - Connection refused). Giving up")

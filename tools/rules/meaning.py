@@ -351,7 +351,7 @@ def _onset_pool(f: RuleInputs, evs: list[Evidence]) -> tuple[list[Evidence], boo
     those, the ones a table calls cascade (never noise or context)."""
     if not evs:
         return [], False
-    pairs = [(e, m if m is None or m.role == "trigger" or _covers(m, e.text) else None)
+    pairs = [(e, m if m is None or m.role == "trigger" or _covers(m, e.text, f.messages) else None)
              for e, m in zip(evs, _tables_of(f, evs))]
     first = [e for e, m in pairs if m is None]
     if first:
@@ -359,10 +359,15 @@ def _onset_pool(f: RuleInputs, evs: list[Evidence]) -> tuple[list[Evidence], boo
     return [e for e, m in pairs if m is not None and m.role == "cascade"], True
 
 
-def _covers(m, text: str) -> bool:
+def _covers(m, text: str, messages=None) -> bool:
     """Whether a table entry speaks for the whole line, not for a word in it: an enum name (`ncclSuccess`) inside
-    a failed CHECK does not make the CHECK context. At least 16 literal characters and 40 % of the line's body."""
-    return m.specificity >= max(16, 0.4 * len(strip_prefixes(text).strip()))
+    a failed CHECK does not make the CHECK context. At least 16 literal characters, and 40 % of the line's body or
+    the line's whole message after its headers (c10d's retry warning with a long address and errno in its
+    placeholders: catalog.spans_whole)."""
+    body = strip_prefixes(text).strip()
+    if m.specificity >= max(16, 0.4 * len(body)):
+        return True
+    return m.specificity >= 16 and messages is not None and messages.spans_whole(m, body)
 
 
 # The lexicon reads a line only "when nothing decisive fires" (issue 25): tools.diagnose.candidates skips it once a

@@ -416,6 +416,22 @@ def _holes(m: Message, text: str) -> list[tuple[int, int]]:
     return spans[1:] if open_start else spans
 
 
+_HEADERS = re.compile(r"(?:\[[^\]\n]*\]:?\s*)*")  # an emitter's bracketed headers before its message (`[W1108 ...
+                                                  # socket.cpp:752] [c10d] `)
+
+
+def spans_whole(m: Message, text: str) -> bool:
+    """Whether the entry's template is the whole message of the line: it matches after nothing but bracketed headers
+    and runs to the end (a full stop aside), its placeholders taking what the program filled in. Such an entry speaks
+    for the line however long the values it printed (an address and an errno), unlike a name it merely contains."""
+    rx, _open_start, open_end = _holes_rx(m.template, m.syntax)
+    got = rx.search(text)
+    if got is None:
+        return False
+    tail = "" if open_end else text[got.end():].strip().rstrip(".")
+    return not tail and _HEADERS.fullmatch(text[:got.start()]) is not None
+
+
 def innermost(hits: list[Message], text: str) -> list[Message]:
     """The entries of a line without those that only wrap another's error: a trigger whose placeholder holds the
     whole match of a specific trigger of another category (PyTorch's `Unexpected error from cudaGetDeviceCount()
