@@ -621,6 +621,18 @@ def test_nccl_version_mismatch_names_the_odd_node(facts_from):
     assert two.nodes == [] and two.ranks == []
 
 
+# a GID index forced by the environment, then ibv_modify_qp refused with EINVAL (NCCL 2.21's wording, no hint line)
+_QP_EINVAL = "roce-gpu-12:6200:6280 [0] misc/ibvwrap.cc:60 NCCL WARN Call to ibv_modify_qp failed with error Invalid argument errno 22"
+FIRE += [("config.forced_gid_index", {"node-a.log": [
+    "roce-gpu-12:6200:6200 [0] NCCL INFO NCCL_IB_GID_INDEX set by environment to 5.", _QP_EINVAL]}, "config", 0.8)]
+# the same failure with the index left to NCCL: nothing forced, the fabric's reading stays
+QUIET += [("config.forced_gid_index", {"node-a.log": [_QP_EINVAL]}),
+          ("config.forced_gid_index", {"node-a.log": [
+              "roce-gpu-12:6200:6200 [0] NCCL INFO NCCL_IB_GID_INDEX set by environment to 5.",
+              "roce-gpu-12:6200:6280 [0] misc/ibvwrap.cc:60 NCCL WARN Call to ibv_modify_qp failed with error "
+              "Connection timed out errno 110"]})]
+
+
 @pytest.mark.parametrize("rule,files,category,strength", FIRE, ids=[f"{r[0]}-{i}" for i, r in enumerate(FIRE)])
 def test_rule_fires(facts_from, rule, files, category, strength):
     got = BY_NAME[rule](facts_from(files))
@@ -691,3 +703,4 @@ _ASYNC = "dgx-142:4356:4611 [2] transport/net_ib.cc:101 NCCL WARN NET/IB : mlx5_
 def test_an_ib_async_event_is_read_by_its_name(facts_from, events, strength):
     got = BY_NAME["network.ib_async"](facts_from({"node1.out": [_ASYNC.format(e) for e in events]}))
     assert (got[0].strength if got else None) == strength
+

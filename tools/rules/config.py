@@ -614,6 +614,32 @@ def stopped_in_lightning_init(f: RuleInputs):
                           "whether they started and where they stopped"])]
 
 
-RULES = [port_in_use, rendezvous_timeout, nccl_version_mismatch, nccl_interface, unknown_variable, default_timeout_phase,
+# ibv_modify_qp refused with EINVAL while a queue pair connects: NCCL 2.28+ prints its own hint for this errno,
+# "incorrect GID index is forced by NCCL_IB_GID_INDEX" (misc/ibvwrap.cc printIbModifyQpHint); older releases print
+# only the failure (2.19-2.26 `Call to ibv_modify_qp failed with error Invalid argument errno 22`, misc/ibvwrap.cc)
+_MODIFY_QP_EINVAL = re.compile(r"Call to ibv_modify_qp failed with (?:error Invalid argument|22 Invalid argument)")
+
+
+def forced_gid_index(f: RuleInputs):
+    """NCCL_IB_GID_INDEX set by the environment, and the queue pairs' ibv_modify_qp then refused with EINVAL: the
+    forced index names no usable GID on the port (empty, link-local, or RoCE v1 where v2 is needed). A setting, not
+    the fabric (TAXONOMY: a wrong GID index is config), whichever NCCL release printed it; NCCL's own hint says so
+    from 2.28 on, and the setting printed by NCCL itself (`NCCL_IB_GID_INDEX set by environment to 5.`) is cited."""
+    fails = [e for e in f.hits("nccl.warn") if _MODIFY_QP_EINVAL.search(e.text)]
+    if not fails:
+        return []
+    forced = [(v, ev) for name, v, ev in printed_settings(f) if name == "NCCL_IB_GID_INDEX" and v not in (None, "", "-1")]
+    if not forced:
+        return []
+    value, ev = forced[0]
+    return [candidate("config.forced_gid_index", "config",
+                      f"NCCL_IB_GID_INDEX={value} is forced, and ibv_modify_qp refuses the queue pairs with EINVAL: "
+                      f"that GID index holds no usable GID on the port", 0.8, fails[:2] + [ev], f, ranks=[], nodes=[],
+                      facts={"setting": f"NCCL_IB_GID_INDEX={value}"},
+                      recommendations=["unset NCCL_IB_GID_INDEX (NCCL picks the RoCE v2 GID itself), or set the index "
+                                       "that `show_gids` lists as RoCE v2 with the node's IPv4 address on every port"])]
+
+
+RULES = [port_in_use, forced_gid_index, rendezvous_timeout, nccl_version_mismatch, nccl_interface, unknown_variable, default_timeout_phase,
          main_process_first_wait,
          stopped_in_store_setup, stopped_in_lightning_init]
