@@ -500,3 +500,7 @@ def test_a_template_spans_the_whole_message_only_when_nothing_follows_it():
                                   "[cn-041]:29500 (errno: 111 - Connection refused).")
     assert not catalog.spans_whole(m, "RuntimeError: retries exhausted: The client socket has failed to connect to "
                                       "[cn-041]:29500 (errno: 111 - Connection refused). Giving up")
+    # the standard library logging's default format is a header too (`LEVEL:logger.name:`)
+    verl = catalog.best("Connection error for generate (attempt 1)")
+    assert verl is not None and catalog.spans_whole(
+        verl, "WARNING:verl.workers.rollout.sglang_rollout.http_server_engine:Connection error for generate (attempt 1)")

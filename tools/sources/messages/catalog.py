@@ -416,8 +416,9 @@ def _holes(m: Message, text: str) -> list[tuple[int, int]]:
     return spans[1:] if open_start else spans
 
 
-_HEADERS = re.compile(r"(?:\[[^\]\n]*\]:?\s*)*")  # an emitter's bracketed headers before its message (`[W1108 ...
-                                                  # socket.cpp:752] [c10d] `)
+# an emitter's headers before its message: bracketed ones (`[W1108 ... socket.cpp:752] [c10d] `) and the standard
+# library logging's default format `LEVEL:logger.name:` (logging.BASIC_FORMAT, `WARNING:verl.workers...engine:`)
+_HEADERS = re.compile(r"(?:\[[^\]\n]*\]:?\s*|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.<>-]*:\s*)*")
 
 
 def spans_whole(m: Message, text: str) -> bool:
