@@ -633,6 +633,16 @@ QUIET += [("config.forced_gid_index", {"node-a.log": [_QP_EINVAL]}),
               "Connection timed out errno 110"]})]
 
 
+# Ray's account of a worker that vanished lists what MIGHT have happened; `SIGSEGV` in that list is no crash
+QUIET += [("software.native_crash", {"driver.log": [
+    "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: Worker "
+    "unexpectedly exits with a connection error code 2. End of file. There are some potential root causes. (1) The "
+    "process is killed by SIGKILL by OOM killer due to high memory usage. (2) ray stop --force is called. (3) The "
+    "worker is crashed unexpectedly due to SIGSEGV or other unexpected errors."]})]
+FIRE += [("software.native_crash", {"driver.log": [
+    "(RayTrainWorker pid=4413, ip=10.20.0.11) *** SIGSEGV received at time=1730800000 on cpu 12 ***"]}, "software", 0.5)]
+
+
 @pytest.mark.parametrize("rule,files,category,strength", FIRE, ids=[f"{r[0]}-{i}" for i, r in enumerate(FIRE)])
 def test_rule_fires(facts_from, rule, files, category, strength):
     got = BY_NAME[rule](facts_from(files))

@@ -640,6 +640,6 @@ def forced_gid_index(f: RuleInputs):
                                        "that `show_gids` lists as RoCE v2 with the node's IPv4 address on every port"])]
 
 
-RULES = [port_in_use, forced_gid_index, rendezvous_timeout, nccl_version_mismatch, nccl_interface, unknown_variable, default_timeout_phase,
-         main_process_first_wait,
+RULES = [port_in_use, forced_gid_index, rendezvous_timeout, nccl_version_mismatch, nccl_interface, unknown_variable,
+         default_timeout_phase, main_process_first_wait,
          stopped_in_store_setup, stopped_in_lightning_init]

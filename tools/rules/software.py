@@ -25,7 +25,7 @@ def exception(f: RuleInputs):
     for i, ev in enumerate(tbs):
         fx = f.fields_of(ev, "python.traceback")
         text = fx.get("exception_text")
-        if not text or is_cascade(text) or "Original Traceback" in ev.text or _wraps_what_follows(f, ev, fx, tbs):
+        if not text or is_cascade(text) or "Original Traceback" in ev.text or _wraps_what_follows(f, fx, ev, tbs):
             continue
         exc = Evidence(file=ev.file, line=fx["exception_line"], text=text, time=ev.time, rank=ev.rank, node=ev.node,
                        kind=ev.kind)
@@ -76,14 +76,18 @@ def exception(f: RuleInputs):
 _RANK_BLOCK = re.compile(r"Traceback \(most recent call last\): \(RANK (\d{1,7})\)\s*$")
 
 
-def _wraps_what_follows(f: RuleInputs, ev: Evidence, fx: dict, tbs: list[Evidence]) -> bool:
+def _wraps_what_follows(f: RuleInputs, fx: dict, ev: Evidence, tbs: list[Evidence]) -> bool:
     """Whether this traceback's exception is a wrapper that its upstream's table calls a consequence, printed with the
     tracebacks it wraps right after it (DCP's `CheckpointException ranks:dict_keys([6])` followed by `Traceback ...
-    (RANK 6)` and the rank's own `OSError: [Errno 5]`): the wrapped traceback is the cause, and is read next."""
+    (RANK 6)` and the rank's own `OSError: [Errno 5]`): the wrapped traceback is the cause, and is read next. The
+    tracebacks' places are indexed once per RuleInputs (every rank of a large job may print the wrapper)."""
     if f.messages is None:
         return False
+    starts = f.__dict__.get("_traceback_starts")
+    if starts is None:
+        starts = f.__dict__["_traceback_starts"] = {(t.file, t.line) for t in tbs}
     after = fx.get("exception_line", ev.line)
-    if not any(t.file == ev.file and after < t.line <= after + 2 for t in tbs):
+    if (ev.file, after + 1) not in starts and (ev.file, after + 2) not in starts:
         return False
     m = f.messages.best(strip_prefixes(fx.get("exception_text", "")))
     return m is not None and m.role == "cascade"
