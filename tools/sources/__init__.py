@@ -10,12 +10,13 @@ from __future__ import annotations
 from functools import lru_cache
 
 from trainlog_debugger.tools.sources.pattern import Pattern
-from trainlog_debugger.tools.sources import cloud, cuda, deepspeed, generic, job, k8s, kernel, mpi, nvsmi, ray, trainers
+from trainlog_debugger.tools.sources import cloud, cuda, deepspeed, generic, job, k8s, kernel, mpi, nvsmi, trainers
 from trainlog_debugger.tools.sources.ais import format as ais
 from trainlog_debugger.tools.sources.flight_recorder import format as flight_recorder_format
 from trainlog_debugger.tools.sources.hw import format as hw
 from trainlog_debugger.tools.sources.nccl import format as nccl_format
 from trainlog_debugger.tools.sources.pyspy import format as pyspy
+from trainlog_debugger.tools.sources.ray import format as ray
 from trainlog_debugger.tools.sources.pytorch import format as pytorch
 from trainlog_debugger.tools.sources.slurm import format as slurm_format
 from trainlog_debugger.tools.sources.torchrun import format as torchrun

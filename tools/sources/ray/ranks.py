@@ -1,4 +1,5 @@
-"""Ray's worker processes: which training rank an actor's `(Cls pid=P, ip=I)` lines belong to (FORMATS.md §0).
+"""The scan step of the Ray source (declared in format.py): which training rank an actor's `(Cls pid=P, ip=I)` lines
+belong to (FORMATS.md §0).
 
 Ray prefixes every line an actor prints with the actor's class, pid and node IP, never with a rank:
 
@@ -10,8 +11,9 @@ so a crash printed by one worker names a node and a pid, and the rank that faile
 the lines that state that process's rank: Ray Train's table of its workers (python/ray/train/_internal/
 backend_executor.py, `- (node_id=.., ip=10.0.0.3, pid=40226) world_rank=6, local_rank=2, node_rank=1`), its set-up
 line (python/ray/train/torch/config.py, `Setting up process group for: {url} [rank={world_rank}, world_size=..]`,
-printed by rank 0 only) or a c10d `[rankN]:` prefix the process printed under its Ray prefix. This source states that map (node IP, pid) → rank as a scan step and gives
-the rank to that process's other lines, and to the driver's report of a task that failed in it
+printed by rank 0 only) or a c10d `[rankN]:` prefix the process printed under its Ray prefix. This step states that
+map (node IP, pid) → rank and gives the rank to that process's other lines, and to the driver's report of a task
+that failed in it
 (`ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.generate() (pid=11875, ip=10.0.0.2, ...)`).
 
 Stated, never guessed: a pid whose lines state two ranks (a restarted worker reusing a pid) maps to none, and a
@@ -25,28 +27,6 @@ import re
 
 from trainlog_debugger.tools.lines.attribution import attribute_line
 from trainlog_debugger.tools.scan.result import FileScan
-from trainlog_debugger.tools.sources.pattern import P
-
-PATTERNS = [
-    # python/ray/train/torch/config.py (_setup_torch_process_group): logger.info(f"Setting up process group for:
-    # {url} [rank={world_rank}, world_size={world_size}]")
-    P("ray.train_worker_rank", 0, None, "context",
-      r"Setting up process group for: \S+ \[rank=\d", "Setting up process group for: ",
-      "(RayTrainWorker pid=40226, ip=10.0.0.3) Setting up process group for: env:// [rank=6, world_size=8]",
-      "a Ray Train worker states its world rank (its pid and node are in Ray's line prefix)",
-      fields=r"\[rank=(?P<world_rank>\d{1,7}), world_size=(?P<world_size>\d{1,7})\]", ints=("world_rank", "world_size")),
-    # python/ray/train/_internal/backend_executor.py (_create_rank_world_size_mappings): the trainer's table of its
-    # workers, one line each, `- (node_id={node_id}, ip={node_ip}, pid={pid}) world_rank={i}, local_rank={..},
-    # node_rank={..}` (before Ray 2.10 without `node_id=`), under the trainer's own prefix. Only rank 0 prints the
-    # set-up line above, so this table is what names every other worker's rank.
-    P("ray.train_worker_table", 0, None, "context",
-      r"pid=\d{1,10}\) world_rank=\d", ") world_rank=",
-      "(TorchTrainer pid=71127) - (node_id=9f2c34ea47fe405f3227e9168aa857f8, ip=10.216.70.82, pid=75299) world_rank=1, "
-      "local_rank=1, node_rank=0",
-      "Ray Train's table of its workers: each worker's node IP, pid and world rank",
-      fields=r"ip=(?P<ip>[\w.:\-]+), pid=(?P<pid>\d{1,10})\) world_rank=(?P<world_rank>\d{1,7})", ints=("world_rank",)),
-]
-SCAN_STEPS = {"local_ranks": "trainlog_debugger.tools.sources.ray:actor_ranks"}
 
 # Ray's log prefix, at the start of the line: `(RayTrainWorker pid=40226, ip=10.0.0.3) `, `(pid=123) `,
 # `(WorkerDict pid=11872, ip=10.0.0.2) ` (python/ray/_private/worker.py print_worker_logs)
