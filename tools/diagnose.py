@@ -311,12 +311,21 @@ def _one_rank_of_the_same_failure(t: Candidate, cands: list[Candidate]) -> list[
 def _the_one_failed_rank(inputs: RuleInputs, t: Candidate) -> list[int]:
     """The rank of torchrun's failure report when it lists one failed rank only (`Root Cause (first observed
     failure)` with `rank : 6 (local_rank: 6)` and no other entry), for a one-process fault whose line names no rank:
-    a paste of the worker's CUDA error above the launcher's report of which worker failed. One rank or none."""
+    a paste of the worker's CUDA error above the launcher's report of which worker failed; in a JAX job, the one task
+    its coordination service names as lost (tools/sources/jax.py). One rank or none."""
     if t.facts.get("fallback") or t.category not in ONE_PROCESS or not t.evidence or t.evidence[0].rank is not None:
         return []
     failed = {r for e in inputs.hits("torchrun.failure_rank")
               if isinstance(r := inputs.fields_of(e, "torchrun.failure_rank").get("failed_rank"), int)}
-    return sorted(failed) if len(failed) == 1 else []
+    if failed:
+        return sorted(failed) if len(failed) == 1 else []
+    # a JAX job: the one task the coordination service and the surviving clients name as lost, when the trigger is
+    # not in a file of those that name it (a survivor's own report is not the lost task's line)
+    named = inputs.hits("jax.task_named_failed")
+    tasks = {r for e in named if isinstance(r := inputs.fields_of(e, "jax.task_named_failed").get("task"), int)}
+    if len(tasks) == 1 and t.evidence[0].file not in {e.file for e in named}:
+        return sorted(tasks)
+    return []
 
 
 SYSTEMIC_SPREAD_S = 5.0  # the same error on every rank within this long: no rank went first

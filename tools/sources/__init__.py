@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from trainlog_debugger.tools.sources.pattern import Pattern
-from trainlog_debugger.tools.sources import cloud, cuda, deepspeed, generic, job, k8s, kernel, mpi, nvsmi, trainers
+from trainlog_debugger.tools.sources import cloud, cuda, deepspeed, generic, jax, job, k8s, kernel, mpi, nvsmi, trainers
 from trainlog_debugger.tools.sources.ais import format as ais
 from trainlog_debugger.tools.sources.flight_recorder import format as flight_recorder_format
 from trainlog_debugger.tools.sources.hw import format as hw
@@ -25,7 +25,8 @@ from trainlog_debugger.tools.sources import env, upstream
 SOURCES = {
     "pytorch": pytorch,
     "torchrun": torchrun,
-    "ray": ray,  # a Ray worker's lines get the rank its process states (after torchrun's local ranks)
+    "ray": ray,
+    "jax": jax,  # the tasks the coordination service names as lost (a JAX job's ranks)  # a Ray worker's lines get the rank its process states (after torchrun's local ranks)
     "nccl": nccl_format,  # (aliased: the name `nccl` here is the package, tools.sources.nccl)
     "cuda": cuda,
     "kernel": kernel,
