@@ -14,7 +14,8 @@ from trainlog_debugger.tools.sources.pattern import P, WorldSize
 
 # the host and pid an NCCL INFO line opens with ('node-17:4127:4190 [3] NCCL INFO ...'), after whatever prefix a
 # launcher put before it (a blank, torchrun's `[default2]:`, srun's `3: `): which process printed it, on which host
-HOST_PID = re.compile(r"(?:^|[\s\]:])(?P<host>[\w.-]+):(?P<pid>\d+):\d+ \[\d+\] NCCL INFO")
+# (pid and tid at most 10 digits, the device at most 4, like the attribution's own NCCL prefix)
+HOST_PID = re.compile(r"(?:^|[\s\]:])(?P<host>[\w.-]+):(?P<pid>\d{1,10}):\d{1,10} \[\d{1,4}\] NCCL INFO")
 
 PATTERNS = [
     P("nccl.ib_completion_error", 1, "network", "root_candidate",

@@ -221,8 +221,6 @@ def parse_probing(rel: str, text: str) -> list[Stack]:
     return out
 
 
-
-
 def launcher_pids(inputs) -> dict[str, list[tuple[int, str | None]]]:
     """pid → [(rank, host)] from the job's own lines (duck-typed RuleInputs: `hits`, `fields_of`). NCCL init lines
     of the largest communicator (its ranks are the global ranks) and torchrun's failure entries (`rank : R` above
