@@ -127,3 +127,14 @@ def test_the_trainers_worker_table_states_every_workers_rank(tmp_path):
     killed = [h for h in f.hits if h.line == 7]
     assert killed and {h.rank for h in killed} == {1}, [(h.line, h.pattern, h.rank) for h in f.hits]
     assert 1 not in f.ranks  # the monitor's line is about rank 1, not rank 1's own output
+
+
+def test_a_single_node_run_without_ips_maps_by_pid(tmp_path):
+    """One node: Ray's prefix has no `ip=` (`(RayTrainWorker pid=63669)`), and the worker table still names the
+    IP; the pid alone finds the rank when every statement for it agrees."""
+    res = _scan(tmp_path, [
+        "(TorchTrainer pid=63280) - (node_id=9f2c34ea47fe405f3227e9168aa857f8, ip=100.83.111.228, pid=63668) "
+        "world_rank=1, local_rank=1, node_rank=0",
+        "(RayTrainWorker pid=63668) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."])
+    (f,) = res.files
+    assert {h.rank for h in f.hits if "OutOfMemoryError" in h.text} == {1}

@@ -60,10 +60,13 @@ def _stated(files: list[FileScan]) -> dict[tuple[str | None, str], int | None]:
     return out
 
 
-def _lookup(stated: dict[tuple[str | None, str], int | None], ip: str | None, pid: str) -> int | None:
+def _lookup(stated: dict[tuple[str | None, str], int | None], by_pid: dict[str, list[tuple[str | None, int | None]]],
+            ip: str | None, pid: str) -> int | None:
+    """The rank stated for (ip, pid); a line or a statement without the IP matches that pid on every node only
+    when all the statements for it agree. `by_pid` indexes `stated` by pid (one lookup per hit, not a scan)."""
     if ip is not None and (ip, pid) in stated:
         return stated[(ip, pid)]
-    ranks = {r for (i, p), r in stated.items() if p == pid and (ip is None or i is None)}
+    ranks = {r for i, r in by_pid.get(pid, ()) if ip is None or i is None}
     return next(iter(ranks)) if len(ranks) == 1 else None
 
 
@@ -72,6 +75,9 @@ def actor_ranks(files: list[FileScan], world: int | None) -> list[str]:
     stated = _stated(files)
     if not any(r is not None for r in stated.values()):
         return []
+    by_pid: dict[str, list[tuple[str | None, int | None]]] = {}
+    for (i, p), r in stated.items():
+        by_pid.setdefault(p, []).append((i, r))
     moved = 0
     for f in files:
         for h in f.hits:
@@ -83,7 +89,7 @@ def actor_ranks(files: list[FileScan], world: int | None) -> list[str]:
             if m is None:
                 continue
             ip, pid = (m.group("ip"), m.group("pid")) if own or m.group("pid") else (m.group("mip"), m.group("mpid"))
-            rank = _lookup(stated, ip, pid)
+            rank = _lookup(stated, by_pid, ip, pid)
             if rank is not None:
                 f.reattribute(h, rank, own_line=own)
                 moved += 1
