@@ -240,3 +240,48 @@ def test_a_one_file_paste_that_reports_a_failure_is_read(tmp_path):
     for files in ({"hosts": ETC["hosts"]}, {"postgresql.conf": ETC["postgresql.conf"]}):
         res = runner.invoke(app, ["ask", str(_write(tmp_path / next(iter(files)), files))])
         assert res.exit_code == 2 and "no training-job logs recognised" in res.output
+
+
+def test_a_paste_that_reports_an_abnormal_end_or_says_it_in_chinese_is_read(tmp_path):
+    """Issue 25 (never refuse a training log): the words a process's abnormal end is reported in (an exit code, a
+    signal, `Segmentation fault`), a `UserWarning`, a Lua torch size mismatch, and the same failure words as a
+    Chinese-speaking user's paste says them are a failure reported, read and answered as far as they go."""
+    for i, text in enumerate(["Exited with exit code 137\n", "Segmentation fault\n", "received signal 9\n",
+                              "/usr/local/share/lua/5.1/nn/Linear.lua:66: size mismatch at THTensorMath.c:706\n",
+                              "UserWarning: the given NumPy array is not writable\n",
+                              "显存不足，训练中断\n", "多机训练时报错：连接超时\n"]):
+        root = _write(tmp_path / f"p{i}", {"paste.txt": text})
+        r = runner.invoke(app, ["ask", "--offline", str(root)])
+        assert r.exit_code == 0 and "no training-job logs" not in r.output, (text, r.output)
+        assert "COMPLETED" not in r.output
+    # words that only look like it: a setting, and a comment
+    for i, text in enumerate(["exit_code = 1\n", "# retry on exit status 2 or a version mismatch\n"]):
+        root = _write(tmp_path / f"n{i}", {"app.conf": text})
+        assert runner.invoke(app, ["ask", "--offline", str(root)]).exit_code == 2, text
+
+
+def test_a_long_log_whose_training_lines_come_after_a_long_preamble_is_read(tmp_path):
+    """A console log that opens with 200 KiB of package installs and speaks of training only at its end (where a
+    console stops when it fails or hangs): its head alone speaks of no training, its tail does. Read whole, alone or beside another
+    file; a long file that says nothing of training at either end is still refused."""
+    preamble = "".join(f"Collecting package-{i}==1.0.{i}\n  Downloading package-{i}-1.0.{i}.tar.gz (42 kB)\n"
+                       for i in range(3000))
+    assert len(preamble) > 128 << 10
+    tail = "Epoch 3: 41%|####      | 410/1000 [02:11<03:09,  3.11it/s, loss=2.31]\n"  # and no more: a hang
+    for files in ({"console.txt": preamble + tail}, {"console.txt": preamble + tail, "env.txt": "HOME=/root\n"}):
+        root = _write(tmp_path / f"f{len(files)}", files)
+        r = runner.invoke(app, ["ask", "--offline", str(root)])
+        assert r.exit_code == 0 and "no training-job logs" not in r.output, r.output
+    quiet = _write(tmp_path / "q", {"install.txt": preamble + "Successfully installed package-1\n"})
+    assert runner.invoke(app, ["ask", "--offline", str(quiet)]).exit_code == 2
+
+
+def test_a_data_preparation_bar_is_a_training_job_s_line(tmp_path):
+    """HF datasets' `Map`/tokenizer bar (examples a second) is the data preparation of a training loop, read in a
+    folder like a training bar; a download's bytes-a-second bar is not."""
+    bar = "Running tokenizer on dataset:  41%|####      | 41000/100000 [00:32<00:46, 1275.31 examples/s]\n"
+    root = _write(tmp_path / "b", {"out.log": bar, "env.txt": "HOME=/root\n"})
+    assert runner.invoke(app, ["ask", "--offline", str(root)]).exit_code == 0
+    dl = _write(tmp_path / "dl", {"out.log": "model.safetensors:  41%|####  | 4.1G/10G [00:32<00:46, 127MB/s]\n",
+                                  "env.txt": "HOME=/root\n"})
+    assert runner.invoke(app, ["ask", "--offline", str(dl)]).exit_code == 2

@@ -27,8 +27,8 @@ _STACK = (rb"(?:(?-i:cu[A-Z][a-zA-Z]+)|nccl\w*|cuda\w*|cudnn|cublas|torch\w*|pyt
           rb"rank|world_size|epoch|iteration|train(?:ing|er)?|optimizer|checkpoint\w*|dataloader)")
 # (an errno is the kernel's own failure word: `ioctl(0x44 /dev/nvidiactl, ...) = 0 errno=22 (invalid argument)` in
 # a sandbox's or strace's trace of a GPU job)
-_FAILURE_WORDS = (rb"\w*error|warn(?:ing)?|fail(?:ed|ure)?|\w*exception|fatal|abort(?:ed)?|timeout|timed out|killed|"
-                  rb"segfault|traceback|out of memory|resource_exhausted|errno|invalid argument")
+_FAILURE_WORDS = (rb"\w*error|\w*warn(?:ing)?|fail(?:ed|ure)?|\w*exception|fatal|abort(?:ed)?|timeout|timed out|killed|"
+                  rb"segfault|segmentation fault|traceback|out of memory|resource_exhausted|errno|invalid argument")
 _FAILURE = rb"(?:" + _FAILURE_WORDS + rb")"
 _STACK_LOG_LINE = re.compile(rb"(?im)^[^\n]*?(?:\b" + _STACK + rb"\b[^\n]*\b" + _FAILURE + rb"\b|\b" + _FAILURE
                              + rb"\b[^\n]*\b" + _STACK + rb"\b)")
@@ -58,7 +58,9 @@ _TRAINING_LINE = re.compile(
     rb"ABORTED|UNIMPLEMENTED|DATA_LOSS|OUT_OF_RANGE|PERMISSION_DENIED|ALREADY_EXISTS|UNAUTHENTICATED): \S)"
     rb"|\bray::[A-Za-z_]\w*"
     # a loop's tqdm bar (HF Trainer, Accelerate, Lightning's TQDM bar): `12/11084 [00:14<6:56:29,  2.26s/it]`
-    rb"|\b\d+/\d+ \[\d+:\d\d(?::\d\d)?<[\d:?]+, +[\d.?]+ ?(?:s/it|it/s)\b"
+    # and a data-preparation bar of the same loop (HF datasets' `Map`/`Running tokenizer on dataset`: examples/s,
+    # older `ba/s`; a sampler's samples/s or tokens/s), not a download's bytes a second
+    rb"|\b\d+/\d+ \[\d+:\d\d(?::\d\d)?<[\d:?]+, +[\d.?]+ ?(?:s/it|it/s|examples/s|ex/s|ba/s|samples/s|tokens/s)\b"
     # Lightning's Trainer banner and model summary, printed at the start of every fit whatever the accelerator
     # (lightning/pytorch/trainer/setup.py:164-167 `GPU available: False, used: False`, `TPU available: True, using: 8
     # TPU cores`; utilities/model_summary/model_summary.py:479 `Trainable params`, which PEFT's summary prints too;
@@ -86,7 +88,18 @@ _SETTING_LINE = re.compile(rb"\s*(?:[#;]|//|[\w.\-\[\]]+\s*=)")
 # ones the ecosystem's messages use for a resource that gave out or refused
 _PASTE_FAILURE = re.compile(rb"(?i)\b(?:" + _FAILURE_WORDS + rb"|overflow\w*|refused|denied|unreachable|"
                             rb"corrupt\w*|unable to|cannot|could not|not found|no such|exhausted|lost|crash\w*|"
-                            rb"hang(?:s|ing)?|hung|stuck|terminated|core dumped|terminate called|bad_alloc)\b")
+                            rb"hang(?:s|ing)?|hung|stuck|terminated|core dumped|terminate called|bad_alloc|"
+                            # how a process's end is reported when it was not a normal one (`Exited with exit code
+                            # 137`, `exit status 1`, `non-zero exit`, `received signal 9`, `SIGSEGV`), and a mismatch
+                            # (`size mismatch`, Lua torch's `THTensorMath.c:706`; a version mismatch)
+                            rb"exit(?:ed)? (?:with )?(?:exit )?(?:code|status) [1-9]\d*|non-zero|signal \d+|"
+                            rb"SIG(?:KILL|TERM|SEGV|ABRT|BUS|ILL|FPE|INT|HUP)|mismatch\w*)\b"
+                            # the same words as a Chinese-speaking user's paste says them (error, failed, exception,
+                            # timed out, ran out of GPU / host memory, crashed, stuck): many training threads are
+                            rb"|(?-i:\xe9\x94\x99\xe8\xaf\xaf|\xe5\xa4\xb1\xe8\xb4\xa5|\xe5\xbc\x82\xe5\xb8\xb8|"
+                            rb"\xe8\xb6\x85\xe6\x97\xb6|\xe6\x98\xbe\xe5\xad\x98\xe4\xb8\x8d\xe8\xb6\xb3|"
+                            rb"\xe5\x86\x85\xe5\xad\x98\xe4\xb8\x8d\xe8\xb6\xb3|\xe5\xb4\xa9\xe6\xba\x83|"
+                            rb"\xe5\x8d\xa1\xe4\xbd\x8f)")
 _HEAD_FILES = 512
 # what a one-file paste speaks of when it speaks of training (issue 25: "a file that speaks of ranks, GPUs, CUDA,
 # NCCL, torch, epochs, steps, loss or batches is read"): the training stack's own names as words (not inside a path,
@@ -133,20 +146,17 @@ def speaks_training(head: bytes) -> bool:
 
 
 def _failure_paste(bundle) -> bool:
-    """One small text file (a paste, PASTE_MAX bytes at most) with a line that reports a failure in any words
-    (`Cassini Event Queue overflow`, `connection refused`, `Killed`), or that speaks of training at all (the GPUs,
-    torch, a counted step: _PASTE_TRAINING; two different words of a training loop: _LOOP_WORD): a user asking
-    about the text in front of them, which `ask` reads and answers as far as it supports (inconclusive when nothing
-    knows it; never `completed` without an end). A line that is a setting or a comment (`log_min_messages =
-    warning`) says nothing. Not a folder: /etc, a source tree or a dataset folder has many files, and their single
-    files (a hosts file, a sources list) report no failure."""
-    if len(bundle.sources) != 1 or bundle.sources[0].size > PASTE_MAX:
+    """One text file (a paste) with a line that reports a failure in any words (`Cassini Event Queue overflow`,
+    `connection refused`, `Killed`), or that speaks of training at all (the GPUs, torch, a counted step:
+    _PASTE_TRAINING; two different words of a training loop: _LOOP_WORD): a user asking about the text in front of
+    them, which `ask` reads and answers as far as it supports (inconclusive when nothing knows it; never `completed`
+    without an end). A line that is a setting or a comment (`log_min_messages = warning`) says nothing. Not a folder:
+    /etc, a source tree or a dataset folder has many files, and their single files (a hosts file, a sources list)
+    report no failure. A long file is judged by its two ends (_ends: where a console's failure is, after however
+    long a preamble of installs and downloads)."""
+    if len(bundle.sources) != 1:
         return False
-    try:
-        with bundle.sources[0].open() as fh:
-            text = fh.read(PASTE_MAX)
-    except READ_ERRORS:
-        return False
+    text = _ends(bundle.sources[0], PASTE_MAX)
     if any(True for _m in _said(_PASTE_FAILURE, text)) or any(True for _m in _said(_PASTE_TRAINING, text)):
         return True
     words = set()
@@ -157,6 +167,21 @@ def _failure_paste(bundle) -> bool:
     return False
 
 
+def _ends(src, n: int) -> bytes:
+    """The first `n` bytes of a source and, when it is longer, its last `n` from the first line start in them (a
+    compressed source: the first `n` only, a tail of it costs its whole decompression); b"" when unreadable."""
+    try:
+        with src.open() as fh:
+            head = fh.read(n)
+            if src.gzip or src.size <= 2 * n:
+                return head + fh.read(n) if not src.gzip and len(head) == n else head
+            fh.seek(src.size - n)
+            tail = fh.read(n)
+    except READ_ERRORS:
+        return b""
+    return head + b"\n" + tail[tail.find(b"\n") + 1:]
+
+
 def _said(rx: re.Pattern, text: bytes):
     """The matches of `rx` in `text` on lines that are neither a setting nor a comment (_SETTING_LINE)."""
     for m in rx.finditer(text):
@@ -165,15 +190,9 @@ def _said(rx: re.Pattern, text: bytes):
 
 
 def _heads_speak(bundle) -> bool:
-    for src in bundle.sources[:_HEAD_FILES]:
-        try:
-            with src.open() as fh:
-                head = fh.read(_HEAD_BYTES)
-                if speaks_training(head):
-                    return True
-        except READ_ERRORS:
-            continue
-    return False
+    """Whether the head or the tail (_ends) of one of the first _HEAD_FILES files speaks training: a rank's log
+    whose first 64 KiB are a preamble (installs, a config dump) says it at its end, where it failed."""
+    return any(speaks_training(_ends(src, _HEAD_BYTES)) for src in bundle.sources[:_HEAD_FILES])
 
 
 UNRELATED_GAP_S = 6 * 3600  # two inputs whose logs are this far apart in time, on no common host: not one job
