@@ -125,6 +125,69 @@ def test_a_socket_close_alone_is_still_read_as_the_network(tmp_path):
     assert d.category == "network", d.headline
 
 
+REMOTE_IB = ["[rank{r}]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
+             "NCCLUtils.hpp:317, remote process exited or there was a network error, NCCL version 2.21.5",
+             "[rank{r}]: ncclRemoteError: A call failed possibly due to a network error or a remote process exiting "
+             "prematurely.",
+             "[rank{r}]: Last error:",
+             "[rank{r}]: NET/IB : Got completion from peer 10.1.0.11<48234> with status=12 opcode=0 len=0 vendor err 129 "
+             "(Recv) localGid ::ffff:10.1.0.12 remoteGids::ffff:10.1.0.11"]
+DISK_FULL = ["[rank3]: Traceback (most recent call last):",
+             '[rank3]:   File "/workspace/train.py", line 141, in save_checkpoint',
+             "[rank3]:     torch.save(state, path)",
+             "[rank3]: OSError: [Errno 28] No space left on device"]
+
+
+def test_an_ib_completion_error_quoted_by_a_remote_error_is_the_cascade_of_a_peers_own_failure(tmp_path):
+    """When a peer PROCESS dies, the survivors' sends to it exhaust their retries (status 12) and c10d quotes that
+    as the last error of its `remote process exited or there was a network error` report: rank 3's full disk is the
+    trigger, not the fabric of the ranks that only saw it go. The same quoted error with no rank failing on its own
+    stays the network's."""
+    cascade = [x.format(r=r) for r in (0, 1, 2) for x in REMOTE_IB]
+    (tmp_path / "a").mkdir()
+    d = _investigate(tmp_path / "a", {"rank0-2.log": cascade, "rank3.log": DISK_FULL})
+    assert d.category == "storage_io" and d.culprit_ranks == [3], d.headline
+    (tmp_path / "b").mkdir()
+    alone = _investigate(tmp_path / "b", {"rank0-2.log": cascade})
+    assert alone.category == "network", alone.headline
+
+
+def test_nccls_own_ib_completion_warning_stays_the_fabrics_beside_another_ranks_error(tmp_path):
+    """NCCL's own WARN line of a completion error (not a quote of the last error) is the fabric's reading, as
+    before: only what c10d's remote-error report quotes is read as a peer's exit."""
+    (tmp_path / "c").mkdir()
+    d = _investigate(tmp_path / "c", {"rank0.log": [
+        "[rank0]:gpu-a08:3320:3390 [0] transport/net_ib.cc:1909 NCCL WARN NET/IB : Got completion from peer "
+        "10.1.0.11<48234> with status=12 opcode=0 len=0 vendor err 129 (Recv) localGid ::ffff:10.1.0.12 "
+        "remoteGids::ffff:10.1.0.11 hca mlx5_0"], "rank3.log": DISK_FULL})
+    assert d.category == "network", d.headline
+
+
+def test_a_dataloader_workers_original_exception_decides_over_the_wrapper(tmp_path):
+    """`Caught OSError in DataLoader worker process 2.` only says where it was raised; the Original Traceback under
+    it says what failed: a stale NFS handle is the filesystem's (storage_io), not the sample's. The survivors'
+    `DistBackendError: NCCL error ... remote process exited` tracebacks (quoting their IB retries to the dead peer),
+    printed first and dated by the step line before them, are the NCCL rules' to read, not the first failing rank's
+    exception."""
+    survivors = [x.format(r=r) for r in (0, 1, 2) for x in (
+        "[rank{r}]: 2024-11-06 03:42:18,100 INFO train: step 1200 loss 2.31",
+        "[rank{r}]: Traceback (most recent call last):",
+        '[rank{r}]:   File "/workspace/train.py", line 251, in main',
+        "[rank{r}]:     dist.all_reduce(loss_t)", *REMOTE_IB)]
+    d = _investigate(tmp_path, {"train.log": survivors + [
+        "[rank3]: Traceback (most recent call last):",
+        '[rank3]:   File "/workspace/train.py", line 240, in main',
+        "[rank3]:     batch = next(it)",
+        "[rank3]: OSError: Caught OSError in DataLoader worker process 2.",
+        "[rank3]: Original Traceback (most recent call last):",
+        '[rank3]:   File "/usr/lib/python3/dist-packages/torch/utils/data/_utils/worker.py", line 351, in _worker_loop',
+        "[rank3]:     data = fetcher.fetch(index)",
+        '[rank3]:   File "/workspace/data/arrow_ds.py", line 77, in __getitem__',
+        '[rank3]:     table = pa.ipc.open_file(pa.memory_map(self.files[fi], "r")).read_all()',
+        "[rank3]: OSError: [Errno 116] Stale file handle: '/nfs/datasets/c4/train-00412.arrow'"]})
+    assert d.category == "storage_io" and d.culprit_ranks == [3], d.headline
+
+
 def test_nccls_last_error_takes_the_time_of_the_c10d_error_that_prints_it(tmp_path):
     """The reason under `Last error:` has no stamp; it is the same failure as the timed c10d line above it, so that
     line's time is its own, and the timed wrapper does not win the ordering against its own reason (here aws-ofi-nccl's

@@ -37,11 +37,19 @@ def ib_completion(f: RuleInputs):
                      f"ACS on the hosts", 0.8, [ev0] + [e for e in evs if e is not ev0][:2], f, nodes=nodes,
                      recommendations=["confirm with NCCL_NET_GDR_LEVEL=0 (works but slower if ACS is the cause)",
                                       "disable PCIe ACS on the hosts' PCIe switches/bridges (BIOS or setpci)"])]
+    # Only quoted as the last error of c10d's `ncclRemoteError` report ("remote process exited or there was a network
+    # error": NCCL cannot tell which), never printed as NCCL's own WARN: what a surviving rank sees when its peer
+    # PROCESS died (the peer's queue pair is gone, so the sends exhaust their retries, status 12). Another rank's own
+    # failure then is the trigger and these its cascade, as for a socket whose peer closed (diagnose.pick); alone, it
+    # stays the network reading.
+    quoted = all("NCCL WARN" not in e.text and "NCCL INFO" not in e.text for e in evs)
     return [candidate("network.ib_completion", "network",
                  f"IB completion errors ({'status ' + str(primary) if primary is not None else 'no status stated'})"
                  f"{spread}: " +
                  ("retries exhausted, link or peer unreachable" if primary in (12, 13) else "transport failure"),
                  0.85 if primary in (12, 13) else 0.7, [ev0] + [e for e in evs if e is not ev0][:2], f, nodes=nodes,
+                 facts={"peer_closed": ranks_str({e.rank for e in evs if e.rank is not None}, cap=64)} if quoted
+                 and primary in (12, 13) else None,
                  status=_status(f), ranks=[],  # a link fault: the hosts are the suspects, not the ranks' code
                  restart=restart_without(nodes[0]) if len(nodes) == 1 else "fix first",
                  recommendations=["check the IB links/cables and switch ports of the named hosts (ibstat, port counters)",

@@ -25,7 +25,8 @@ def exception(f: RuleInputs):
     for i, ev in enumerate(tbs):
         fx = f.fields_of(ev, "python.traceback")
         text = fx.get("exception_text")
-        if not text or is_cascade(text) or "Original Traceback" in ev.text or _wraps_what_follows(f, fx, ev, tbs):
+        if not text or is_cascade(text) or "Original Traceback" in ev.text or _wraps_what_follows(f, fx, ev, tbs) \
+                or _NCCL_RAISED.search(text):
             continue
         exc = Evidence(file=ev.file, line=fx["exception_line"], text=text, time=ev.time, rank=ev.rank, node=ev.node,
                        kind=ev.kind)
@@ -71,6 +72,11 @@ def exception(f: RuleInputs):
                           recommendations=["get the end of the traceback (its last line names the exception)"])]
     return []
 
+
+# c10d raising what NCCL returned (`DistBackendError: NCCL error in: ...NCCLUtils.hpp:317, remote process exited or
+# there was a network error`): the NCCL rules read it (network, or a peer's exit); as "the first failing rank's
+# exception" it would hide the traceback of the rank that failed on its own, which its survivors print before it
+_NCCL_RAISED = re.compile(r"\bDistBackendError: NCCL error\b")
 
 # torch/distributed/checkpoint/api.py (CheckpointException.__str__): `Traceback (most recent call last): (RANK 6)`
 _RANK_BLOCK = re.compile(r"Traceback \(most recent call last\): \(RANK (\d{1,7})\)\s*$")
