@@ -238,6 +238,57 @@ def test_a_recorded_row_remap_is_not_a_crash_of_a_run_that_finished(tmp_path):
     assert any("Xid 63" in a.summary for a in d.alternatives)
 
 
+LIGHTNING_END = ["Epoch 9: 100%|##########| 1250/1250 [05:12<00:00,  4.00it/s, v_num=3, train_loss=1.92]",
+                 "`Trainer.fit` stopped: `max_epochs=10` reached."]
+
+
+def test_machine_events_on_a_clock_of_their_own_do_not_fail_a_run_that_finished(tmp_path):
+    """dmesg's uptime stamps order nothing against the trainer's lines: a recorded row remap and a corrected-ECC rate
+    (Xid 63, 92), and a Lustre reply that was slow and came back, are what the node rode through when the trainer
+    proves its normal end."""
+    for i, dmesg in enumerate([
+            ["[300112.120099] NVRM: Xid (PCI:0000:2a:00): 63, Row Remapper: New row marked for remapping, reset gpu "
+             "to activate.",
+             "[300112.120121] NVRM: Xid (PCI:0000:2a:00): 92, High single-bit ECC error rate"],
+            ["[81234.567890] Lustre: 4012:0:(client.c:2305:ptlrpc_expire_one_request()) @@@ Request sent has timed "
+             "out for slow reply: [sent 1730790000/real 1730790000]  req@000000001a2b3c4d x1789/t0(0) "
+             "o4->scratch-OST0007-osc-ffff8f0a@10.10.0.17@o2ib:6/4 lens 488/448 e 0 to 1 dl 1730790047 ref 2 fl "
+             "Rpc:Xr/0/ffffffff rc 0/-1 job:''",
+             "[81255.123456] Lustre: scratch-OST0007-osc-ffff8f0a: Connection restored to 10.10.0.17@o2ib (at "
+             "10.10.0.17@o2ib)"]]):
+        (tmp_path / str(i)).mkdir()
+        d = _investigate(tmp_path / str(i), {"dmesg.txt": dmesg, "fit.log": LIGHTNING_END})
+        assert d.status.value == "completed", d.headline
+
+
+def test_a_weak_reading_of_a_ranks_own_output_is_not_set_aside_for_another_files_end(tmp_path):
+    """Only the machine's events are set aside unordered: an unclassified exception in a rank's own file, which
+    nothing orders against rank 0's end line, may be that rank's failure, and is not read as ridden through."""
+    d = _investigate(tmp_path, {"rank0.log": LIGHTNING_END, "rank1.log": [
+        "Traceback (most recent call last):", '  File "/workspace/train.py", line 80, in <module>',
+        "    main()", "FooBarError: the frobnicator refused"]})
+    assert d.status.value != "completed", d.headline
+
+
+def test_a_loaders_suppressed_and_fallback_warnings_are_no_failure_of_a_run_that_finished(tmp_path):
+    """lhotse's fault-tolerant mode (`[Suppressed AudioLoadingError]`) and the AIStore batch loader's fallbacks said
+    they went on: with the trainer's end after them the run completed; the raised loader error still ends a run."""
+    warnings = ["WARNING:root:[Suppressed AudioLoadingError] Error message: Reading audio from "
+                "'/data/ls/train/1234-5678-0042.flac' failed. Details: LibsndfileError: Error opening "
+                "'/data/ls/train/1234-5678-0042.flac': Format not recognised.",
+                "WARNING:root:AIStore batch.get() failed: Read timed out. (read timeout=30). Falling back to "
+                "sequential GET requests.",
+                "WARNING:root:AISBatchLoader dropping 2/512 cuts due to per-object fetch failures "
+                "(skip_failed_fetches=True)."]
+    (tmp_path / "a").mkdir()
+    d = _investigate(tmp_path / "a", {"train.log": warnings + LIGHTNING_END})
+    assert d.status.value == "completed", d.headline
+    (tmp_path / "b").mkdir()
+    d = _investigate(tmp_path / "b", {"train.log": warnings + [
+        "lhotse.ais.batch_loader.AISBatchLoaderError: Sequential GET fallback failed for shard-000123/utt-42.flac"]})
+    assert d.category == "storage_io" and d.status.value == "crashed", d.headline
+
+
 def test_a_fatal_xid_still_fails_a_run_whose_trainer_printed_its_end(tmp_path):
     d = _investigate(tmp_path, {
         "journal.txt": ["Nov 05 03:02:11 h100-k8s-14 kernel: NVRM: Xid (PCI:0000:18:00): 79, pid=1, name=python, "

@@ -232,7 +232,7 @@ def diagnose(inputs: RuleInputs) -> Diagnosis:
                   if not _restarted_away(inputs, x, fin)]
         kept = [c for c in cands if not c.rule.startswith(READINGS)] if failed else \
             [c for c in cands if not c.rule.startswith(READINGS)
-             and (c.strength >= DECISIVE or not _ends_after(c, fin))
+             and (c.strength >= DECISIVE or not (_ends_after(c, fin) or _ridden_through(c, fin)))
              and "peer_closed" not in c.facts and not _recovered_by_restart(inputs, c, fin)]
         noticed = [c for c in cands if c not in kept]
         cands = kept
@@ -611,6 +611,20 @@ def _before(a: Evidence, b: Evidence) -> bool | None:
 def _ends_after(c: Candidate, fin: list[Evidence]) -> bool:
     """Whether an end line is shown to come after the candidate's first line (same file, or comparable times)."""
     return bool(c.evidence) and any(_before(c.evidence[0], e) for e in fin)
+
+
+# what a machine's own log records of its GPUs, disks and links (a node's kernel log: a row remap pending, a corrected
+# ECC rate, a filesystem's slow reply that recovered), as opposed to the job's own output
+MACHINE_EVENTS = ("gpu_cuda", "storage_io", "network", "infrastructure")
+
+
+def _ridden_through(c: Candidate, fin: list[Evidence]) -> bool:
+    """A reading too weak to decide, of an event of the machine, that nothing orders against the end lines (a
+    node's kernel log has its own clock, an uptime): the job's positive proof of a normal end says the job rode
+    through it. A weak reading of the job's own output (an unclassified traceback in a rank's file) is not set aside
+    this way: unordered, it may be that rank's failure."""
+    return c.category in MACHINE_EVENTS and bool(c.evidence) and all(_before(c.evidence[0], e) is None for e in fin) \
+        and all(_before(e, c.evidence[0]) is None for e in fin)
 
 
 def _recovered_by_restart(inputs: RuleInputs, c: Candidate, fin: list[Evidence]) -> bool:

@@ -26,6 +26,11 @@ if TYPE_CHECKING:  # the reports' types, named where the Investigation names the
                                                        StepReport)
 
 
+# a failure its own program says it caught and went on from (a loader's fallback, a skipped sample): named beside a
+# failure, below diagnose's DECISIVE, so an end of the job that follows it sets it aside
+HANDLED_STRENGTH = 0.4
+
+
 @dataclass
 class Candidate:
     """A rule's proposal for the trigger: the Finding it would put first in the chain (id = the rule's dotted id,

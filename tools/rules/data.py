@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from trainlog_debugger.tools.rules.base import RuleInputs, candidate
+from trainlog_debugger.tools.rules.base import HANDLED_STRENGTH, RuleInputs, candidate
 from trainlog_debugger.tools.rules.infra import memory_killed
 
 _ITER = re.compile(r"iteration[ =]+(\d+)")
@@ -30,8 +30,13 @@ def nan_loss(f: RuleInputs):
 
 def corrupt_data(f: RuleInputs):
     evs = f.hits("loader.audio_error")
-    out = [candidate("data.corrupt_sample", "data", "samples failed to load (corrupt or unreadable data)", 0.55, evs[:3], f,
-                recommendations=["find the failing paths in these lines and validate those shards"])] if evs else []
+    # lhotse's fault-tolerant mode (utils.py suppress_and_warn: `[Suppressed AudioLoadingError] Error message: ...`)
+    # caught the error, skipped the sample and went on: named, never an end of the job by itself
+    raised = [e for e in evs if "[Suppressed " not in e.text]
+    out = [candidate("data.corrupt_sample", "data", "samples failed to load (corrupt or unreadable data)" if raised else
+                     "samples failed to load and were skipped (suppressed by the loader's fault-tolerant mode)",
+                     0.55 if raised else HANDLED_STRENGTH, (raised or evs)[:3], f,
+                     recommendations=["find the failing paths in these lines and validate those shards"])] if evs else []
     stop = f.hits("python.stop_iteration")
     if stop:
         out.append(candidate("data.iterator_exhausted", "data", "a data iterator ran out (StopIteration)", 0.5, stop[:2], f,

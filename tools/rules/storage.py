@@ -4,14 +4,27 @@ ran out. Connection resets that recover at the first retry are noise and never a
 from __future__ import annotations
 
 from trainlog_debugger.tools.ranks import ranks_str
-from trainlog_debugger.tools.rules.base import RuleInputs, candidate
+from trainlog_debugger.tools.rules.base import HANDLED_STRENGTH, RuleInputs, candidate
+
+
+# what the batch loader says it survived (lhotse/ais/batch_loader.py: `... Falling back to sequential GET requests.`,
+# `Batch stream truncated at index N/M. Falling back to direct AIStore API calls ...`, `AISBatchLoader dropping N/M
+# cuts due to per-object fetch failures (skip_failed_fetches=True).`): the batch was still produced, or the loss was
+# one the job was configured to take. Evidence of the store's trouble, not an end of the job by itself.
+_SURVIVED = ("Falling back to", "skip_failed_fetches=True")
 
 
 def batch_loader(f: RuleInputs):
     evs = f.hits("loader.batch_loader_error")
-    return [candidate("storage.batch_loader", "storage_io", "the storage batch loader got fewer objects than requested",
-                 0.75, evs[:3], f, recommendations=["check the AIStore targets for the failure window (resource "
-                                                    "pressure, shared-dm stream errors)"])] if evs else []
+    if not evs:
+        return []
+    raised = [e for e in evs if not any(s in e.text for s in _SURVIVED)]
+    return [candidate("storage.batch_loader", "storage_io",
+                      "the storage batch loader got fewer objects than requested" if raised else
+                      "the storage batch loader fell back or skipped objects it could not fetch, and went on",
+                      0.75 if raised else HANDLED_STRENGTH, (raised or evs)[:3], f,
+                      recommendations=["check the AIStore targets for the failure window (resource pressure, "
+                                       "shared-dm stream errors)"])]
 
 
 def ais_signatures(f: RuleInputs):
