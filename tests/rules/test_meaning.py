@@ -504,3 +504,13 @@ def test_a_template_spans_the_whole_message_only_when_nothing_follows_it():
     verl = catalog.best("Connection error for generate (attempt 1)")
     assert verl is not None and catalog.spans_whole(
         verl, "WARNING:verl.workers.rollout.sglang_rollout.http_server_engine:Connection error for generate (attempt 1)")
+
+
+def test_a_checkpoint_without_the_state_the_load_flags_ask_for_is_a_setting(tmp_path):
+    """Megatron's `Unable to load optimizer from checkpoint ... Specify --no-load-optim or --finetune`: the checkpoint
+    read fine and holds no optimizer state; the flags the run was launched with asked for it (TAXONOMY config, not
+    storage_io: nothing failed to read)."""
+    d = _diagnose(tmp_path, {"train.log": "".join(
+        f"[rank{r}]: Unable to load optimizer from checkpoint /ckpt/sft-base/iter_0120000. Specify --no-load-optim or "
+        "--finetune to prevent attempting to load the optimizer state, exiting ...\n" for r in range(4))})
+    assert d.category == "config", d.headline
