@@ -289,6 +289,20 @@ def test_a_loaders_suppressed_and_fallback_warnings_are_no_failure_of_a_run_that
     assert d.category == "storage_io" and d.status.value == "crashed", d.headline
 
 
+def test_an_undated_crash_printed_above_the_time_limit_banner_came_before_it(tmp_path):
+    """The first dated line after rank 5's undated CUDA error is the time-limit banner itself, further down the same
+    file: the error was printed before the limit, and the other ranks waited until it (a 4-hour collective timeout
+    shows no hang): the crash is the trigger, the limit only ended the wait."""
+    d = _investigate(tmp_path, {"slurm-735700.out": [
+        " 5: [rank5]: Traceback (most recent call last):",
+        ' 5: [rank5]:   File "/workspace/train.py", line 212, in <module>',
+        " 5: [rank5]:     loss.backward()",
+        " 5: [rank5]: RuntimeError: CUDA error: an illegal memory access was encountered",
+        "slurmstepd: error: *** STEP 735700.0 ON gpu-j-001 CANCELLED AT 2024-11-20T16:00:07 DUE TO TIME LIMIT ***",
+        "srun: error: gpu-j-001: task 5: Exited with exit code 1"]})
+    assert d.category == "gpu_cuda" and d.culprit_ranks == [5], d.headline
+
+
 def test_a_fatal_xid_still_fails_a_run_whose_trainer_printed_its_end(tmp_path):
     d = _investigate(tmp_path, {
         "journal.txt": ["Nov 05 03:02:11 h100-k8s-14 kernel: NVRM: Xid (PCI:0000:18:00): 79, pid=1, name=python, "

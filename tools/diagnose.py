@@ -100,10 +100,17 @@ def pick(cands: list[Candidate], before: dict[int, tuple] | None = None) -> Cand
         at = first.time_key
         # an undated line (a traceback) printed before a dated line of its own file came before that line's time: it
         # is proved earlier than a dated rival from after then, and is not dropped for having no stamp of its own
+        # (or at that time, when the dated line is the rival's own, later in the same file: printed before it)
         earlier = [c for c in eligible if c.time_key is None and (b := (before or {}).get(id(c))) is not None
-                   and at is not None and b < at]
+                   and at is not None and (b < at or (b == at and _printed_before(c, first)))]
         return max(earlier, key=lambda c: c.strength) if earlier else first
     return max(eligible, key=lambda c: c.strength)
+
+
+def _printed_before(c: Candidate, rival: Candidate) -> bool:
+    """Whether c's trigger line is in the rival's trigger line's file, above it."""
+    return bool(c.evidence and rival.evidence) and c.evidence[0].file == rival.evidence[0].file \
+        and c.evidence[0].line < rival.evidence[0].line
 
 
 def dated_after(inputs: RuleInputs, cands: list[Candidate]) -> dict[int, tuple]:
