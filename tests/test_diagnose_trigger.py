@@ -303,6 +303,64 @@ def test_an_undated_crash_printed_above_the_time_limit_banner_came_before_it(tmp
     assert d.category == "gpu_cuda" and d.culprit_ranks == [5], d.headline
 
 
+def test_a_rank_the_kernel_killed_outranks_a_hang_inferred_from_the_waiters(tmp_path):
+    """Megatron's rank 0 prints the dataset build for all; task 4 is OOM-killed; rank 1 times out in the barrier.
+    That rank 0 "never entered" the barrier is inferred from the waiters' lines (it is the only rank that prints),
+    and the others waited for the rank that died: the kill is the trigger."""
+    d = _investigate(tmp_path, {"slurm-55012.out": [
+        " 0: [after model, optimizer, and learning rate scheduler are built] datetime: 2026-11-14 07:59:02 ",
+        " 0: > building train, validation, and test datasets ...",
+        " 0: INFO:megatron.core.datasets.gpt_dataset:Load the GPTDataset train indices",
+        "slurmstepd: error: Detected 1 oom_kill event in StepId=55012.0. Some of the step tasks have been OOM Killed.",
+        "srun: error: cpu-gpu-03: task 4: Out Of Memory",
+        " 1: [rank1]:[E1114 08:21:55.560475952 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=5, OpType=BARRIER, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+        "600041 milliseconds before timing out.",
+        " 1: [rank1]:[E1114 08:21:55.866177624 ProcessGroupNCCL.cpp:690] [Rank 1] To avoid data inconsistency, we are "
+        "taking the entire process down.",
+        "srun: error: cpu-gpu-03: tasks 1-3,5-7: Aborted (core dumped)",
+        "srun: error: cpu-gpu-03: task 0: Terminated"]})
+    assert d.category == "oom" and d.culprit_ranks == [4], d.headline
+
+
+def _gave_up(r: int) -> list[str]:
+    return [f"[default{r}]:[rank{r}]:[E1116 07:11:45.727058325 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught "
+            "collective operation timeout: WorkNCCL(SeqNum=3, OpType=BARRIER, NumelIn=1, NumelOut=1, "
+            "Timeout(ms)=600000) ran for 600012 milliseconds before timing out.",
+            f"[default{r}]:[rank{r}]:[E1116 07:11:45.046443419 ProcessGroupNCCL.cpp:2168] [PG ID 0 PG GUID "
+            f"0(default_pg) Rank {r}]  failure detected by watchdog at work sequence id: 3 PG status: last enqueued "
+            "work: 3, last completed work: 2",
+            f"[default{r}]:[rank{r}]:[E1116 07:11:45.372769699 ProcessGroupNCCL.cpp:690] [Rank {r}] To avoid data "
+            "inconsistency, we are taking the entire process down."]
+
+
+def test_a_close_seen_after_the_peers_had_given_up_is_their_exit_not_the_network(tmp_path):
+    """Rank 0 alone builds Megatron's dataset index; the others time out in the barrier at 07:11:45 and take their
+    processes down; rank 0 enters the barrier at 07:16 and sees its peers' sockets closed. The close is their exit,
+    not a broken network: the rank that never entered is the culprit, and what it was doing is read from its own
+    last lines though it printed no collective line of its own before the close."""
+    close = [
+        "[default0]:[rank0]:[E1116 07:16:02.568223019 ProcessGroupNCCL.cpp:1709] [PG ID 0 PG GUID 0(default_pg) Rank "
+        "0] Collective WorkNCCL(SeqNum=3, OpType=BARRIER, NumelIn=1, NumelOut=1, Timeout(ms)=600000) raised the "
+        "following async exception: NCCL error: remote process exited or there was a network error, NCCL version "
+        "2.21.5",
+        "[default0]:ncclRemoteError: A call failed possibly due to a network error or a remote process exiting "
+        "prematurely.",
+        "[default0]:Last error:",
+        "[default0]:socketProgress: Connection closed by remote peer gpu-m02<40110>"]
+    gave_up = [x for r in (1, 3, 6, 7) for x in _gave_up(r)]
+    (tmp_path / "a").mkdir()
+    d = _investigate(tmp_path / "a", {"train.log": [
+        "[default0]:INFO:megatron.core.datasets.gpt_dataset:Build and save the GPTDataset train indices", *gave_up,
+        "[default0]:INFO:megatron.core.datasets.gpt_dataset:> total number of samples: 1024038311", *close]})
+    assert d.category != "network" and d.culprit_ranks == [0], d.headline
+    assert "does not say what it was doing" not in d.headline, d.headline
+    # with nothing of rank 0's own, the close dated after the others gave up is still not the trigger
+    (tmp_path / "b").mkdir()
+    d = _investigate(tmp_path / "b", {"train.log": gave_up + close})
+    assert d.category != "network" and d.culprit_ranks == [0], d.headline
+
+
 def test_a_fatal_xid_still_fails_a_run_whose_trainer_printed_its_end(tmp_path):
     d = _investigate(tmp_path, {
         "journal.txt": ["Nov 05 03:02:11 h100-k8s-14 kernel: NVRM: Xid (PCI:0000:18:00): 79, pid=1, name=python, "

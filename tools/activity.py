@@ -52,7 +52,9 @@ def last_activity(ctx: Context) -> tuple[dict[int, list[Evidence]], list[str]]:
     out: dict[int, list[Evidence]] = {}
     for r in straggler_culprits(ctx):
         rs = rep.ranks[r]
-        own = sorted((e for e in rs.evidence if e.file in sources), key=lambda e: (e.file, e.line))
+        # its first collective line, else (a rank that printed none: it never entered) its last line
+        own = sorted((e for e in rs.evidence or ([rs.last_line] if rs.last_line else []) if e.file in sources),
+                     key=lambda e: (e.file, e.line))
         if not own:
             continue
         first = own[0]

@@ -79,6 +79,7 @@ def pick(cands: list[Candidate], before: dict[int, tuple] | None = None) -> Cand
     if not cands:
         return None
     cands = _without_the_end_of_a_hang(_without_what_a_node_failure_explains(_without_peer_closed(cands)))
+    cands = _without_a_hang_inferred_beside_a_death(cands)
     pool = [c for c in cands if c.strength >= DECISIVE] or cands
     pool = [c for c in pool if not c.facts.get("fallback")] or pool  # "nothing else explains it" loses to anything
     # an upstream table's reading of a line fills the gap where no rule knows the failure; where a rule decided,
@@ -193,6 +194,31 @@ def _without_the_end_of_a_hang(cands: list[Candidate]) -> list[Candidate]:
                and (limit is None or (k := c.time_key) is None or k < limit) for c in cands):
         return cands
     return [c for c in cands if c.rule not in ENDED_BY_SCHEDULER] or cands
+
+
+# what the collectives' timeouts let one infer (which rank never entered, which op differs): a reading of who kept
+# the others waiting, drawn from the waiters' lines
+INFERRED_HANGS = ("collective.straggler", "collective.op_differs")
+# a process that died of its own fault (the kernel's or a cgroup's OOM kill, a CUDA OOM, a GPU fault, a signal from
+# outside): the waiters' timeouts are the wait for it
+DIED = ("oom", "gpu_cuda", "infrastructure")
+
+
+def _without_a_hang_inferred_beside_a_death(cands: list[Candidate]) -> list[Candidate]:
+    """Set aside a hang inferred from the collectives' timeouts where a rank is shown to have died of its own fault
+    (a decisive crash: OOM-killed, CUDA OOM, a GPU fault), unless that death is dated after the inferred hang: the
+    others timed out waiting for the dead rank, and the rank the inference names (often the one that prints alone:
+    Megatron's rank 0 builds the datasets and logs for all) is one of the waiters. A scheduler's own end (time
+    limit, cancel) is not such a death."""
+    deaths = [c for c in cands if c.status == "crashed" and c.category in DIED and c.strength >= DECISIVE
+              and c.ranks and not c.rule.startswith(("scheduler.", *READINGS))]
+    if not deaths:
+        return cands
+
+    def after_all(h: Candidate) -> bool:
+        return all(d.time_key is not None and h.time_key is not None and d.time_key > h.time_key for d in deaths)
+
+    return [c for c in cands if c.rule not in INFERRED_HANGS or after_all(c)] or cands
 
 
 OWN_FAULT = 0.4  # a reading of another rank's own failure strong enough to make a peer's close its consequence

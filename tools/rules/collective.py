@@ -30,7 +30,10 @@ _PREPROC = re.compile(r"(?i)running tokenizer|\btokeniz(?:ing|e)\b|\b(?:Map|Filt
                       r"\bpre-?process(?:ing)?\b|grouping texts")
 # a long phase every rank goes through (loading a model's weight shards, compiling), which outlasted the collective
 # timeout (TAXONOMY edge case: config): checked before _CKPT, which reads "checkpoint" as a save
-_PHASE = re.compile(r"(?i)loading checkpoint shards|\bcompiling\b|\bautotun(?:e|ing)\b")
+# Megatron's dataset index cache, which one rank builds by design while the others wait to load it
+# (megatron/core/datasets/gpt_dataset.py: `Build and save the GPTDataset train indices`), is such a phase too
+_PHASE = re.compile(r"(?i)loading checkpoint shards|\bcompiling\b|\bautotun(?:e|ing)\b|"
+                    r"\bBuild and save the \w+ \w+ indices\b")
 _STORAGE_PIDS = ("loader.batch_loader_error", "ais.resource_pressure", "ais.out_of_bounds", "ais.shared_dm_error",
                  "io.no_space")
 
@@ -102,8 +105,8 @@ def straggler(f: RuleInputs):
         cat, why, s = "software", (f"{base}: it was preprocessing data alone (its last line: tokenizing or mapping a "
                                    f"dataset) while the others waited in the collective"), 0.7
     elif _PHASE.search(last):
-        cat, why, s = "config", (f"{base}: it was still in a long phase (its last line: loading weight shards or "
-                                 f"compiling) when the collective's timeout ran out"), 0.65
+        cat, why, s = "config", (f"{base}: it was still in a long phase (its last line: loading weight shards, "
+                                 f"compiling or building a dataset's index) when the collective's timeout ran out"), 0.65
     elif _CKPT.search(last):
         cat, why, s = "storage_io", f"{base}, while saving a checkpoint (its last line)", 0.75
     elif _DATA.search(last):

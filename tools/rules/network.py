@@ -12,7 +12,7 @@ import re
 
 from trainlog_debugger.tools.lines.attribution import attribute_line
 from trainlog_debugger.tools.model import Evidence
-from trainlog_debugger.tools.rules.base import RuleInputs, candidate, past_setup, restart_without
+from trainlog_debugger.tools.rules.base import RuleInputs, candidate, past_setup, restart_without, time_key
 from trainlog_debugger.tools.rules.meaning import handled_per_table
 from trainlog_debugger.tools.ranks import ranks_str
 
@@ -137,6 +137,15 @@ def _unroutable_at_setup(f: RuleInputs, evs: list[Evidence], peers: list[str]):
                                       "`No route to host`)"])
 
 
+def _after_the_peers_gave_up(f: RuleInputs, evs: list[Evidence]) -> bool:
+    """Whether every close is dated after another rank's watchdog timed out (its `Watchdog caught collective
+    operation timeout`): that rank then takes its process down, so the close is what its exit looks like from here,
+    not a break of the network (the last rank to enter a collective the others gave up on)."""
+    mine = {e.rank for e in evs}
+    gave_up = [k for e in f.hits("pytorch.watchdog_timeout") if e.rank not in mine and (k := time_key(e)) is not None]
+    return bool(gave_up) and all((k := time_key(e)) is not None and k > min(gave_up) for e in evs)
+
+
 def socket(f: RuleInputs):
     evs = f.hits("nccl.socket_error")
     if not evs:
@@ -153,6 +162,7 @@ def socket(f: RuleInputs):
     return [candidate("network.socket", "network", summary, 0.65, evs[:3], f, status=_status(f),
                       nodes=named if named else None, ranks=[] if named else None,
                       facts={**({"unreachable_peers": named} if named else {}),
+                             **({"consequence_only": True} if closed and _after_the_peers_gave_up(f, evs) else {}),
                              # the ranks that printed it, as ranges (`0-1364,1366-4095`: one short string at 10,000
                              # ranks, in the answer's JSON too)
                              **({"peer_closed": ranks_str({e.rank for e in evs if e.rank is not None}, cap=64)}
