@@ -361,6 +361,43 @@ def test_a_close_seen_after_the_peers_had_given_up_is_their_exit_not_the_network
     assert d.category != "network" and d.culprit_ranks == [0], d.headline
 
 
+def test_a_pod_evicted_for_memory_is_the_cause_of_the_close_its_peer_saw(tmp_path):
+    """The worker pod was evicted for its memory (a death that names a pod, not a rank); the master's rank saw its
+    socket close. Whoever printed the close was alive: the eviction is the trigger."""
+    d = _investigate(tmp_path, {
+        "pod.txt": ["Name:             vit-pretrain-worker-0",
+                    "Status:           Failed",
+                    "Reason:           Evicted",
+                    "Message:          The node was low on resource: memory. Threshold quantity: 100Mi, available: "
+                    "91232Ki. Container pytorch was using 187340212Ki, request is 96Gi, has larger consumption of "
+                    "memory. "],
+        "master.log": ["[default1]:[2024-11-06 03:02:18] vit-pretrain-master-0:51:311 [1] misc/socket.cc:58 NCCL WARN "
+                       "socketProgress: Connection closed by remote peer "
+                       "vit-pretrain-worker-0.vit-pretrain.vision.svc<41119>"]})
+    assert d.category == "oom", d.headline
+
+
+def test_the_agents_sigterm_yields_to_the_reading_of_who_sent_it(tmp_path):
+    """The kubelet killed the container after its liveness probe failed (a probe too short for the checkpoint
+    load); the torchrun agent inside only saw SIGTERM. The events say who sent it: that reading is the answer."""
+    d = _investigate(tmp_path, {
+        "events.txt": ["LAST SEEN   TYPE      REASON                   OBJECT                          MESSAGE",
+                       '5m          Warning   Unhealthy                pod/t5-ft-master-0              Liveness '
+                       'probe failed: Get "http://10.244.5.9:8080/healthz": context deadline exceeded',
+                       "4m          Normal    Killing                  pod/t5-ft-master-0              Container "
+                       "pytorch failed liveness probe, will be restarted"],
+        "master-0.log": ["W1114 06:04:40.100000 1 torch/distributed/elastic/agent/server/api.py:719] Received "
+                         "Signals.SIGTERM death signal, shutting down workers",
+                         "W1114 06:04:40.101000 1 torch/distributed/elastic/multiprocessing/api.py:897] Sending "
+                         "process 20 closing signal SIGTERM"]})
+    assert d.category == "config", d.headline
+    (tmp_path / "alone").mkdir()
+    alone = _investigate(tmp_path / "alone", {"master-0.log": [
+        "W1114 06:04:40.100000 1 torch/distributed/elastic/agent/server/api.py:719] Received Signals.SIGTERM death "
+        "signal, shutting down workers"]})
+    assert alone.category == "infrastructure", alone.headline
+
+
 def test_a_fatal_xid_still_fails_a_run_whose_trainer_printed_its_end(tmp_path):
     d = _investigate(tmp_path, {
         "journal.txt": ["Nov 05 03:02:11 h100-k8s-14 kernel: NVRM: Xid (PCI:0000:18:00): 79, pid=1, name=python, "

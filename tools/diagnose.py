@@ -79,7 +79,7 @@ def pick(cands: list[Candidate], before: dict[int, tuple] | None = None) -> Cand
     if not cands:
         return None
     cands = _without_the_end_of_a_hang(_without_what_a_node_failure_explains(_without_peer_closed(cands)))
-    cands = _without_a_hang_inferred_beside_a_death(cands)
+    cands = _without_a_signal_another_reading_sent(_without_a_hang_inferred_beside_a_death(cands))
     pool = [c for c in cands if c.strength >= DECISIVE] or cands
     pool = [c for c in pool if not c.facts.get("fallback")] or pool  # "nothing else explains it" loses to anything
     # an upstream table's reading of a line fills the gap where no rule knows the failure; where a rule decided,
@@ -221,6 +221,23 @@ def _without_a_hang_inferred_beside_a_death(cands: list[Candidate]) -> list[Cand
     return [c for c in cands if c.rule not in INFERRED_HANGS or after_all(c)] or cands
 
 
+# a stop the launcher received from outside: it says what reached the agent, not who sent it
+SIGNALLED = "scheduler.launcher_signalled"
+SENDER_SAYS = ("SIGHUP", "SIGINT")  # the sender is in the name: a closed terminal, a Ctrl-C
+
+
+def _without_a_signal_another_reading_sent(cands: list[Candidate]) -> list[Candidate]:
+    """Set aside the agent's `Received SIGTERM death signal` where a decisive rule reads what sent it or why (the
+    orchestrator killing the container for a failed liveness probe or its memory, the scheduler's time limit, another
+    node's rank failing so that srun stopped this node's step): the signal is what that looks like from the agent.
+    SIGHUP and SIGINT name their sender themselves, and stay."""
+    if not any(c.rule == SIGNALLED and c.facts.get("signal") not in SENDER_SAYS for c in cands):
+        return cands
+    if not any(c.rule != SIGNALLED and c.strength >= DECISIVE and not c.rule.startswith(READINGS) for c in cands):
+        return cands
+    return [c for c in cands if not (c.rule == SIGNALLED and c.facts.get("signal") not in SENDER_SAYS)]
+
+
 OWN_FAULT = 0.4  # a reading of another rank's own failure strong enough to make a peer's close its consequence
 
 
@@ -237,8 +254,10 @@ def _without_peer_closed(pool: list[Candidate]) -> list[Candidate]:
             out.append(c)
             continue
         reporters = set(parse_ranges(said))  # ranks_str's ranges ('-' for none; a cut list's tail is no range)
-        own = [o for o in pool if o is not c and o.category != c.category and o.ranks and o.strength >= OWN_FAULT
-               and not set(o.ranks) & reporters
+        # (or a death that names no rank, a pod's or a container's: whoever printed the close was alive)
+        own = [o for o in pool if o is not c and o.category != c.category and o.strength >= OWN_FAULT
+               and ((o.ranks and not set(o.ranks) & reporters) or (not o.ranks and o.category in DIED
+                                                                   and o.status == "crashed"))
                and (o.time_key is None or c.time_key is None or o.time_key <= c.time_key)]
         if not own:
             out.append(c)
