@@ -164,6 +164,18 @@ def test_one_agent_of_two_nodes_is_a_node_that_never_came_up(tmp_path):
     assert any(a.category == "config" for a in d.alternatives)
 
 
+def test_a_launch_asking_for_more_nodes_than_slurm_allocated_is_a_setting(tmp_path):
+    """The batch script's environment says Slurm allocated one node; torchrun waits for two (min_nodes 2): no node
+    failed to come up, the launch asked for more than there are. With an allocation as large as the launch, the
+    missing agent stays a node that never came up."""
+    d = _investigate(tmp_path, {"slurm-4242.out": ["SLURM_JOB_ID=4242 SLURM_JOB_NUM_NODES=1 SLURM_NODELIST=gpu-g-001"]
+                                + _agent(111, "4242")})
+    assert d.category == "config" and "allocated 1" in d.headline, d.headline
+    (tmp_path / "fits").mkdir()
+    d = _investigate(tmp_path / "fits", {"slurm-4242.out": ["SLURM_NNODES=2"] + _agent(111, "4242")})
+    assert d.category == "infrastructure", d.headline
+
+
 def test_an_agent_that_never_reached_the_store_is_the_endpoint_not_a_missing_node(tmp_path):
     """The same lone agent, but its store client could not even connect to the endpoint (c10d socket.cpp's connect
     timeout, torchelastic's RendezvousConnectionError): nothing served the store there. A wrong endpoint (or a host

@@ -27,6 +27,10 @@ SETTINGS = [
     ("torch deprecation (2.3, getCvarString)",
      "[rank7]:[W Utils.hpp:108] Warning: Environment variable NCCL_ASYNC_ERROR_HANDLING is deprecated; use TORCH_NCCL_ASYNC_ERROR_HANDLING instead (function getCvarString)",
      {"env.deprecated_torch": dict(name="NCCL_ASYNC_ERROR_HANDLING", replacement="TORCH_NCCL_ASYNC_ERROR_HANDLING")}),
+    ("the allocation's node count in an echoed environment",
+     "SLURM_JOB_ID=735400 SLURM_JOB_NUM_NODES=2 SLURM_NODELIST=gpu-g-[001-002]",
+     {"env.slurm_nodes": dict(name="SLURM_JOB_NUM_NODES", nodes=2)}),
+    ("env | grep SLURM", "SLURM_NNODES=16", {"env.slurm_nodes": dict(name="SLURM_NNODES", nodes=16)}),
     ("NCCL >=2.29 unused env", "node1:1:1 [0] NCCL INFO Warning: ENV NCCL_NET_SHARED_COMMS is unused. Setting it has no effect.",
      {"env.nccl_env_unused": dict(name="NCCL_NET_SHARED_COMMS", state="unused")}),
 ]

@@ -79,6 +79,19 @@ def rendezvous_timeout(f: RuleInputs):
                                            "node (`nc -zv host port`)"] + recs)]
     mins = [int(a["min_nodes"][0]) for a in agents.values() if a.get("min_nodes", ("",))[0].isdigit()]
     want = max(mins) if mins else None
+    allocated = {n for e in f.hits("env.slurm_nodes") if (n := f.fields_of(e, "env.slurm_nodes").get("nodes"))}
+    if want and allocated and max(allocated) < want <= 10_000:
+        # the job was given fewer nodes than the launch waits for: no node failed to come up, the launch asked for
+        # more than there are (TAXONOMY: a wrong setting is config)
+        alloc_ev = next(e for e in f.hits("env.slurm_nodes"))
+        ev_min = next(a["min_nodes"][1] for a in agents.values() if "min_nodes" in a)
+        return [candidate("config.rendezvous_timeout", "config",
+                          f"rendezvous timed out at start-up{joined}: torchrun waits for {want} nodes and Slurm "
+                          f"allocated {max(allocated)}: the launch's node count (--nnodes) does not fit the job's "
+                          f"allocation", 0.85, evs[:1] + [ev_min, alloc_ev], f, ranks=[], nodes=[],
+                          facts={"min_nodes": want, "allocated_nodes": max(allocated)},
+                          recommendations=["launch torchrun with --nnodes=$SLURM_JOB_NUM_NODES (or request as many "
+                                           "nodes as --nnodes asks for: sbatch -N)"])]
     if want and 0 < len(agents) < want <= 10_000 and (fx.get("joined") is None or fx["joined"] < fx.get("expected", want)):
         ev_min = next(a["min_nodes"][1] for a in agents.values() if "min_nodes" in a)
         return [c for c in (

@@ -35,6 +35,13 @@ PATTERNS = [
       "NCCL's and PyTorch's own hints (`run with NCCL_DEBUG=INFO for details`) inside an error line are not settings",
       fields=r"(?:^|[\s:\]])(?:\++ )?(?:export |declare -x |setenv )?(?P<name>" + _NAME + r")=(?P<value>\S*)\s*$",
       fallback=True),
+    # the allocation's node count as the batch script's environment shows it (`env | grep SLURM`, an echo of it):
+    # what a launch's node count must fit (tools/rules/config.py rendezvous_timeout)
+    P("env.slurm_nodes", 0, None, "context",
+      r"\bSLURM_(?:JOB_NUM_NODES|NNODES)=\d", ("SLURM_JOB_NUM_NODES=", "SLURM_NNODES="),
+      "SLURM_JOB_ID=735400 SLURM_JOB_NUM_NODES=2 SLURM_NODELIST=gpu-g-[001-002]",
+      "the number of nodes Slurm allocated to the job",
+      fields=r"\b(?P<name>SLURM_(?:JOB_NUM_NODES|NNODES))=(?P<nodes>\d{1,6})\b", ints=("nodes",)),
     P("env.deprecated_torch", 0, None, "context",
       r"Environment variable [A-Z0-9_]+ is deprecated; use [A-Z0-9_]", "is deprecated; use ",
       "[rank0]:[W1111 11:55:57.148815586 Utils.hpp:112] Warning: Environment variable NCCL_ASYNC_ERROR_HANDLING is deprecated; use TORCH_NCCL_ASYNC_ERROR_HANDLING instead (function operator())",
