@@ -398,6 +398,29 @@ def test_the_agents_sigterm_yields_to_the_reading_of_who_sent_it(tmp_path):
     assert alone.category == "infrastructure", alone.headline
 
 
+def _dcp_block(r: int) -> list[str]:
+    p = f"[default{r}]:[rank{r}]: "
+    return [p + x for x in (
+        "Traceback (most recent call last):",
+        '  File "/workspace/train_fsdp.py", line 380, in main',
+        '    dcp.save(state_dict, checkpoint_id=f"{cfg.ckpt_dir}/step_{step}")',
+        '  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/checkpoint/utils.py", line 232, in all_reduce',
+        "    raise final_result",
+        "torch.distributed.checkpoint.api.CheckpointException: CheckpointException ranks:dict_keys([3])",
+        "Traceback (most recent call last): (RANK 3)",
+        '  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/checkpoint/filesystem.py", line 207, in '
+        "_write_item",
+        "    torch.save(data, stream)",
+        "OSError: [Errno 28] No space left on device")]
+
+
+def test_a_failure_dcp_reports_for_one_rank_is_that_ranks_whoever_prints_it(tmp_path):
+    """Every rank re-raises DCP's CheckpointException with the failed rank's traceback under `(RANK 3)`: the full
+    disk is rank 3's (not a shared cause because four ranks printed it, nor the printers' own)."""
+    d = _investigate(tmp_path, {"train.log": [x for r in range(4) for x in _dcp_block(r)]})
+    assert d.category == "storage_io" and d.culprit_ranks == [3], d.headline
+
+
 def test_a_fatal_xid_still_fails_a_run_whose_trainer_printed_its_end(tmp_path):
     d = _investigate(tmp_path, {
         "journal.txt": ["Nov 05 03:02:11 h100-k8s-14 kernel: NVRM: Xid (PCI:0000:18:00): 79, pid=1, name=python, "

@@ -409,8 +409,10 @@ def _on_every_rank(inputs: RuleInputs, t: Candidate) -> str | None:
     first: dict[int, Evidence] = {}
     for evs in pools:
         for e in evs:
-            if e.rank is not None and e.rank not in first and template_of(strip_prefixes(e.text)) == key:
-                first[e.rank] = e
+            # the rank a line reports (DCP's `(RANK n)` block, whoever printed it), else the one that printed it
+            r = e.rank if (said := inputs.reported_for(e)) is None else said
+            if r is not None and r not in first and template_of(strip_prefixes(e.text)) == key:
+                first[r] = e
     if set(first) != seen:
         return None
     secs = [s for e in first.values() if e.time is not None and (s := e.time.job_seconds()) is not None]

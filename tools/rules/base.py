@@ -8,6 +8,8 @@ the rest as alternatives with the reason each was rejected.
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Mapping
 from heapq import merge
 from itertools import islice
@@ -29,6 +31,10 @@ if TYPE_CHECKING:  # the reports' types, named where the Investigation names the
 # a failure its own program says it caught and went on from (a loader's fallback, a skipped sample): named beside a
 # failure, below diagnose's DECISIVE, so an end of the job that follows it sets it aside
 HANDLED_STRENGTH = 0.4
+
+
+# torch/distributed/checkpoint/api.py (CheckpointException.__str__): `Traceback (most recent call last): (RANK 6)`
+RANK_BLOCK = re.compile(r"Traceback \(most recent call last\): \(RANK (\d{1,7})\)\s*$")
 
 
 @dataclass
@@ -296,6 +302,20 @@ class RuleInputs:
         host = self.fields_of(hosts[0], "torchrun.failure_host").get("host") if hosts else None
         return (rank, host) if isinstance(rank, int) and 0 <= rank < 1_000_000 else None
 
+    def reported_for(self, ev: Evidence) -> int | None:
+        """The rank whose failure `ev` reports when another rank printed it: a line of a traceback that DCP prints
+        under `Traceback (most recent call last): (RANK n)` (torch/distributed/checkpoint/api.py CheckpointException:
+        every rank re-raises the failed ranks' tracebacks, the coordinator's gathered copy). None elsewhere. The
+        blocks are indexed once per RuleInputs (every rank of a large job may print one)."""
+        blocks = self.__dict__.get("_rank_blocks")
+        if blocks is None:
+            blocks = self.__dict__["_rank_blocks"] = {}
+            for t in self.by_pattern.get("python.traceback", ()):
+                if (m := RANK_BLOCK.search(t.text)) is not None:
+                    end = self.fields_of(t, "python.traceback").get("exception_line", t.line)
+                    blocks.setdefault(t.file, []).append((t.line, end, int(m.group(1))))
+        return next((r for a, b, r in blocks.get(ev.file, ()) if a <= ev.line <= b), None)
+
     def nodes_of(self, evs: list[Evidence]) -> list[str]:
         out = []
         for e in evs:
@@ -318,6 +338,13 @@ def restart_without(node: str | None) -> str:
     return f"restart without node {node}" if node else "drain the failing node (the logs do not name it), then restart"
 
 
+def _rank_of(src: RuleInputs, e: Evidence) -> int | None:
+    """The rank a line is about: the one whose failure it reports (RuleInputs.reported_for), else the one that
+    printed it."""
+    r = src.reported_for(e)
+    return e.rank if r is None else r
+
+
 def candidate(rule: str, category: str, summary: str, strength: float, evs: list[Evidence], src: RuleInputs, *,
               ranks: list[int] | None = None, nodes: list[str] | None = None, facts: dict[str, Any] | None = None,
               **weighing: Any) -> Candidate | None:
@@ -329,7 +356,7 @@ def candidate(rule: str, category: str, summary: str, strength: float, evs: list
     entry = None
     said: tuple[int | None, str | None] = (None, None)
     if ranks is None:
-        ranks = sorted({e.rank for e in evs if e.rank is not None})
+        ranks = sorted({r for e in evs if (r := _rank_of(src, e)) is not None})
         if not ranks and (entry := src.failure_entry(evs[0])):
             ranks = [entry[0]]
         if not ranks:  # a paste without prefixes: the trigger line's own words (`[Rank 3]`, `task 3:`, RANK=3)

@@ -7,7 +7,7 @@ import re
 from trainlog_debugger.tools.sources import is_cascade
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.lines.attribution import strip_prefixes
-from trainlog_debugger.tools.rules.base import RuleInputs, candidate
+from trainlog_debugger.tools.rules.base import RANK_BLOCK, RuleInputs, candidate
 from trainlog_debugger.tools.rules.infra import launcher_ranks, signalled_workers
 from trainlog_debugger.tools.rules.terminal import by_type, classify, handled
 
@@ -41,7 +41,7 @@ def exception(f: RuleInputs):
                                 rank=ev.rank, node=ev.node, kind=ev.kind), exc, ev]
                 said = deeper if deeper else (said[0], f"{said[1]}; the worker raised {ifx.get('exception')}")
         # DCP prints each failed rank's traceback under a header naming it, whichever rank prints the wrapper
-        ranks = [int(m.group(1))] if (m := _RANK_BLOCK.search(ev.text)) else None
+        ranks = [int(m.group(1))] if (m := RANK_BLOCK.search(ev.text)) else None
         if said:  # a clearly classified terminal error is decisive
             typed = said == by_type(fx.get("exception")) and evs[0].text == text
             return [candidate("software.terminal_error", said[0], f"{said[1]}: {evs[0].text.strip()[:160]}", 0.75,
@@ -78,8 +78,6 @@ def exception(f: RuleInputs):
 # exception" it would hide the traceback of the rank that failed on its own, which its survivors print before it
 _NCCL_RAISED = re.compile(r"\bDistBackendError: NCCL error\b")
 
-# torch/distributed/checkpoint/api.py (CheckpointException.__str__): `Traceback (most recent call last): (RANK 6)`
-_RANK_BLOCK = re.compile(r"Traceback \(most recent call last\): \(RANK (\d{1,7})\)\s*$")
 
 
 def _wraps_what_follows(f: RuleInputs, fx: dict, ev: Evidence, tbs: list[Evidence]) -> bool:
