@@ -421,6 +421,26 @@ def test_a_failure_dcp_reports_for_one_rank_is_that_ranks_whoever_prints_it(tmp_
     assert d.category == "storage_io" and d.culprit_ranks == [3], d.headline
 
 
+def test_a_straggler_that_said_what_went_wrong_is_read_by_what_it_said(tmp_path):
+    """torchtitan's rank 5 ran out of data (its shard was shorter), ended its loop and destroyed its process group;
+    the others timed out in the next all-gather. The rank that never entered said why before it stopped: the
+    upstream table's trigger on its own last lines decides the category (the data), not a guess from silence."""
+    def waiting(r):
+        return [f"[rank{r}]:[E1120 18:10:22.477357240 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
+                "operation timeout: WorkNCCL(SeqNum=96012, OpType=_ALLGATHER_BASE, NumelIn=131072000, "
+                "NumelOut=131072000, Timeout(ms)=100000) ran for 100031 milliseconds before timing out.",
+                f"[rank{r}]:[E1120 18:10:22.015113954 ProcessGroupNCCL.cpp:2168] [PG ID 0 PG GUID 0(default_pg) Rank "
+                f"{r}]  failure detected by watchdog at work sequence id: 96012 PG status: last enqueued work: 96012, "
+                "last completed work: 96011"]
+    d = _investigate(tmp_path, {"stdout.log": [
+        "[rank0]:[titan] 2026-11-20 18:08:29,233 - root - INFO - step: 8000  loss:  2.1064  grad_norm:  0.1488",
+        "[rank5]:[titan] 2026-11-20 18:08:41,843 - root - WARNING - Ran out of data; last step was canceled.",
+        "[rank5]:[titan] 2026-11-20 18:08:41,296 - root - INFO - Training completed",
+        "[rank5]:[titan] 2026-11-20 18:08:42,373 - root - INFO - Process group destroyed",
+        *[x for r in (0, 2, 4, 7) for x in waiting(r)]]})
+    assert d.category == "data" and d.culprit_ranks == [5], d.headline
+
+
 def test_a_fatal_xid_still_fails_a_run_whose_trainer_printed_its_end(tmp_path):
     d = _investigate(tmp_path, {
         "journal.txt": ["Nov 05 03:02:11 h100-k8s-14 kernel: NVRM: Xid (PCI:0000:18:00): 79, pid=1, name=python, "

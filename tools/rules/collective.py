@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from trainlog_debugger.tools.lines.attribution import strip_prefixes
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.ranks import ranks_str
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate
@@ -75,6 +76,19 @@ def _kind_of_work(text: str) -> bool:
     return any(rx.search(text) for rx in (_ASYM, _PREPROC, _PHASE, _CKPT, _DATA))
 
 
+def _own_trigger(f: RuleInputs, rank: int):
+    """(table row, line) of the latest of the rank's own last lines (its activity) that an upstream table calls a
+    trigger with a category (torchtitan's `Ran out of data; last step was canceled.` on the one rank whose shard ran
+    dry): what the rank itself said before it stopped entering collectives. None without such a line."""
+    if f.messages is None:
+        return None
+    for e in f.activity.get(rank, []):  # the latest first
+        m = f.messages.best(strip_prefixes(e.text))
+        if m is not None and m.role == "trigger" and m.category:
+            return m, e
+    return None
+
+
 def straggler(f: RuleInputs):
     rep = f.nccl
     if rep is None or rep.verdict not in ("straggler", "gloo_straggler"):
@@ -93,8 +107,13 @@ def straggler(f: RuleInputs):
     who = f"rank{'s' if len(culprits) > 1 else ''} {', '.join(map(str, culprits[:8]))}"
     base = (f"{who} never entered the stuck collective ({rep.found_ranks} ranks checked, "
             f"{len(culprits)} differ): stuck outside NCCL")
+    said = _own_trigger(f, r0)
     if own:
         cat, why, s = "storage_io", f"{base}, after storage errors on the same rank", 0.85
+    elif said is not None:  # what the rank itself said went wrong before it stopped (an upstream table's trigger)
+        row, line = said
+        cat, why, s = row.category, f"{base}: before it stopped it said: {row.meaning} ({row.table})", 0.75
+        ev = [line] + [e for e in ev if e is not line]
     elif exhausted or (retries and _DATA.search(retries[-1].text)):
         cat, why, s = "data_loading_stall", f"{base}, in data loading (its reads were retrying)", 0.85
     elif _ASYM.search(last) and not _BUILD.search(last):
@@ -127,7 +146,8 @@ def straggler(f: RuleInputs):
                          "if it must run on one rank, raise the collective timeout above its length"],
             "data_loading_stall": ["put a timeout on data reads (a read with no timeout blocks the rank forever)",
                                    f"inspect rank {r0}'s data shard / loader worker at the time of its last line",
-                                   "a py-spy dump of the stuck rank shows the exact frame next time"]}[cat]
+                                   "a py-spy dump of the stuck rank shows the exact frame next time"]}.get(cat) \
+        or [said[0].action if said is not None else "read the rank's own last lines for what it was doing"]
     return [candidate("collective.straggler", cat, why, s, ev, f, status="hung", ranks=culprits,
                  nodes=[n for r in culprits if (n := rep.ranks[r].node)],
                  restart="fix first" if cat == "software" else "restart as is",
