@@ -32,11 +32,15 @@ NEAR_MISSES = [
     # Ray Tune's report of one iteration (tune/experimental/output.py) is progress, not the end of the run
     ("Ray Train's per-iteration report",
      "Training finished iteration 3 at 2025-08-20 08:40:43. Total running time: 10min 34s", {}),
+    # its failing twin, and a job's step that a program logs as succeeded in prose
+    ("the Ray Jobs CLI's failure banner", "Job 'raysubmit_Xy7Qe2pZk1sLm9Nc' failed", {}),
+    ("a sub-job in prose", "INFO: Batch job 'eval-42' succeeded with 3 warnings", {}),
 ]
 
 ENDS = [
     ("Ray Train's end line", "Training completed after 10 iterations at 2024-06-19 08:29:40. Total running time: 9min 22s",
      {"job.finished": {}}),
+    ("the Ray Jobs CLI's success banner", "Job 'raysubmit_Xy7Qe2pZk1sLm9Nc' succeeded", {"job.finished": {}}),
 ]
 
 

@@ -29,16 +29,19 @@ PATTERNS = [
     # container exited 0: kubectl describe pod's `Status:`)
     P("job.finished", 0, None, "context",
       r"(?:worker group successfully finished|`Trainer\.fit` stopped: `max_(?:steps|epochs)=\d+` reached|[Tt]raining (?:completed|finished|complete)\b|\{'train_runtime': "
-      r"|COMPLETED +0:0|Status: +Succeeded)",
+      r"|COMPLETED +0:0|Status: +Succeeded|Job '[^'\n]{1,128}' succeeded)",
       ("successfully finished", "Trainer.fit` stopped", "raining completed", "raining finished",
-       "raining complete", "{'train_runtime': ", "COMPLETED ", "Succeeded"),
+       "raining complete", "{'train_runtime': ", "COMPLETED ", "Succeeded", "' succeeded"),
       "I1105 14:00:00.000000 2585 torch/distributed/elastic/agent/server/api.py:862] [default] worker group successfully finished. Waiting 300 seconds for other agents to finish.",
       "the job says it finished normally",
       # (not Ray Tune's per-report line `Training finished iteration 3 at 2025-08-20 08:40:43. Total running time:
       # ..` (tune/experimental/output.py), one per reported iteration; its end line is `Training completed after N
       # iterations at ..`)
       verify=r"(?:worker group successfully finished|`Trainer\.fit` stopped: `max_(?:steps|epochs)=\d+` reached|[Tt]raining (?:completed|finished|complete)\b(?! iteration \d)|\{'train_runtime': "
-             r"|^\s*\d+(?:_\d+)?(?: +\S+)*? +COMPLETED +0:0\b|^Status: +Succeeded\s*$)"),
+             r"|^\s*\d+(?:_\d+)?(?: +\S+)*? +COMPLETED +0:0\b|^Status: +Succeeded\s*$"
+             # the Ray Jobs CLI once the submitted job's driver exited 0 (dashboard/modules/job/cli.py
+             # _log_job_status: JobStatus.SUCCEEDED; its twins say `failed` and `was stopped`)
+             r"|^Job '[\w.:-]{1,128}' succeeded\s*$)"),
     # Megatron-LM's phase marker (training.py pretrain(): print_datetime('after training is done')): the loop is over,
     # and the final checkpoint, the final evaluation and the async-save finalisation come after it in the same
     # function. The job got past set-up and training; it is no proof that the job ended (diagnose._stops_after_training)
