@@ -138,3 +138,31 @@ def test_a_single_node_run_without_ips_maps_by_pid(tmp_path):
         "(RayTrainWorker pid=63668) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."])
     (f,) = res.files
     assert {h.rank for h in f.hits if "OutOfMemoryError" in h.text} == {1}
+
+
+def _init(pid: str, rank: int, nranks: int = 4) -> str:
+    return (f"(WorkerDict pid={pid}) gpu-node-01:{pid}:{int(pid) + 120} [{rank}] NCCL INFO ncclCommInitRank comm "
+            f"0x55d005a0 rank {rank} nranks {nranks} cudaDev {rank} nvmlDev {rank} busId ab000 commId 0x6c1e3f0a9b2d4471"
+            " - Init COMPLETE")
+
+
+def test_nccls_init_line_of_the_world_communicator_states_the_rank_and_the_drivers_traceback_takes_it(tmp_path):
+    """verl's WorkerDict actors print NCCL's init line under their Ray prefix: in the world communicator (the
+    largest nranks) the rank is the global rank. The driver's `Unhandled error ... ray::WorkerDict.update_actor()
+    (pid=.., ip=..)` report, and the remote traceback printed under it with no prefix down to its exception, are
+    that rank's. A sub-communicator's rank (tensor parallel, nranks 2) states nothing."""
+    res = _scan(tmp_path, [
+        _init("22412", 2), _init("22415", 3), _init("22415", 1, nranks=2),
+        "2025-03-04 10:31:55,118\tERROR worker.py:440 -- Unhandled error (suppress with "
+        "'RAY_IGNORE_UNHANDLED_ERRORS=1'): ray::WorkerDict.actor_rollout_update_actor() (pid=22415, ip=10.20.0.11, "
+        "actor_id=7e2d4c6a8b0f1e3d5c7a9b1d01000000, repr=<verl.single_controller.ray.base.WorkerDict object at "
+        "0x7f2c5c1b3e50>)",
+        '  File "/opt/verl/verl/workers/fsdp_workers.py", line 839, in update_actor',
+        "    metrics = self.actor.update_policy(data=data)",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.71 GiB. GPU 3 has a total capacity of "
+        "79.10 GiB of which 2.04 GiB is free.",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. (a later report, not under it)"])
+    (f,) = res.files
+    oom = sorted((h.line, h.rank) for h in f.hits if h.pattern == "cuda.oom")
+    assert oom[0] == (7, 3), oom  # under the report: pid 22415's world rank, not its sub-communicator rank 1
+    assert oom[1][1] is None, oom  # the next exception is not part of the report's traceback

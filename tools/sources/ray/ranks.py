@@ -39,9 +39,26 @@ _TASK = re.compile(r"\bray::[\w.<>:]+\(\) \(pid=(?P<pid>\d{1,10}), ip=(?P<ip>[\w
                    r"|Memory on the node \(IP: (?P<mip>[\w.:\-]+), ID: \w+\) where the \w+ \([^)]*?\bpid=(?P<mpid>\d{1,10})")
 
 
-def _stated(files: list[FileScan]) -> dict[tuple[str | None, str], int | None]:
+# a remote traceback's lines follow its header at most this far apart (frames and their source lines)
+_REPORT_LINES = 40
+# the line that ends a Python traceback: `torch.OutOfMemoryError: ...`, `RuntimeError: ...`
+_EXCEPTION = re.compile(r"\s*[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b")
+
+
+def _world_comm(files: list[FileScan], world: int | None) -> int | None:
+    """The size of the job's world communicator as NCCL's init lines state it: the world size where known, else
+    the largest `nranks` an init line states (a sub-communicator, tensor- or pipeline-parallel, is smaller)."""
+    if world:
+        return world
+    sizes = [n for f in files for h in f.hits if h.pattern == "nccl.comm_init"
+             and isinstance(n := h.fields.get("nranks"), int)]
+    return max(sizes, default=None)
+
+
+def _stated(files: list[FileScan], world: int | None = None) -> dict[tuple[str | None, str], int | None]:
     """(ip, pid) → the rank stated for that process; None where two ranks are stated for it."""
     out: dict[tuple[str | None, str], int | None] = {}
+    comm = _world_comm(files, world)
     for f in files:
         for h in f.hits:
             ip: str | None
@@ -49,8 +66,12 @@ def _stated(files: list[FileScan]) -> dict[tuple[str | None, str], int | None]:
                 ip, pid, rank = h.fields.get("ip"), h.fields.get("pid"), h.fields.get("world_rank")
             elif (m := _PREFIX.match(h.text)) is not None:
                 ip, pid = m.group("ip"), m.group("pid")
-                # the set-up line's own field, else the line's own `[rankN]:` (never its file's rank)
+                # the set-up line's own field; NCCL's init line of the world communicator (`ncclCommInitRank comm ..
+                # rank 5 nranks 8 cudaDev 5 ..`: in it the rank is the global rank); else the line's own `[rankN]:`
+                # (never its file's rank)
                 rank = (h.fields.get("world_rank") if h.pattern == "ray.train_worker_rank"
+                        else h.fields.get("comm_rank") if h.pattern == "nccl.comm_init" and comm is not None
+                        and h.fields.get("nranks") == comm
                         else attribute_line(h.text).rank)
             else:
                 continue
@@ -72,7 +93,7 @@ def _lookup(stated: dict[tuple[str | None, str], int | None], by_pid: dict[str, 
 
 def actor_ranks(files: list[FileScan], world: int | None) -> list[str]:
     """Give a Ray worker's lines that state no rank the rank its other lines state (module docstring)."""
-    stated = _stated(files)
+    stated = _stated(files, world)
     if not any(r is not None for r in stated.values()):
         return []
     by_pid: dict[str, list[tuple[str | None, int | None]]] = {}
@@ -80,16 +101,25 @@ def actor_ranks(files: list[FileScan], world: int | None) -> list[str]:
         by_pid.setdefault(p, []).append((i, r))
     moved = 0
     for f in files:
-        for h in f.hits:
+        report: tuple[int, int] | None = None  # (rank, line) of the driver's last report of a failed task
+        for h in sorted(f.hits, key=lambda x: x.line):
             if h.rank is not None:
                 continue
             m = _PREFIX.match(h.text)
             own = m is not None
             m = m or _TASK.search(h.text)
             if m is None:
+                # the remote traceback the driver prints under its report of the task, with no prefix of its own
+                # (`Unhandled error ...: ray::WorkerDict.update_actor() (pid=.., ip=..)`, its frames, then
+                # `torch.OutOfMemoryError: ...`): the task's rank, up to the exception that ends it
+                if report is not None and h.line - report[1] <= _REPORT_LINES:
+                    f.reattribute(h, report[0], own_line=False)
+                    moved += 1
+                    report = None if _EXCEPTION.match(h.text) else (report[0], h.line)
                 continue
             ip, pid = (m.group("ip"), m.group("pid")) if own or m.group("pid") else (m.group("mip"), m.group("mpid"))
             rank = _lookup(stated, by_pid, ip, pid)
+            report = (rank, h.line) if rank is not None and not own else None
             if rank is not None:
                 f.reattribute(h, rank, own_line=own)
                 moved += 1
