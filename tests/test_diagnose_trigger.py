@@ -441,6 +441,32 @@ def test_a_straggler_that_said_what_went_wrong_is_read_by_what_it_said(tmp_path)
     assert d.category == "data" and d.culprit_ranks == [5], d.headline
 
 
+def _unresponsive(r: int, t: str) -> list[str]:
+    ofi = ("NET/OFI Request 0x7f02aa1c3e10 (recv) completed with error: err: 5, flags: 0, prov_errno: 13, strerror: "
+           "Unresponsive remote (was previously responsive), len: 0")
+    return [f" {r}: [rank{r}]:[E503 {t} ProcessGroupNCCL.cpp:1804] [Rank {r}] Collective WorkNCCL(SeqNum=19220, "
+            "OpType=_ALLGATHER_BASE, NumelIn=805306368, NumelOut=805306368, Timeout(ms)=600000) raised the following "
+            "async exception: NCCL error: remote process exited or there was a network error, NCCL version 2.21.5",
+            f" {r}: ncclRemoteError: A call failed possibly due to a network error or a remote process exiting "
+            "prematurely.", f" {r}: Last error:", f" {r}: {ofi}"]
+
+
+def test_efas_unresponsive_remote_is_what_survivors_see_of_a_rank_the_kernel_killed(tmp_path):
+    """libfabric/EFA's `Unresponsive remote (was previously responsive)`, quoted as NCCL's last error, is the
+    survivors' view of a peer that went away; srun and slurmstepd report task 21 OOM-killed, untimed, below the
+    survivors' dated lines (a time they would only borrow from those lines says nothing of when it died)."""
+    d = _investigate(tmp_path, {"slurm-77120.out": [
+        "15: [2025-05-03 07:08:40] step 614 | loss 1.7220 | grad_norm 0.31 | host_rss 1.71TB",
+        *_unresponsive(1, "07:12:11.838685876"), *_unresponsive(9, "07:12:19.727035364"),
+        "srun: error: p4d-st-2: task 21: Out Of Memory",
+        "slurmstepd: error: Detected 1 oom_kill event in StepId=77120.0. Some of the step tasks have been OOM Killed.",
+        "srun: error: p4d-st-0: tasks 0-7: Aborted (core dumped)"]})
+    assert d.category == "oom" and d.culprit_ranks == [21], d.headline
+    (tmp_path / "alone").mkdir()
+    alone = _investigate(tmp_path / "alone", {"out.log": _unresponsive(1, "07:12:11.838685876")})
+    assert alone.category == "network", alone.headline
+
+
 def test_a_fatal_xid_still_fails_a_run_whose_trainer_printed_its_end(tmp_path):
     d = _investigate(tmp_path, {
         "journal.txt": ["Nov 05 03:02:11 h100-k8s-14 kernel: NVRM: Xid (PCI:0000:18:00): 79, pid=1, name=python, "

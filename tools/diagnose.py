@@ -258,10 +258,18 @@ def _without_peer_closed(pool: list[Candidate]) -> list[Candidate]:
         own = [o for o in pool if o is not c and o.category != c.category and o.strength >= OWN_FAULT
                and ((o.ranks and not set(o.ranks) & reporters) or (not o.ranks and o.category in DIED
                                                                    and o.status == "crashed"))
-               and (o.time_key is None or c.time_key is None or o.time_key <= c.time_key)]
+               and (o.time_key is None or c.time_key is None or o.time_key <= c.time_key or _borrowed(o))]
         if not own:
             out.append(c)
     return out or pool
+
+
+def _borrowed(c: Candidate) -> bool:
+    """Whether the candidate's time is one its trigger line borrowed from an earlier line of another writer (a
+    scheduler's or the kernel's verdict, `slurmstepd: error: Detected 1 oom_kill event`, printed untimed among the
+    ranks' lines): when it was printed says nothing of when the process died, so it orders nothing."""
+    ev = c.evidence[0] if c.evidence else None
+    return ev is not None and ev.rank is None and ev.time is not None and ev.time.meta("inferred_from_line") is not None
 
 
 READINGS = ("table.", "meaning.")  # candidates that read a line's meaning (tools/rules/meaning.py), not a rule's

@@ -31,6 +31,7 @@ from functools import lru_cache
 from trainlog_debugger.tools.lines.attribution import strip_prefixes
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.rules.asymmetry import MIN_RANKS
+from trainlog_debugger.tools.ranks import ranks_str
 from trainlog_debugger.tools.rules.base import RuleInputs, by_time, candidate
 from trainlog_debugger.tools.sources import is_cascade, patterns
 from trainlog_debugger.tools.sources.detect import HW_KINDS
@@ -230,12 +231,20 @@ def nccl_last_error(f: RuleInputs):
         out.append(candidate("nccl.last_error", m.category, f"{m.meaning} (NCCL's last error)",
                              LAST_ERROR_STRENGTH, evs, f, status=m.status,
                              facts={"upstream": m.cite(), "table": m.table, "template": m.template,
-                                    "meaning": m.meaning},
+                                    "meaning": m.meaning,
+                                    # what a survivor sees when its peer's process is gone: the consequence of
+                                    # another rank's own failure where there is one (diagnose._without_peer_closed)
+                                    **({"peer_closed": ranks_str({x.rank for x in evs if x.rank is not None}, cap=64)}
+                                       if _PEER_GONE.search(detail) else {})},
                              recommendations=[m.action]))
         if len(out) >= 3:
             break
     return out
 
+
+# a last error that says the peer went away (libfabric/EFA's `Unresponsive remote (was previously responsive)`, a
+# socket `Connection closed by remote peer` or `reset by peer`)
+_PEER_GONE = re.compile(r"(?i)\bunresponsive remote\b|\bclosed by remote peer\b|\breset by peer\b")
 
 LAST_ERROR_SPAN = 4  # lines between c10d's `NCCL error: ...` and its `Last error:` (the ncclResult's name between)
 
