@@ -722,3 +722,24 @@ def test_a_checkpoint_exception_is_read_through_to_the_rank_error_it_wraps(tmp_p
     holds the failed rank's own error, and that rank is the culprit whichever rank printed the wrapper."""
     d = _investigate(tmp_path, {"rank_0.log": _dcp(0, 4)})
     assert d.category == "storage_io" and d.culprit_ranks == [4], d.headline
+
+
+def test_a_dumps_stuck_loader_names_the_dumped_process_not_a_rank_that_waited(tmp_path):
+    """py-spy's dump of pid 80378 waits on its DataLoader; NCCL's init line says pid 80378 on gn-05 is rank 42; rank 0
+    timed out waiting in the collective. The stuck process is rank 42 (the dump's), never the rank whose watchdog
+    line is cited beside it."""
+    d = _investigate(tmp_path, {
+        "gn-05.out": ["gn-05:80378:80549 [2] NCCL INFO ncclCommInitRank comm 0x55d4c8a00420 rank 42 nranks 64 cudaDev 2 "
+                      "nvmlDev 2 busId 3a000 commId 0x9f3e2a1b7c6d5e4f - Init COMPLETE"],
+        "gn-00.out": ["[rank0]:[E1105 21:40:01.477357240 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective "
+                      "operation timeout: WorkNCCL(SeqNum=6102, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+                      "Timeout(ms)=600000) ran for 600031 milliseconds before timing out."],
+        "pyspy_gn05_local2.txt": ["Process 80378: /opt/conda/bin/python -u train_ddp.py",
+                                  "Python v3.10.14 (/opt/conda/bin/python3.10)", "",
+                                  'Thread 80378 (idle): "MainThread"',
+                                  "    wait (threading.py:324)",
+                                  "    get (queue.py:180)",
+                                  "    _try_get_data (torch/utils/data/dataloader.py:1133)",
+                                  "    __next__ (torch/utils/data/dataloader.py:701)",
+                                  "    train_one_epoch (train_ddp.py:188)"]})
+    assert d.category == "data_loading_stall" and d.culprit_ranks == [42], d.headline

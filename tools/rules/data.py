@@ -94,8 +94,14 @@ def loader_stall_in_dumps(f: RuleInputs):
     files = sorted({e.file for e in waits})
     summary = (f"a stack dump shows a process stuck waiting for its next DataLoader batch ({', '.join(files[:3])})"
                + (" while other processes wait inside collectives" if others else ""))
+    # the stuck process's rank: its dump's (the stacks stage maps a dump's pid to its rank through NCCL's init
+    # lines), else the wait line's own; never the collective line cited beside it, which is a rank that waited
+    at = {(e.file, e.line) for e in waits}
+    ranks = sorted({st.rank for st in f.stacks if st.rank is not None
+                    and any((ev.file, ev.line) in at for _fn, _w, ev in st.frames)}
+                   or {e.rank for e in waits if e.rank is not None})
     return [candidate("data.loader_stall_in_dumps", "data_loading_stall", summary, 0.7 if others else 0.45,
-                      waits[:2] + others[:1], f, status="hung",
+                      waits[:2] + others[:1], f, status="hung", ranks=ranks,
                       recommendations=["set num_workers=0 for the failing loader (eval loaders included) to confirm, then "
                                        "look for a worker that deadlocks at start (fork after threads, a lock held in "
                                        "the dataset)", "give data reads a timeout so a stuck read fails loudly"])]
