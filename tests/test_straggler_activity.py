@@ -79,3 +79,21 @@ def _dump(*frames: str) -> list[str]:
 def test_the_stragglers_stack_dump(tmp_path, frames, category, said):
     d = _hang(tmp_path, [], {"pyspy_rank0.txt": _dump(*frames)})
     assert d.category == category and said in d.headline, d.headline
+
+
+def test_the_stragglers_faulthandler_dump_in_the_console_is_read(tmp_path):
+    """faulthandler's dump (SIGUSR1 with faulthandler registered) printed into the console under rank 0's prefix:
+    its frames are the program's own logging code re-entering the handler's lock, neither a loader's nor a
+    collective's. The dump header itself marks the lines as a dump, so the straggler is read by its stack."""
+    dump = ["[rank0]: Thread 0x00007f0a337fe640 (most recent call first):",
+            '[rank0]:   File "/usr/lib/python3.11/threading.py", line 327 in wait',
+            '[rank0]:   File "/usr/lib/python3.11/logging/handlers.py", line 1551 in _monitor',
+            "[rank0]: ",
+            "[rank0]: Current thread 0x00007f0b1a2c9740 (most recent call first):",
+            '[rank0]:   File "/usr/lib/python3.11/logging/__init__.py", line 923 in acquire',
+            '[rank0]:   File "/usr/lib/python3.11/logging/__init__.py", line 1026 in handle',
+            '[rank0]:   File "/workspace/llm/utils/log_rotate.py", line 58 in doRollover',
+            '[rank0]:   File "/workspace/llm/utils/log_rotate.py", line 33 in emit',
+            '[rank0]:   File "/workspace/llm/train.py", line 402 in train_step']
+    d = _hang(tmp_path, [], {"dump.txt": dump})
+    assert d.category == "software" and d.culprit_ranks == [0], d.headline

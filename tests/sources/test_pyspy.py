@@ -28,6 +28,10 @@ FRAMES = [
     ("probing: the python.backtrace table's header, bordered",
      "| func          | file                          | lineno | depth | frame_type |", {"pyspy.probing_table": {}}),
     ("probing: as CSV", "func,file,lineno,depth", {"pyspy.probing_table": {}}),
+    ("faulthandler's header of another thread, under srun's label",
+     "11: Thread 0x00007f38c27fc700 (most recent call first):", {"pyspy.fh_thread": {}}),
+    ("faulthandler's header of the thread that dumped", "Current thread 0x00007f3a9c7ff740 (most recent call first):",
+     {"pyspy.fh_thread": {}}),
 ]
 
 NEAR_MISSES = [
@@ -35,6 +39,8 @@ NEAR_MISSES = [
     ("a collective in a user's module, not c10d", "    broadcast_data (megatron/mpu/data.py:88)", {}),
     ("a log line naming the loader", "[rank0]: UserWarning: torch/utils/data/dataloader.py: num_workers is large", {}),
     ("prose about a function's file and line", "the func, file and lineno of the caller are logged", {}),
+    ("a Python traceback's header: the traceback's, not a dump's", "Traceback (most recent call last):",
+     {"python.traceback": {}}),
 ]
 
 

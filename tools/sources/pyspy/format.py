@@ -42,6 +42,14 @@ PATTERNS = [
       "    broadcast (torch/distributed/distributed_c10d.py:1191)",
       "a stack dump shows a thread inside a torch.distributed collective",
       fields=r"(?P<func>" + _COLLECTIVES + r")"),
+    # faulthandler's thread header (CPython Python/traceback.c _Py_DumpTracebackThreads: `Current thread 0x%lx` /
+    # `Thread 0x%lx`, then ` (most recent call first):`), behind a launcher's prefix: the file holds a dump whatever
+    # its frames are (a lock, a file write, the program's own code), not only where they are a loader's or a
+    # collective's
+    P("pyspy.fh_thread", 3, None, "context",
+      r"(?:Current thread|Thread) 0x[0-9a-fA-F]{1,16} \(most recent call first\):", ("(most recent call first):",),
+      "11: Thread 0x00007f38c27fc700 (most recent call first):",
+      "a faulthandler stack dump starts here (one thread's frames follow)"),
     # probing's python.backtrace table (tools/sources/pyspy/report.py reads the rows): the header marks the file as a dump
     P("pyspy.probing_table", 3, None, "context",
       r"\bfunc *[|,] *file *[|,] *lineno\b", ("lineno",),
@@ -54,12 +62,14 @@ PATTERNS = [
 _THREAD = re.compile(r'^Thread (?:\d+|0X[0-9A-F]+) \((?:idle|active|active\+gil|gil)\)', re.M)
 _JSON = re.compile(r'"os_thread_id"\s*:.*?"frames"|"frames"\s*:.*?"os_thread_id"', re.S)  # `py-spy dump --json`
 _NAME = re.compile(r"py-?spy", re.I)
+_FH_THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-fA-F]{1,16} \(most recent call first\):", re.M)
 
 
 def _content(h: Head) -> str | None:
     if json_head(h.text) and _JSON.search(h.text):
         return PYSPY
-    return PYSPY if "Thread " in h.text and _THREAD.search(h.text) else None  # `Thread N (active+gil): ...`
+    # `Thread N (active+gil): ...`, or faulthandler's own header (a dump saved on its own)
+    return PYSPY if "hread " in h.text and (_THREAD.search(h.text) or _FH_THREAD.search(h.text)) else None
 
 
 DETECT = (Detector("content", 30, _content,  # after Cloud Logging's JSON export, which also starts with `[`/`{`
