@@ -743,3 +743,27 @@ def test_a_dumps_stuck_loader_names_the_dumped_process_not_a_rank_that_waited(tm
                                   "    __next__ (torch/utils/data/dataloader.py:701)",
                                   "    train_one_epoch (train_ddp.py:188)"]})
     assert d.category == "data_loading_stall" and d.culprit_ranks == [42], d.headline
+
+
+IGNORED = ["Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f3e1c2a8ee0>",
+           "Traceback (most recent call last):",
+           '  File "/usr/local/lib/python3.10/dist-packages/torch/utils/data/dataloader.py", line 1479, in __del__',
+           "    self._shutdown_workers()",
+           '  File "/usr/local/lib/python3.10/dist-packages/torch/utils/data/_utils/signal_handling.py", line 73, in '
+           "handler",
+           "    _error_if_any_worker_fails()",
+           "RuntimeError: DataLoader worker (pid 31877) is killed by signal: Terminated. "]
+
+
+def test_a_traceback_python_printed_and_ignored_is_no_failure(tmp_path):
+    """CPython's `Exception ignored in: <...__del__>` and the traceback under it (the DataLoader iterator's
+    destructor at interpreter shutdown, its workers already terminated): printed and ignored, after the trainer's
+    end; the run completed. The same traceback without the header is a failure."""
+    end = ["{'train_runtime': 3307.9021, 'train_samples_per_second': 75.59, 'train_loss': 0.5127, 'epoch': 5.0}",
+           "100%|##########| 7815/7815 [55:07<00:00,  2.36it/s]"]
+    (tmp_path / "a").mkdir()
+    d = _investigate(tmp_path / "a", {"train.log": end + IGNORED})
+    assert d.status.value == "completed", d.headline
+    (tmp_path / "b").mkdir()
+    d = _investigate(tmp_path / "b", {"train.log": end + IGNORED[1:]})
+    assert d.status.value != "completed", d.headline

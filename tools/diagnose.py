@@ -55,6 +55,8 @@ def candidates(inputs: RuleInputs) -> list[Candidate]:
         if getattr(rule, "undecided_only", False) and _decided(out):
             continue
         out.extend(c for c in rule(inputs) if c is not None)
+    # a trigger line in a traceback that Python printed and ignored (`Exception ignored in: ...`) is no failure
+    out = [c for c in out if not (c.evidence and inputs.ignored(c.evidence[0]))]
     refine(out, inputs)  # the upstream tables' reading of each trigger line (tools/rules/meaning.py)
     culprits = set(inputs.nccl.culprits) if inputs.nccl else set()
     for c in out:

@@ -21,6 +21,9 @@ MEGATRON_OK = (" [2024-11-05 12:00:00] iteration      100/   10000 | consumed sa
 PYTHON = [
     ("≥2.3 excepthook traceback header", "[rank3]: Traceback (most recent call last):", {"python.traceback": {}}),
     ("bare traceback header", "Traceback (most recent call last):", {"python.traceback": {}}),
+    ("CPython's unraisable hook: a destructor's exception, printed and ignored",
+     "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f3e1c2a8ee0>",
+     {"python.exception_ignored": {}}),
     ("generic exception (fallback)",
      "RuntimeError: shape '[4, 1024]' is invalid for input of size 2048",
      {EXC: dict(exception="RuntimeError", message="shape '[4, 1024]' is invalid for input of size 2048")}),

@@ -316,6 +316,21 @@ class RuleInputs:
                     blocks.setdefault(t.file, []).append((t.line, end, int(m.group(1))))
         return next((r for a, b, r in blocks.get(ev.file, ()) if a <= ev.line <= b), None)
 
+    def ignored(self, ev: Evidence) -> bool:
+        """Whether `ev` lies in a traceback that CPython printed under `Exception ignored in: <obj>` (its unraisable
+        hook: an exception in a destructor or a callback, printed and ignored; the DataLoader iterator's __del__ at
+        interpreter shutdown is the common one), from that line to the traceback's exception. Indexed once."""
+        blocks = self.__dict__.get("_ignored_blocks")
+        if blocks is None:
+            blocks = self.__dict__["_ignored_blocks"] = {}
+            heads = {(h.file, h.line) for h in self.by_pattern.get("python.exception_ignored", ())}
+            if heads:
+                for t in self.by_pattern.get("python.traceback", ()):
+                    if (t.file, t.line - 1) in heads:
+                        end = self.fields_of(t, "python.traceback").get("exception_line", t.line)
+                        blocks.setdefault(t.file, []).append((t.line - 1, end))
+        return any(a <= ev.line <= b for a, b in blocks.get(ev.file, ()))
+
     def nodes_of(self, evs: list[Evidence]) -> list[str]:
         out = []
         for e in evs:

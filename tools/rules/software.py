@@ -26,7 +26,7 @@ def exception(f: RuleInputs):
         fx = f.fields_of(ev, "python.traceback")
         text = fx.get("exception_text")
         if not text or is_cascade(text) or "Original Traceback" in ev.text or _wraps_what_follows(f, fx, ev, tbs) \
-                or _NCCL_RAISED.search(text):
+                or _NCCL_RAISED.search(text) or f.ignored(ev):
             continue
         exc = Evidence(file=ev.file, line=fx["exception_line"], text=text, time=ev.time, rank=ev.rank, node=ev.node,
                        kind=ev.kind)

@@ -28,6 +28,13 @@ PATTERNS = [
       r"Traceback \(most recent call last\)", "Traceback (most recent call last)",
       "[rank3]: Traceback (most recent call last):",
       "Python traceback (its final exception line is attached)"),
+    # CPython's unraisable hook (Python/errors.c: `Exception ignored in: <obj>`, then the traceback): an exception in a
+    # destructor or callback that Python printed and ignored (a DataLoader iterator's __del__ at shutdown): the
+    # traceback under it is no failure of the program (RuleInputs.ignored)
+    P("python.exception_ignored", 2, None, "context",
+      r"Exception ignored in: ", "Exception ignored in: ",
+      "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f2b8c1d1ea0>",
+      "Python printed an exception raised in a destructor or callback and ignored it"),
     # a wrapper that names its cause in parentheses (Ray re-raises a remote task's error as
     # `ray.exceptions.RayTaskError(OutOfMemoryError): ray::...`, python/ray/exceptions.py as_instanceof_cause): the
     # exception is the cause, the class that says what failed; the wrapper is kept as `wrapper`
