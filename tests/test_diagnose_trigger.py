@@ -767,3 +767,51 @@ def test_a_traceback_python_printed_and_ignored_is_no_failure(tmp_path):
     (tmp_path / "b").mkdir()
     d = _investigate(tmp_path / "b", {"train.log": end + IGNORED[1:]})
     assert d.status.value != "completed", d.headline
+
+
+def _loader_paste(inner: list[str], exc: str) -> list[str]:
+    """A paste of a DataLoader worker's failure that starts mid-traceback (the header was cut): the wrapper line,
+    then the worker's Original Traceback."""
+    return (['  File "/srv/.venv/lib/python3.10/site-packages/torch/_utils.py", line 694, in reraise',
+             "    raise exception",
+             f"{exc.split(':')[0]}: Caught {exc.split(':')[0]} in DataLoader worker process 0.",
+             "Original Traceback (most recent call last):",
+             '  File "/srv/.venv/lib/python3.10/site-packages/torch/utils/data/_utils/fetch.py", line 54, in fetch',
+             "    return self.collate_fn(data)"] + inner + [exc])
+
+
+def test_the_dataloader_wrapper_is_read_past_only_when_what_it_wraps_says_more(tmp_path):
+    """`Caught RuntimeError in DataLoader worker process 0.` says where; the worker's `Cannot re-initialize CUDA in
+    forked subprocess` says what (the program touched CUDA in a forked worker: software). A wrapped exception that
+    says nothing more (`ValueError: expected the sample's image field`) leaves the wrapper's reading: a sample
+    failed to load."""
+    (tmp_path / "a").mkdir()
+    d = _investigate(tmp_path / "a", {"log.txt": _loader_paste(
+        ['  File "/srv/rl/train_reward.py", line 61, in collate', '    batch["r"] = torch.tensor(r, device="cuda")'],
+        "RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use "
+        "the 'spawn' start method")})
+    assert d.category == "software", d.headline
+    (tmp_path / "b").mkdir()
+    d = _investigate(tmp_path / "b", {"log.txt": _loader_paste(
+        ['  File "/srv/rl/data.py", line 88, in decode', "    raise ValueError(msg)"],
+        "ValueError: expected the sample's image field, got ['__key__', 'txt']")})
+    assert d.category == "data", d.headline
+
+
+def test_an_exception_read_by_where_it_was_raised_yields_to_the_table_that_documents_it(tmp_path):
+    """Raised in the collate function (a sample's frames: data by where), but the message is one transformers
+    documents: the tokenizer has no pad token, a setting of the run (config)."""
+    d = _investigate(tmp_path, {"train.log": [
+        "[rank1]: Traceback (most recent call last):",
+        '[rank1]:   File "/home/m/train.py", line 88, in <module>',
+        "[rank1]:     for batch in loader:",
+        '[rank1]:   File "/home/m/.venv/lib/python3.11/site-packages/torch/utils/data/_utils/fetch.py", line 55, in '
+        "fetch",
+        "[rank1]:     return self.collate_fn(data)",
+        '[rank1]:   File "/home/m/.venv/lib/python3.11/site-packages/transformers/tokenization_utils_base.py", line 2924, '
+        "in _get_padding_truncation_strategies",
+        "[rank1]:     raise ValueError(",
+        "[rank1]: ValueError: Asking to pad but the tokenizer does not have a padding token. Please select a token to "
+        "use as `pad_token` `(tokenizer.pad_token = tokenizer.eos_token e.g.)` or add a new pad token via "
+        "`tokenizer.add_special_tokens({'pad_token': '[PAD]'})`."]})
+    assert d.category == "config" and d.culprit_ranks == [1], d.headline

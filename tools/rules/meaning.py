@@ -347,7 +347,7 @@ def refine(cands: list, f: RuleInputs) -> None:
             continue
         c.facts.setdefault("upstream", m.cite())
         c.facts.setdefault("meaning", m.meaning)
-        if ((c.rule in READ_BY_WORDING or c.facts.get("by_type")) and m.category != c.category
+        if ((c.rule in READ_BY_WORDING or c.facts.get("by_type") or c.facts.get("by_frame")) and m.category != c.category
                 and m.specificity >= MIN_SPECIFIC):
             c.facts["category_was"] = c.category
             c.finding = c.finding.model_copy(update={"category": m.category,

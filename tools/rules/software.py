@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 
 from trainlog_debugger.tools.sources import is_cascade
 from trainlog_debugger.tools.model import Evidence
@@ -32,6 +33,7 @@ def exception(f: RuleInputs):
                        kind=ev.kind)
         evs = [exc, ev]
         said = classify_terminal(text, fx.get("frames", ()), fx.get("exception"))
+        read = (text, fx.get("exception"))  # the exception line the reading is of, and its type
         if said and said[0] == "data" and "DataLoader worker" in text:
             inner = _original_traceback(f, ev, fx)
             if inner is not None:
@@ -40,19 +42,38 @@ def exception(f: RuleInputs):
                 evs = [Evidence(file=inner.file, line=ifx["exception_line"], text=ifx["exception_text"], time=ev.time,
                                 rank=ev.rank, node=ev.node, kind=ev.kind), exc, ev]
                 said = deeper if deeper else (said[0], f"{said[1]}; the worker raised {ifx.get('exception')}")
+                if deeper:
+                    read = (ifx["exception_text"], ifx.get("exception"))
         # DCP prints each failed rank's traceback under a header naming it, whichever rank prints the wrapper
         ranks = [int(m.group(1))] if (m := RANK_BLOCK.search(ev.text)) else None
         if said:  # a clearly classified terminal error is decisive
             typed = said == by_type(fx.get("exception")) and evs[0].text == text
+            # read by where it was raised (a sample's frames), not by what it says: an upstream table that documents
+            # the very message (`Asking to pad but the tokenizer does not have a padding token`: the tokenizer's
+            # setting) re-reads it, as it re-reads a type-only reading (tools/rules/meaning.refine)
+            framed = not typed and said != classify_terminal(read[0], (), read[1])
             return [candidate("software.terminal_error", said[0], f"{said[1]}: {evs[0].text.strip()[:160]}", 0.75,
                               evs, f, ranks=ranks,
-                              facts={"classified_by": "terminal exception", **({"by_type": True} if typed else {})},
+                              facts={"classified_by": "terminal exception", **({"by_type": True} if typed else {}),
+                                     **({"by_frame": True} if framed else {})},
                               recommendations=["fix what the error names, then restart"])]
         return [candidate("software.exception", "software", f"{fx['exception']}: {fx.get('message', '')[:160]}", 0.45,
                           evs, f, ranks=ranks,
                           recommendations=["fix the error in the traceback (its last frames are in the file)"])]
     evs = [e for e in f.hits("python.exception", "python.exception_named")
-           if not is_cascade(e.text) and not handled(e.text)]
+           if not is_cascade(e.text) and not handled(e.text) and not f.ignored(e)]
+    # the DataLoader's wrapper (`Caught X in DataLoader worker process N.`) says where, the worker's own exception
+    # under its `Original Traceback` says what: a wrapper with an exception after it in its file is read past
+    # (only where what it wraps says more: an exception the terminal table or an upstream table reads; a wrapped
+    # `ValueError: didn't find ['jpg']` says no more than the wrapper's own "a sample failed to load")
+    after: dict[str, list[Evidence]] = {}
+    for e in evs:
+        after.setdefault(e.file, []).append(e)
+    at = {k: sorted(v, key=lambda e: e.line) for k, v in after.items()}
+    lines = {k: [e.line for e in v] for k, v in at.items()}
+    evs = [e for e in evs if not (_LOADER_WRAPPER.search(e.text)
+                                  and (w := _wrapped(lines[e.file], at[e.file], e.line)) is not None
+                                  and _says_more(f, w))]
     for e in evs[:20]:  # a bare exception line (a paste without its traceback) that says what was at fault
         fx = f.fields_of(e, "python.exception") or f.fields_of(e, "python.exception_named")
         said = classify_terminal(e.text, (), fx.get("exception"))
@@ -71,6 +92,24 @@ def exception(f: RuleInputs):
                           "bundle: the code raised, what it raised is cut off", 0.25, cut[:1], f,
                           recommendations=["get the end of the traceback (its last line names the exception)"])]
     return []
+
+
+_LOADER_WRAPPER = re.compile(r"\bCaught \w+ in DataLoader worker process \d+")
+_WRAPPED_WITHIN = 60  # lines from the wrapper to the worker's own exception (its Original Traceback's frames)
+
+def _wrapped(lines: list[int], evs: list[Evidence], line: int) -> Evidence | None:
+    """The first exception line of `evs` (sorted, their line numbers `lines`) within _WRAPPED_WITHIN after `line`."""
+    i = bisect_right(lines, line)
+    return evs[i] if i < len(lines) and lines[i] <= line + _WRAPPED_WITHIN else None
+
+
+def _says_more(f: RuleInputs, e: Evidence) -> bool:
+    """Whether an exception line says what failed: the terminal table classifies it, or an upstream table documents
+    it as a trigger."""
+    if classify_terminal(e.text) is not None:
+        return True
+    m = f.messages.best(strip_prefixes(e.text)) if f.messages is not None else None
+    return m is not None and m.role == "trigger" and bool(m.category)
 
 
 # c10d raising what NCCL returned (`DistBackendError: NCCL error in: ...NCCLUtils.hpp:317, remote process exited or
