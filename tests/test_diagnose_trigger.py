@@ -815,3 +815,26 @@ def test_an_exception_read_by_where_it_was_raised_yields_to_the_table_that_docum
         "use as `pad_token` `(tokenizer.pad_token = tokenizer.eos_token e.g.)` or add a new pad token via "
         "`tokenizer.add_special_tokens({'pad_token': '[PAD]'})`."]})
     assert d.category == "config" and d.culprit_ranks == [1], d.headline
+
+
+def test_jaxs_simplified_traceback_banner_is_not_the_exception(tmp_path):
+    """JAX prints `jax.errors.SimplifiedTraceback: For simplicity, JAX has removed its internal frames ...` as the
+    cause of every filtered traceback (the table's noise): the exception is the one after the direct-cause
+    separator, here the TPU runtime failing to load the program into HBM (XLA's E0101)."""
+    d = _investigate(tmp_path, {"train.log": [
+        "Traceback (most recent call last):",
+        '  File "/home/u/train.py", line 212, in <module>',
+        "    state, metrics = p_train_step(state, batch)",
+        "jax.errors.SimplifiedTraceback: For simplicity, JAX has removed its internal frames from the traceback of "
+        "the following exception. Set JAX_TRACEBACK_FILTERING=off to include these.",
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "/home/u/train.py", line 212, in <module>',
+        "    state, metrics = p_train_step(state, batch)",
+        "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Error loading program 'jit_train_step': Attempting "
+        "to reserve 29.49G at the bottom of memory. That was not possible. There are 147.64M free, 0B reserved, and "
+        "147.64M reservable."]})
+    assert d.category == "oom", d.headline
+    assert not any("SimplifiedTraceback" in e.text for f in d.chain[:1] for e in f.evidence), d.chain[0]

@@ -27,7 +27,7 @@ def exception(f: RuleInputs):
         fx = f.fields_of(ev, "python.traceback")
         text = fx.get("exception_text")
         if not text or is_cascade(text) or "Original Traceback" in ev.text or _wraps_what_follows(f, fx, ev, tbs) \
-                or _NCCL_RAISED.search(text) or f.ignored(ev):
+                or _NCCL_RAISED.search(text) or f.ignored(ev) or _noise(f, text):
             continue
         exc = Evidence(file=ev.file, line=fx["exception_line"], text=text, time=ev.time, rank=ev.rank, node=ev.node,
                        kind=ev.kind)
@@ -101,6 +101,14 @@ def _wrapped(lines: list[int], evs: list[Evidence], line: int) -> Evidence | Non
     """The first exception line of `evs` (sorted, their line numbers `lines`) within _WRAPPED_WITHIN after `line`."""
     i = bisect_right(lines, line)
     return evs[i] if i < len(lines) and lines[i] <= line + _WRAPPED_WITHIN else None
+
+
+def _noise(f: RuleInputs, text: str) -> bool:
+    """Whether an upstream table calls the line noise: a banner shaped like an exception (JAX's
+    `jax.errors.SimplifiedTraceback: For simplicity, JAX has removed its internal frames ...`, printed as the cause
+    of every filtered traceback), not what was raised."""
+    m = f.messages.best(strip_prefixes(text)) if f.messages is not None else None
+    return m is not None and m.role == "noise"
 
 
 def _says_more(f: RuleInputs, e: Evidence) -> bool:
