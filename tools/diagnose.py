@@ -687,8 +687,7 @@ def _ridden_through(c: Candidate, fin: list[Evidence]) -> bool:
     node's kernel log has its own clock, an uptime): the job's positive proof of a normal end says the job rode
     through it. A weak reading of the job's own output (an unclassified traceback in a rank's file) is not set aside
     this way: unordered, it may be that rank's failure."""
-    return c.category in MACHINE_EVENTS and bool(c.evidence) and all(_before(c.evidence[0], e) is None for e in fin) \
-        and all(_before(e, c.evidence[0]) is None for e in fin)
+    return c.category in MACHINE_EVENTS and bool(c.evidence) and all(_before(c.evidence[0], e) is None for e in fin)
 
 
 def _recovered_by_restart(inputs: RuleInputs, c: Candidate, fin: list[Evidence]) -> bool:

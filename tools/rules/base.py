@@ -9,7 +9,7 @@ the rest as alternatives with the reason each was rejected.
 from __future__ import annotations
 
 import re
-
+from bisect import bisect_right
 from collections.abc import Mapping
 from heapq import merge
 from itertools import islice
@@ -35,6 +35,26 @@ HANDLED_STRENGTH = 0.4
 
 # torch/distributed/checkpoint/api.py (CheckpointException.__str__): `Traceback (most recent call last): (RANK 6)`
 RANK_BLOCK = re.compile(r"Traceback \(most recent call last\): \(RANK (\d{1,7})\)\s*$")
+
+
+class _Blocks:
+    """Line ranges of each file, each with a value (a traceback block: its first line, its exception line, what it
+    says), looked up by bisection: every rank of a large job may print one into a shared file."""
+
+    def __init__(self, found: dict[str, list[tuple[int, int, int]]]):
+        self.by_file = {f: sorted(v) for f, v in found.items()}
+        self.starts = {f: [a for a, _b, _v in v] for f, v in self.by_file.items()}
+
+    def at(self, ev: Evidence) -> int | None:
+        """The value of the block of ev's file that holds ev's line (the last one starting at or before it)."""
+        starts = self.starts.get(ev.file)
+        if not starts:
+            return None
+        i = bisect_right(starts, ev.line) - 1
+        if i < 0:
+            return None
+        a, b, v = self.by_file[ev.file][i]
+        return v if a <= ev.line <= b else None
 
 
 @dataclass
@@ -309,12 +329,13 @@ class RuleInputs:
         blocks are indexed once per RuleInputs (every rank of a large job may print one)."""
         blocks = self.__dict__.get("_rank_blocks")
         if blocks is None:
-            blocks = self.__dict__["_rank_blocks"] = {}
+            found: dict[str, list[tuple[int, int, int]]] = {}
             for t in self.by_pattern.get("python.traceback", ()):
                 if (m := RANK_BLOCK.search(t.text)) is not None:
                     end = self.fields_of(t, "python.traceback").get("exception_line", t.line)
-                    blocks.setdefault(t.file, []).append((t.line, end, int(m.group(1))))
-        return next((r for a, b, r in blocks.get(ev.file, ()) if a <= ev.line <= b), None)
+                    found.setdefault(t.file, []).append((t.line, end, int(m.group(1))))
+            blocks = self.__dict__["_rank_blocks"] = _Blocks(found)
+        return blocks.at(ev)
 
     def ignored(self, ev: Evidence) -> bool:
         """Whether `ev` lies in a traceback that CPython printed under `Exception ignored in: <obj>` (its unraisable
@@ -322,14 +343,15 @@ class RuleInputs:
         interpreter shutdown is the common one), from that line to the traceback's exception. Indexed once."""
         blocks = self.__dict__.get("_ignored_blocks")
         if blocks is None:
-            blocks = self.__dict__["_ignored_blocks"] = {}
+            found: dict[str, list[tuple[int, int, int]]] = {}
             heads = {(h.file, h.line) for h in self.by_pattern.get("python.exception_ignored", ())}
             if heads:
                 for t in self.by_pattern.get("python.traceback", ()):
                     if (t.file, t.line - 1) in heads:
                         end = self.fields_of(t, "python.traceback").get("exception_line", t.line)
-                        blocks.setdefault(t.file, []).append((t.line - 1, end))
-        return any(a <= ev.line <= b for a, b in blocks.get(ev.file, ()))
+                        found.setdefault(t.file, []).append((t.line - 1, end, 0))
+            blocks = self.__dict__["_ignored_blocks"] = _Blocks(found)
+        return blocks.at(ev) is not None
 
     def nodes_of(self, evs: list[Evidence]) -> list[str]:
         out = []

@@ -142,8 +142,9 @@ def _after_the_peers_gave_up(f: RuleInputs, evs: list[Evidence]) -> bool:
     operation timeout`): that rank then takes its process down, so the close is what its exit looks like from here,
     not a break of the network (the last rank to enter a collective the others gave up on)."""
     mine = {e.rank for e in evs}
-    gave_up = [k for e in f.hits("pytorch.watchdog_timeout") if e.rank not in mine and (k := time_key(e)) is not None]
-    return bool(gave_up) and all((k := time_key(e)) is not None and k > min(gave_up) for e in evs)
+    first = min((k for e in f.each("pytorch.watchdog_timeout") if e.rank not in mine and (k := time_key(e)) is not None),
+                default=None)
+    return first is not None and all((k := time_key(e)) is not None and k > first for e in evs)
 
 
 def socket(f: RuleInputs):

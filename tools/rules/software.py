@@ -113,11 +113,13 @@ def _noise(f: RuleInputs, text: str) -> bool:
 
 def _says_more(f: RuleInputs, e: Evidence) -> bool:
     """Whether an exception line says what failed: the terminal table classifies it, or an upstream table documents
-    it as a trigger."""
-    if classify_terminal(e.text) is not None:
-        return True
-    m = f.messages.best(strip_prefixes(e.text)) if f.messages is not None else None
-    return m is not None and m.role == "trigger" and bool(m.category)
+    it as a trigger. Remembered per message for the bundle (every rank of a job may print the same one)."""
+    said: dict[str, bool] = f.__dict__.setdefault("_says_more", {})
+    body = strip_prefixes(e.text)
+    if body not in said:
+        m = f.messages.best(body) if f.messages is not None else None
+        said[body] = classify_terminal(e.text) is not None or (m is not None and m.role == "trigger" and bool(m.category))
+    return said[body]
 
 
 # c10d raising what NCCL returned (`DistBackendError: NCCL error in: ...NCCLUtils.hpp:317, remote process exited or
