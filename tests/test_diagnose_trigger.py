@@ -838,3 +838,17 @@ def test_jaxs_simplified_traceback_banner_is_not_the_exception(tmp_path):
         "147.64M reservable."]})
     assert d.category == "oom", d.headline
     assert not any("SimplifiedTraceback" in e.text for f in d.chain[:1] for e in f.evidence), d.chain[0]
+
+
+def test_an_errnos_words_raised_in_a_samples_frames_stay_the_samples(tmp_path):
+    """`No such file or directory` raised in the dataset's __getitem__ is the sample's file gone (data): the errno
+    table's generic reading (a wrong path: config) is no message of its own, and does not re-read where it was
+    raised (the table re-reads only a message specific enough to say more)."""
+    d = _investigate(tmp_path, {"rank2.log": [
+        "[rank2]: Traceback (most recent call last):",
+        '[rank2]:   File "/workspace/train.py", line 301, in <module>',
+        "[rank2]:     batch = next(it)",
+        '[rank2]:   File "/workspace/data/shards.py", line 141, in __getitem__',
+        "[rank2]:     with open(self.paths[i], 'rb') as fh:",
+        "[rank2]: FileNotFoundError: [Errno 2] No such file or directory: '/data/tokenized/train-00913-of-01024.bin'"]})
+    assert d.category == "data" and d.culprit_ranks == [2], d.headline

@@ -324,6 +324,9 @@ def read_by_meaning(f: RuleInputs):
 READ_BY_WORDING = frozenset({"gpu.cuda_error", "gpu.nccl_cuda", "gpu.library", "network.nccl_subsystem",
                              "software.exception"})
 MIN_SPECIFIC = 12  # literal characters a table entry must pin down to re-read a rule's category
+# ... and to re-read where an exception was raised (a sample's frames say `data`): a message of its own, not an errno's
+# words (`No such file or directory` raised in __getitem__ is the sample's missing file, not a path setting)
+FRAME_SPECIFIC = 32
 # an exception no classifier knew is `software` by default, weakly: what its words say is a better guess
 LEXICON_REREAD = frozenset({"software.exception"})
 
@@ -347,7 +350,8 @@ def refine(cands: list, f: RuleInputs) -> None:
             continue
         c.facts.setdefault("upstream", m.cite())
         c.facts.setdefault("meaning", m.meaning)
-        if ((c.rule in READ_BY_WORDING or c.facts.get("by_type") or c.facts.get("by_frame")) and m.category != c.category
+        if ((c.rule in READ_BY_WORDING or c.facts.get("by_type")
+             or (c.facts.get("by_frame") and m.specificity >= FRAME_SPECIFIC)) and m.category != c.category
                 and m.specificity >= MIN_SPECIFIC):
             c.facts["category_was"] = c.category
             c.finding = c.finding.model_copy(update={"category": m.category,
