@@ -32,7 +32,11 @@ def render_report(d: Diagnosis, console: Console, *, full: bool = False) -> None
     if chain and chain[0].evidence:
         t = chain[0].evidence[0]
         p()
-        head = f"trigger  {cite(t)}" + (f"  {clock_time(t.time.iso(), t.kind, d)}" if t.time else "") + \
+        # a time the line borrowed from an earlier line of its rank (a traceback has none of its own) is when that
+        # line was printed, a bound, not the line's own: said so, never shown as if the line had stated it
+        borrowed = t.time.meta("inferred_from_line") if t.time else None
+        head = f"trigger  {cite(t)}" + (f"  {'after ' if borrowed else ''}{clock_time(t.time.iso(), t.kind, d)}"
+                                        f"{f' (line {borrowed})' if borrowed else ''}" if t.time else "") + \
             (f"  rank {t.rank}" if t.rank is not None else "")
         p(head, "bold")
         proof(console, "  ", t.text)  # the decisive words always on screen: wrapped, never cut

@@ -156,3 +156,19 @@ def test_piped_output_is_never_cut_or_wrapped(diag):
     for f in diag.chain:
         for ev in f.evidence[:3]:
             assert f"{ev.cite()}  {ev.text.strip()}" in text
+
+
+def test_a_time_the_trigger_borrowed_from_an_earlier_line_is_shown_as_a_bound(tmp_path):
+    """A traceback has no time of its own: the scan gives it the time of its rank's previous timed line, marked as
+    borrowed. The report says `after <time> (line N)`, never the time as if the line had stated it; a line with its
+    own time is shown as it is."""
+    (tmp_path / "rank0.log").write_text(
+        "[rank0]: 2025-03-02 10:00:00,000 INFO train: step 100 loss 2.0\n"
+        "[rank0]: Traceback (most recent call last):\n"
+        '[rank0]:   File "/workspace/train.py", line 141, in save_checkpoint\n'
+        "[rank0]: OSError: [Errno 28] No space left on device\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    t = d.chain[0].evidence[0]
+    assert t.time is not None and t.time.meta("inferred_from_line") == 1
+    assert re.search(r"trigger  \S+:4  after .*10:00:00.* \(line 1\)", _render(d, 120, True)), _render(d, 120, True)
