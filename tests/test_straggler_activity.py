@@ -97,3 +97,13 @@ def test_the_stragglers_faulthandler_dump_in_the_console_is_read(tmp_path):
             '[rank0]:   File "/workspace/llm/train.py", line 402 in train_step']
     d = _hang(tmp_path, [], {"dump.txt": dump})
     assert d.category == "software" and d.culprit_ranks == [0], d.headline
+
+
+def test_the_stragglers_activity_line_keeps_its_own_time(tmp_path):
+    """The activity line that says what the straggler was doing is the trigger: its own stamp is its time (the
+    onset the eval and the timeline read), never one borrowed from another line."""
+    d = _hang(tmp_path, ["[rank0]: 2026-11-24 03:55:48,581 INFO train: running validation: 200 batches of 16"])
+    t = d.chain[0].evidence[0]
+    assert d.category == "software" and "running validation" in t.text, d.headline
+    assert t.time is not None and (t.time.hour, t.time.minute, t.time.second) == (3, 55, 48)
+    assert t.time.meta("inferred_from_line") is None

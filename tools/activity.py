@@ -23,6 +23,7 @@ from trainlog_debugger.tools.bundle.reread import read_window
 from trainlog_debugger.tools.bundle.source import READ_ERRORS
 from trainlog_debugger.tools.investigation import Context, Stage
 from trainlog_debugger.tools.lines.attribution import attribute_line, strip_prefixes
+from trainlog_debugger.tools.lines.timestamps import parse_stamp
 from trainlog_debugger.tools.model import Evidence
 
 _BEFORE = 60
@@ -73,7 +74,9 @@ def last_activity(ctx: Context) -> tuple[dict[int, list[Evidence]], list[str]]:
                 continue
             if _NOT_ACTIVITY.search(strip_prefixes(text)):
                 continue
-            got.append(Evidence(file=first.file, line=n, text=text, rank=r, node=first.node, kind=first.kind))
+            # with the line's own time where it states one (never one borrowed from another line)
+            got.append(Evidence(file=first.file, line=n, text=text, rank=r, node=first.node, kind=first.kind,
+                                time=parse_stamp(text)))
             if len(got) >= _KEEP:
                 break
         if got:
