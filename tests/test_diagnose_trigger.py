@@ -852,3 +852,24 @@ def test_an_errnos_words_raised_in_a_samples_frames_stay_the_samples(tmp_path):
         "[rank2]:     with open(self.paths[i], 'rb') as fh:",
         "[rank2]: FileNotFoundError: [Errno 2] No such file or directory: '/data/tokenized/train-00913-of-01024.bin'"]})
     assert d.category == "data" and d.culprit_ranks == [2], d.headline
+
+
+def test_a_fault_after_slurms_requeue_ended_the_job_not_the_cancel_before_it(tmp_path):
+    """Slurm requeued the job after its time limit (`DUE TO JOB REQUEUE`) and the next run, appending to the same
+    output, failed on its own: rank 12's NaN gradient norm (undated) ended the job, not the dated cancel that ended
+    the run before. With nothing after the requeue, the cancel stays the answer."""
+    first = [" 0: [2024-11-05 10:00:00] iteration 1000 | lm loss 2.31",
+             "slurmstepd: error: *** JOB 4891784 ON gpu-c13 CANCELLED AT 2024-11-05T12:00:00 DUE TO TIME LIMIT ***",
+             "slurmstepd: error: *** JOB 4891784 ON gpu-c13 CANCELLED AT 2024-11-05T12:00:01 DUE TO JOB REQUEUE ***"]
+    second = [" 0: [2024-11-05 12:05:00] iteration 1000 | lm loss 2.31",
+              "12: [rank12]: Traceback (most recent call last):",
+              '12: [rank12]:   File "/workspace/megatron/core/distributed/param_and_grad_buffer.py", line 114, in '
+              "start_grad_sync",
+              "12: [rank12]: AssertionError: Rank 12: found NaN in local grad norm in backward pass before "
+              "data-parallel communication collective. Device: 4, node: gpu-c14"]
+    (tmp_path / "a").mkdir()
+    d = _investigate(tmp_path / "a", {"slurm-4891784.out": first + second})
+    assert d.category == "numerical", d.headline
+    (tmp_path / "b").mkdir()
+    d = _investigate(tmp_path / "b", {"slurm-4891784.out": first})
+    assert d.category == "infrastructure", d.headline

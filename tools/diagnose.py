@@ -721,19 +721,26 @@ def _last_attempts_own(inputs: RuleInputs, cands: list[Candidate]) -> list[Candi
     start: an IB error that a restart cleared does not explain the disk that filled an hour later). A line's attempt
     is the number of restarts shown before it (in its own file, or by the clock); a line that cannot be ordered
     against a restart is kept."""
-    restarts = inputs.hits("torchrun.worker_group_restart")
+    # Slurm's requeue ends a run the same way (`CANCELLED AT .. DUE TO JOB REQUEUE`, SIG_REQUEUED: the job is started
+    # again, appending to the same output): the next run's own fault, not the cancel that ended the one before, ended
+    # the job; the banner itself belongs to the run it ended
+    restarts = inputs.hits("torchrun.worker_group_restart", "slurm.cancelled_requeue")
     if not restarts:
         return cands
+    ends = {(r.file, r.line) for r in restarts}
 
     def attempt(c: Candidate) -> int:
         return sum(1 for r in restarts if c.evidence and _before(r, c.evidence[0]) is True)
+
+    def ended_by_one(c: Candidate) -> bool:
+        return bool(c.evidence) and ((c.evidence[0].file, c.evidence[0].line) in ends
+                                     or any(_before(c.evidence[0], r) is True for r in restarts))
 
     decisive = [attempt(c) for c in cands if c.strength >= DECISIVE]
     if not decisive or max(decisive) == 0:
         return cands
     k = max(decisive)
-    return [c for c in cands if attempt(c) >= k
-            or not (c.evidence and any(_before(c.evidence[0], r) is True for r in restarts))] or cands
+    return [c for c in cands if attempt(c) >= k or not ended_by_one(c)] or cands
 
 
 def _no_failure(inputs: RuleInputs, job: JobDetails) -> Diagnosis:
