@@ -27,7 +27,10 @@ _STACK = (rb"(?:(?-i:cu[A-Z][a-zA-Z]+)|nccl\w*|cuda\w*|cudnn|cublas|torch\w*|pyt
           rb"rank|world_size|epoch|iteration|train(?:ing|er)?|optimizer|checkpoint\w*|dataloader)")
 # (an errno is the kernel's own failure word: `ioctl(0x44 /dev/nvidiactl, ...) = 0 errno=22 (invalid argument)` in
 # a sandbox's or strace's trace of a GPU job)
-_FAILURE_WORDS = (rb"\w*error|\w*warn(?:ing)?|fail(?:ed|ure)?|\w*exception|fatal|abort(?:ed)?|timeout|timed out|killed|"
+# (a warning class by its CamelCase name only, `UserWarning`: any word that merely ends in `warn`, case-blind, is one
+# random base64 run in a few hundred, and 1 MiB of random text would read as a log)
+_FAILURE_WORDS = (rb"\w*error|warn(?:ing)?|(?-i:[A-Z][a-z]\w*Warning)|fail(?:ed|ure)?|\w*exception|fatal|abort(?:ed)?|"
+                  rb"timeout|timed out|killed|"
                   rb"segfault|segmentation fault|traceback|out of memory|resource_exhausted|errno|invalid argument")
 _FAILURE = rb"(?:" + _FAILURE_WORDS + rb")"
 _STACK_LOG_LINE = re.compile(rb"(?im)^[^\n]*?(?:\b" + _STACK + rb"\b[^\n]*\b" + _FAILURE + rb"\b|\b" + _FAILURE
