@@ -10,7 +10,7 @@ from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.lines.attribution import strip_prefixes
 from trainlog_debugger.tools.rules.base import RANK_BLOCK, RuleInputs, candidate
 from trainlog_debugger.tools.rules.infra import launcher_ranks, signalled_workers
-from trainlog_debugger.tools.rules.terminal import by_type, classify, handled
+from trainlog_debugger.tools.rules.terminal import LOADER_WRAPPER, by_type, classify, handled
 
 
 def classify_terminal(text: str, frames=(), exception: str | None = None) -> tuple[str, str] | None:
@@ -71,7 +71,7 @@ def exception(f: RuleInputs):
         after.setdefault(e.file, []).append(e)
     at = {k: sorted(v, key=lambda e: e.line) for k, v in after.items()}
     lines = {k: [e.line for e in v] for k, v in at.items()}
-    evs = [e for e in evs if not (_LOADER_WRAPPER.search(e.text)
+    evs = [e for e in evs if not (LOADER_WRAPPER.search(e.text)
                                   and (w := _wrapped(lines[e.file], at[e.file], e.line)) is not None
                                   and _says_more(f, w))]
     for e in evs[:20]:  # a bare exception line (a paste without its traceback) that says what was at fault
@@ -94,7 +94,6 @@ def exception(f: RuleInputs):
     return []
 
 
-_LOADER_WRAPPER = re.compile(r"\bCaught \w+ in DataLoader worker process \d+")
 _WRAPPED_WITHIN = 60  # lines from the wrapper to the worker's own exception (its Original Traceback's frames)
 
 def _wrapped(lines: list[int], evs: list[Evidence], line: int) -> Evidence | None:

@@ -39,6 +39,11 @@ def _r(rx: str, category: str, why: str) -> Row:
 
 
 # 1. the message (the exception line, `Type: message`)
+# the DataLoader's wrapper of a worker's exception (torch/_utils.py ExceptionWrapper.reraise): says where it was raised;
+# the worker's own exception follows under `Original Traceback` (rules/software.py reads past it where that says more)
+LOADER_WRAPPER = re.compile(r"\bCaught \w+ in DataLoader worker process \d+")
+
+
 BY_MESSAGE = (
     # torch/cuda/__init__.py (_lazy_init): CUDA used in a process forked after the parent initialised it (a
     # DataLoader worker touching the GPU): the code's, whatever frame raised it (a sample's __getitem__ included)
@@ -85,7 +90,7 @@ BY_MESSAGE = (
        "request)"),
     _r(r"\bbotocore\.exceptions\.(?:NoCredentialsError|PartialCredentialsError|CredentialRetrievalError)\b", "config",
        "the object store's credentials are missing on this node (environment, instance role or config file)"),
-    _r(r"Caught \w+ in DataLoader worker process \d+", "data",
+    _r(LOADER_WRAPPER.pattern, "data",
        "raised inside a DataLoader worker (the dataset, a transform or collate)"),
     # the subject is a sample's content: PIL's undecodable/truncated images, Arrow rows that do not parse, a
     # multimodal sample whose placeholder tokens and features disagree (HF processors and VLM forward passes)

@@ -62,14 +62,15 @@ PATTERNS = [
 _THREAD = re.compile(r'^Thread (?:\d+|0X[0-9A-F]+) \((?:idle|active|active\+gil|gil)\)', re.M)
 _JSON = re.compile(r'"os_thread_id"\s*:.*?"frames"|"frames"\s*:.*?"os_thread_id"', re.S)  # `py-spy dump --json`
 _NAME = re.compile(r"py-?spy", re.I)
-_FH_THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-fA-F]{1,16} \(most recent call first\):", re.M)
+# faulthandler's thread header (the dump's reader parses with it too: report.py): which thread, and its id
+FH_THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]{1,16}) \(most recent call first\):", re.M)
 
 
 def _content(h: Head) -> str | None:
     if json_head(h.text) and _JSON.search(h.text):
         return PYSPY
     # `Thread N (active+gil): ...`, or faulthandler's own header (a dump saved on its own)
-    return PYSPY if "hread " in h.text and (_THREAD.search(h.text) or _FH_THREAD.search(h.text)) else None
+    return PYSPY if "hread " in h.text and (_THREAD.search(h.text) or FH_THREAD.search(h.text)) else None
 
 
 DETECT = (Detector("content", 30, _content,  # after Cloud Logging's JSON export, which also starts with `[`/`{`

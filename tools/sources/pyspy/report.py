@@ -38,12 +38,12 @@ from trainlog_debugger.tools.lines.attribution import attribute_line, strip_pref
 from trainlog_debugger.tools.sources.paths import attribute_path
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.sources.nccl.format import HOST_PID
+from trainlog_debugger.tools.sources.pyspy.format import FH_THREAD
 from trainlog_debugger.tools.sources.pyspy.format import PYSPY
 
 _PYSPY_PROC = re.compile(r"^Process (\d+): ")
 _PYSPY_THREAD = re.compile(r"^Thread (0x[0-9a-fA-F]+|\d+) \(([^)]*)\)(?:: \"([^\"]*)\")?")
 _PYSPY_FRAME = re.compile(r"^\s+(\S[^(]*?) \((\S+?):(\d+)\)\s*$")
-_FH_THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]+) \(most recent call first\):")
 _FH_FRAME = re.compile(r'^\s+File "([^"]+)", line (\d+) in (\S+)')
 DEPTH = 3  # frames (innermost first) that name where a process is
 COLLECTIVE = re.compile(r"^(?:all_reduce|all_gather\w*|reduce_scatter\w*|broadcast\w*|barrier|all_to_all\w*|"
@@ -103,7 +103,7 @@ def _parse_text(rel: str, text: str) -> list[Stack]:
             pid = m.group(1)
             continue
         m = _PYSPY_THREAD.match(line)
-        fh = _FH_THREAD.match(line) if not m else None
+        fh = FH_THREAD.match(line) if not m else None
         if m or fh:
             is_main = (m is not None and (m.group(3) == "MainThread")) or (fh is not None and fh.group(1) == "Current thread")
             # a new process record starts with its first thread when the previous one already had its main thread
