@@ -199,6 +199,50 @@ def test_an_end_line_of_a_rank_above_0_alone_is_no_proof_of_the_jobs_end(tmp_pat
         assert "rank 0" in d.chain[0].summary and d.verified
 
 
+_DS = "[2025-02-03 09:{m:02d}:05,10{i}] [INFO] [launch.py:{n}:main] "
+
+
+def _ds_launcher_log(spawned: int, ok: int, failed: bool = False) -> str:
+    """A DeepSpeed launcher's node log: the processes it spawned, a run with a recovered fp16 overflow and a
+    warnings-module UserWarning that says "raise an exception", and the per-process exit lines of its poll loop."""
+    lines = [_DS.format(m=0, i=i, n=256) + f"process {61200 + i} spawned with command: ['/usr/bin/python', '-u', "
+             f"'train.py', '--local_rank={i}']" for i in range(spawned)]
+    lines += ["/usr/local/lib/python3.10/dist-packages/torch/utils/checkpoint.py:464: UserWarning: "
+              "torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly. In version 2.4 we will "
+              "raise an exception if use_reentrant is not passed.", "  warnings.warn(",
+              "[2025-02-03 09:01:02,101] [INFO] [loss_scaler.py:190:update_scale] [deepspeed] OVERFLOW! Rank 0 "
+              "Skipping step. Attempted loss scale: 65536, reducing to 32768",
+              "[2025-02-03 09:12:11,510] [INFO] [logging.py:128:log_dist] [Rank 0] step=400, skipped=1, lr=[6e-05]"]
+    lines += [_DS.format(m=31, i=i, n=351) + f"Process {61200 + i} exits successfully." for i in range(ok)]
+    if failed:
+        lines.append(_DS.format(m=31, i=9, n=325) + "['/usr/bin/python', '-u', 'train.py', '--local_rank=7'] exits "
+                     "with return code = 1")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("spawned, ok, failed, status", [
+    (8, 8, False, Status.completed),  # every spawned process returned 0: the node's normal end
+    (0, 8, False, Status.completed),  # a paste that starts after the spawn lines: each exit line says 0
+    (8, 1, False, Status.inconclusive),  # one local rank returned, seven did not: they may hang in a final barrier
+    (8, 7, True, Status.inconclusive),  # the launcher's failure line: no proof of a normal end
+])
+def test_deepspeeds_launcher_exits_prove_a_nodes_end_only_all_together(tmp_path, spawned, ok, failed, status):
+    """DeepSpeed's launcher prints `Process <pid> exits successfully.` per local rank that returned 0 (launch.py
+    main's poll loop): the end of a node when every process it spawned did, as torchrun's `worker group successfully
+    finished` is. A UserWarning of the warnings module that says a later version "will raise an exception" is no
+    error line either way."""
+    root = tmp_path / "b"
+    root.mkdir()
+    (root / "output.txt").write_text(_ds_launcher_log(spawned, ok, failed))
+    with open_bundle(root) as b:
+        d = investigate(b)
+    assert d.status == status, d.headline
+    if not failed:
+        assert d.category == "none", d.headline
+    if status == Status.completed:
+        assert "exits successfully" in d.chain[0].evidence[0].text and d.verified
+
+
 @pytest.mark.parametrize("after, status", [
     ("", Status.inconclusive),  # the log stops at Megatron's marker: the final save, evaluation and exit are not shown
     ("I1105 14:00:09.000000 2585 torch/distributed/elastic/agent/server/api.py:862] [default] worker group "

@@ -280,7 +280,7 @@ READINGS = ("table.", "meaning.")  # candidates that read a line's meaning (tool
 def diagnose(inputs: RuleInputs) -> Diagnosis:
     scan = inputs.scan
     cands = candidates(inputs)
-    if (fin := inputs.hits("job.finished")) and not _only_other_ranks_ended(fin):
+    if (fin := inputs.finished()) and not _only_other_ranks_ended(fin):
         # Proof of a normal end outweighs what a warning's words or a table say of it (a run that finished is not
         # failed by `Could not find: libnccl-net.so` or a documented fallback to CPU). Set aside with them:
         # - a reading too weak to decide, when shown to come BEFORE an end line (a recorded row remap, a hung-task
@@ -701,7 +701,7 @@ def _recovered_by_restart(inputs: RuleInputs, c: Candidate, fin: list[Evidence])
 def _restarted_away(inputs: RuleInputs, ev: Evidence, fin: list[Evidence]) -> bool:
     """Whether line `ev` comes before torchrun's last restart of the worker group, and the launcher's own end line
     after that restart (_recovered_by_restart)."""
-    ends = [e for e in fin if _LAUNCHER_END in e.text]
+    ends = [e for e in fin if any(w in e.text for w in _LAUNCHER_END)]
     return bool(ends) and any(_before(ev, r) and any(_before(r, e) for e in ends) for r in _last_restarts(inputs))
 
 
@@ -748,7 +748,7 @@ def _no_failure(inputs: RuleInputs, job: JobDetails) -> Diagnosis:
     end line); without it the logs may simply stop mid-run (a paste, a hang nobody killed, a log cut short), so the
     answer is `inconclusive`: it shows where each rank's log stops and names what would decide it. A false
     all-clear sends the on-call engineer back to bed while the job is dead."""
-    fin = inputs.hits("job.finished")
+    fin = inputs.finished()
     if not fin and (done := inputs.hits("job.training_done")):
         return _stops_after_training(inputs, job, done)
     if fin and (others := _only_other_ranks_ended(fin)):
@@ -774,7 +774,9 @@ def _no_failure(inputs: RuleInputs, job: JobDetails) -> Diagnosis:
                                       "without an error and without an end line"])
 
 
-_LAUNCHER_END = "worker group successfully finished"  # torchrun's agent: every local worker exited 0
+# torchrun's agent (every local worker exited 0); DeepSpeed's launcher, one line per local rank that exited 0
+# (RuleInputs.finished keeps them only where every spawned process has one)
+_LAUNCHER_END = ("worker group successfully finished", "exits successfully.")
 
 
 def _only_other_ranks_ended(fin: list[Evidence]) -> list[int]:
@@ -786,7 +788,7 @@ def _only_other_ranks_ended(fin: list[Evidence]) -> list[int]:
     barrier while the others still train leaves exactly this log: no proof of the job's end (TAXONOMY)."""
     ranks = []
     for e in fin:
-        if _LAUNCHER_END in e.text:
+        if any(w in e.text for w in _LAUNCHER_END):
             return []
         r = e.rank if e.rank is not None else named_in_text(e.text)[0]
         if r is None or r == 0:

@@ -337,6 +337,31 @@ class RuleInputs:
             blocks = self.__dict__["_rank_blocks"] = _Blocks(found)
         return blocks.at(ev)
 
+    def finished(self) -> list[Evidence]:
+        """The lines that prove a normal end (job.finished: a trainer's or launcher's end line, the scheduler's
+        COMPLETED 0:0), earliest first, and DeepSpeed's launcher's `Process <pid> exits successfully.` lines of each
+        log where every process it says it spawned reported so and none exited otherwise: its per-process lines
+        are the node's end only all together (one local rank that returned while the others hang in a final
+        barrier leaves one such line, and the launcher still waiting). Without `spawned` lines (a paste that starts
+        later) the lines stand on their own, as the launcher prints them only for a return code of 0."""
+        got = self.__dict__.get("_finished")
+        if got is None:
+            got = self.hits("job.finished")
+            ok = self.by_pattern.get("deepspeed.proc_ok", ())
+            if ok:
+                failed = {e.file for e in self.by_pattern.get("deepspeed.exit_code", ())}
+                spawned: dict[str, set] = {}
+                for e in self.by_pattern.get("deepspeed.proc_spawned", ()):
+                    spawned.setdefault(e.file, set()).add(self.fields_of(e, "deepspeed.proc_spawned").get("pid"))
+                exited: dict[str, set] = {}
+                for e in ok:
+                    exited.setdefault(e.file, set()).add(self.fields_of(e, "deepspeed.proc_ok").get("pid"))
+                whole = [e for e in ok if e.file not in failed and spawned.get(e.file, set()) <= exited[e.file]]
+                if whole:
+                    got = sorted(got + whole, key=by_time)
+            self.__dict__["_finished"] = got
+        return list(got)
+
     def ignored(self, ev: Evidence) -> bool:
         """Whether `ev` lies in a traceback that CPython printed under `Exception ignored in: <obj>` (its unraisable
         hook: an exception in a destructor or a callback, printed and ignored; the DataLoader iterator's __del__ at
@@ -366,7 +391,7 @@ def past_setup(f: RuleInputs) -> bool:
     """Whether the job got past forming its process group: an end line, a trainer's end-of-training marker, or an
     NCCL communicator reported ready (`Init COMPLETE`). The rules that read "every log stops in set-up" (c10d's store,
     Lightning's members, NCCL's bootstrap) stay quiet then. Reads the communicator lines lazily (one per rank)."""
-    return bool(f.hits("job.finished", "job.training_done")) or any("Init COMPLETE" in e.text
+    return bool(f.finished() or f.hits("job.training_done")) or any("Init COMPLETE" in e.text
                                                                     for e in f.each("nccl.comm_init"))
 
 

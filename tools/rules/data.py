@@ -15,7 +15,7 @@ def nan_loss(f: RuleInputs):
     if not evs:
         return []
     loss = f.hits("numerical.nan_loss")
-    if not loss and f.hits("job.finished", "job.training_done"):
+    if not loss and (f.finished() or f.hits("job.training_done")):
         return []  # non-finite gradients in a run that then ended normally: overflows the loss scaler skipped
     m = _ITER.search(evs[0].text)
     early = m is not None and int(m.group(1)) <= 10
@@ -119,7 +119,7 @@ def loss_scale_collapse(f: RuleInputs):
     the scaler is about to give up (fairseq's `Minimum loss scale reached`, DeepSpeed's `loss scale already at
     minimum`). A paste that stops there shows the divergence but not the end: numerical, as a lead (inconclusive),
     unless the run then ended normally. Single overflow notes at ordinary scales are the scaler doing its job."""
-    if f.hits("job.finished"):
+    if f.finished():
         return []
     notes = [(e, v) for e in f.hits(*SCALE_DOWN) if (v := _scale(f, e)) is not None]
     if not notes:

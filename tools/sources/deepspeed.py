@@ -5,6 +5,7 @@ Real lines (DeepSpeed 0.9-0.16):
     Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.
     [launch.py:319:sigkill_handler] Killing subprocess 41223
     [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', '--local_rank=1'] exits with return code = -7
+    [launch.py:351:main] Process 48213 exits successfully.
 An OVERFLOW skip is dynamic loss scaling doing its job (noise, however many); only the scaler giving up is the
 run's numerical failure.
 """
@@ -52,7 +53,23 @@ PATTERNS = [
       "'--local_rank=1'] exits with return code = -7",
       "a rank launched by DeepSpeed's launcher exited: its return code (a signal when negative)",
       fields=r"exits with return code = (?P<returncode>-?\d+)", ints=("returncode",)),
+    # the launcher's own account of each process it started (launch.py main: `process {pid} spawned with command:`
+    # once per local rank, then, in its poll loop, `Process {pid} exits successfully.` for each that returned 0; the
+    # first non-zero return goes to sigkill_handler instead). Every spawned process of a node reporting exit 0 is
+    # that node's normal end, as torchrun's `worker group successfully finished` is (RuleInputs.finished)
+    P("deepspeed.proc_spawned", 0, None, "context",
+      r"\] process \d+ spawned with command: ", "spawned with command: ",
+      "[2025-03-04 09:12:33,518] [INFO] [launch.py:256:main] process 48213 spawned with command: ['/usr/bin/python3', "
+      "'-u', 'train.py', '--local_rank=0']",
+      "DeepSpeed's launcher started a local rank", fields=r"process (?P<pid>\d+) spawned", ints=("pid",)),
+    P("deepspeed.proc_ok", 0, None, "context",
+      r"\] Process \d+ exits successfully\.", "exits successfully.",
+      "[2025-02-21 12:05:41,123] [INFO] [launch.py:351:main] Process 48213 exits successfully.",
+      "a local rank started by DeepSpeed's launcher exited 0", fields=r"Process (?P<pid>\d+) exits", ints=("pid",)),
 ]
+
+# every process of a node is counted against its exit (a node of 16 GPUs prints 16 of each)
+KEEP_FIRST = {"deepspeed.proc_": 256}
 
 
 # ---- detection: DeepSpeed's logger (`[INFO] [engine.py:1234:__init__]`) and its launcher's lines

@@ -253,8 +253,10 @@ PATTERNS = [
       # elastic report's headings (without it each crashed rank kept them as error lines);
       # and lines their producer printed at INFO or DEBUG level (`NCCL INFO NET/Plugin: Could not find: ...`,
       # `[INFO] ... failed, retrying`, glog `I1105`): a level below warning is not an error line; nor is nccl-tests'
-      # column header (`time   algbw   busbw  error`) in a worker's log
-      verify=r"^(?!\s*[ID]\d{4} \d\d:\d\d:\d\d)(?!.*?(?:frame #\d+: |Exception raised from |"
+      # column header (`time   algbw   busbw  error`) in a worker's log; nor a warning of Python's warnings module
+      # (`<file>.py:<line>: <Category>Warning: <message>`, warnings.formatwarning): a warning that says what a later
+      # version "will raise an exception" for is no error of this run
+      verify=r"^(?!\s*[ID]\d{4} \d\d:\d\d:\d\d)(?!.*?(?:frame #\d+: |Exception raised from |\.py:\d+: [A-Z]\w*Warning: |"
              r"CUDA kernel errors might be asynchronously reported|"
              r"For debugging consider passing CUDA_LAUNCH_BLOCKING|Compile with .TORCH_USE_CUDA_DSA|"
              r"To enable traceback see|Root Cause \(first observed failure\)|\bNCCL INFO\b|\[INFO\]|algbw\s+busbw|"
