@@ -82,6 +82,12 @@ CASES = [
     ("lightning 0.7 banner",
      "INFO:lightning:GPU available: False, used: False\nINFO:lightning:training on 8 TPU cores\n"
      "   | Name  | Type            | Params\n", None, Status.inconclusive),
+    # a CUDA graph capture that the program broke (cudaErrorStreamCaptureInvalidated): the earlier illegal call is
+    # often swallowed (capture_end runs in __exit__), so this line is the first proof, and it is the program's
+    ("cuda graph capture invalidated",
+     "[rank0]: Traceback (most recent call last):\n[rank0]:   File \"/usr/lib/python3.11/site-packages/torch/cuda/"
+     "graphs.py\", line 186, in __exit__\n[rank0]:     self.cuda_graph.capture_end()\n"
+     "[rank0]: RuntimeError: CUDA error: operation failed due to a previous error during capture\n", "software", None),
     # a host memory limit hit while registering RDMA memory: the memlock limit, not the network
     ("ibv_reg_mr memlock",
      "node7:50561:50762 [1] misc/ibvwrap.cc:42 NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory\n",

@@ -4,6 +4,7 @@ handled warnings never trigger however early, and a line without a time does not
 from __future__ import annotations
 
 from trainlog_debugger.tools.bundle.open import open_bundle
+from trainlog_debugger.tools.model import Status
 from trainlog_debugger.tools.pipeline import investigate
 
 OOM = ["[rank2]: Traceback (most recent call last):",
@@ -873,3 +874,39 @@ def test_a_fault_after_slurms_requeue_ended_the_job_not_the_cancel_before_it(tmp
     (tmp_path / "b").mkdir()
     d = _investigate(tmp_path / "b", {"slurm-4891784.out": first})
     assert d.category == "infrastructure", d.headline
+
+
+_AUTOTUNE = "[default3]:[rank3]:E0314 10:03:05.881000 7103 torch/_inductor/select_algorithm.py:1683] [2/0] "
+
+
+def _autotune_run(record: bool) -> list[str]:
+    """A torchrun job whose rank 3 logs a CUDA error; `record`: inside max-autotune's multi-line record that says the
+    failed kernel choice was dropped (torch/_inductor/select_algorithm.py: log.error("Runtime error during
+    autotuning: \\n%s. \\nIgnoring this choice.", msg), every line under torch logging's header); else on its own."""
+    err = "CUDA error: an illegal memory access was encountered"
+    lines = ["[default0]:[titan] 2025-03-14 10:02:25,842 - root - INFO - Training starts at step 1"]
+    if record:
+        lines += [_AUTOTUNE + "Runtime error during autotuning: ", _AUTOTUNE + err, _AUTOTUNE,
+                  _AUTOTUNE + "Either error in template or triton bug.", _AUTOTUNE + ". ",
+                  _AUTOTUNE + "Ignoring this choice."]
+    else:
+        lines += ["[default3]:[rank3]: RuntimeError: " + err]
+    return lines + [
+        "[default0]:[titan] 2025-03-14 10:17:40,230 - root - INFO - step: 100  loss:  6.22000  grad_norm:  1.3500",
+        "[default0]:[titan] 2025-03-14 10:17:43,254 - root - INFO - Training completed",
+        "I0314 10:17:49.002000 7098 torch/distributed/elastic/agent/server/api.py:879] [default] worker group "
+        "successfully finished. Waiting 300 seconds for other agents to finish."]
+
+
+def test_an_error_quoted_by_a_handled_log_record_is_not_a_failure(tmp_path):
+    """torch's logging repeats its header on each line of a record: the CUDA error that max-autotune caught, quoted
+    inside `Runtime error during autotuning: ... Ignoring this choice.`, is that handled record's, and the run ended
+    normally."""
+    d = _investigate(tmp_path, {"run.log": _autotune_run(record=True)})
+    assert d.status == Status.completed and d.category == "none", d.headline
+
+
+def test_the_same_error_on_its_own_line_stays_a_fault(tmp_path):
+    """Guard: the record's reading covers its own lines only; a rank's own CUDA error is a fault, end line or not."""
+    d = _investigate(tmp_path, {"run.log": _autotune_run(record=False)})
+    assert d.status != Status.completed and d.category == "gpu_cuda", d.headline

@@ -28,7 +28,7 @@ from trainlog_debugger.tools.rules import RULES, Candidate, RuleInputs
 from trainlog_debugger.tools.lines.timestamps import order_key
 from trainlog_debugger.tools.lines.isotime import human_time
 from trainlog_debugger.tools.rules.base import by_time, restart_without, time_key
-from trainlog_debugger.tools.rules.meaning import refine
+from trainlog_debugger.tools.rules.meaning import in_handled_record, refine
 from trainlog_debugger.tools.lines.attribution import named_in_text, strip_prefixes
 from trainlog_debugger.tools.rankdiff.mask import template_of
 
@@ -57,6 +57,8 @@ def candidates(inputs: RuleInputs) -> list[Candidate]:
         out.extend(c for c in rule(inputs) if c is not None)
     # a trigger line in a traceback that Python printed and ignored (`Exception ignored in: ...`) is no failure
     out = [c for c in out if not (c.evidence and inputs.ignored(c.evidence[0]))]
+    # ... nor is one that a handled log record quotes (an error the autotuner caught and dropped: in_handled_record)
+    out = [c for c in out if not (c.evidence and in_handled_record(inputs, c.evidence[0]))]
     refine(out, inputs)  # the upstream tables' reading of each trigger line (tools/rules/meaning.py)
     culprits = set(inputs.nccl.culprits) if inputs.nccl else set()
     for c in out:

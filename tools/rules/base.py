@@ -165,6 +165,16 @@ class _EvidenceByPattern(Mapping):
             ev = made[i] = to_evidence(h, rel, kind)
         return ev
 
+    def in_file(self, rel: str) -> list[Evidence]:
+        """Every kept hit of one file as Evidence, in line order (a line two patterns kept, once): made for that
+        file's hits only."""
+        seen: dict[int, Evidence] = {}
+        for pid, hits in self._raw.items():
+            for i, (h, hrel, _kind) in enumerate(hits):
+                if hrel == rel and h.line not in seen:
+                    seen[h.line] = self.evidence(pid, i)
+        return [seen[n] for n in sorted(seen)]
+
     def keyed(self, pid: str) -> list[tuple]:
         got = self._keyed.get(pid)
         if got is None:

@@ -164,6 +164,35 @@ def handled_per_table(f: RuleInputs, evs: list[Evidence]) -> list[bool]:
     return [m is not None and m.role in ("noise", "context") for m in _tables_of(f, evs)]
 
 
+# The header torch's Python logging (torch._logging, glog-style) prints on EVERY line of a multi-line record:
+# level+MMDD, time, pid, the call site's file:line, and the compile id where there is one
+# (`E0314 10:03:05.881000 7101 torch/_inductor/select_algorithm.py:1683] [0/0] `), after a launcher's rank labels
+_PY_RECORD = re.compile(r"^(.{0,64}?[EWIF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w./-]{1,200}\.py:\d{1,6}\] "
+                        r"(?:\[[^\]\s]{1,40}\] )?)")
+RECORD_LINES = 400  # how far back a record's first line is looked for (a traceback quoted in one record)
+
+
+def _kept_in(f: RuleInputs, file: str) -> list[Evidence]:
+    """Every kept line of one file, in line order (once per file asked for: only a candidate's file is)."""
+    index: dict[str, list[Evidence]] = f.__dict__.setdefault("_kept_in_file", {})
+    got = index.get(file)
+    if got is None:
+        got = index[file] = f.by_pattern.in_file(file)
+    return got
+
+
+def in_handled_record(f: RuleInputs, ev: Evidence) -> bool:
+    """Whether line `ev` is a later line of a multi-line log record (torch's Python logging repeats its header on
+    each line) whose first kept line a table documents as handled (noise or context): Inductor's
+    `Runtime error during autotuning: \n<the CUDA error>\n ... Ignoring this choice.` quotes a CUDA error that the
+    autotuner caught and dropped; the quoted line is that record's, not a new failure."""
+    if f.messages is None or (m := _PY_RECORD.match(ev.text)) is None:
+        return False
+    head = m.group(1)
+    same = [e for e in _kept_in(f, ev.file) if ev.line - RECORD_LINES <= e.line < ev.line and e.text.startswith(head)]
+    return bool(same) and handled_per_table(f, [same[0]])[0]
+
+
 def upstream_messages(f: RuleInputs):
     """One candidate per table entry of role `trigger` that a kept error-level line prints: the upstream's own
     reading of that line (category, meaning, action, where it comes from)."""
