@@ -136,6 +136,15 @@ def test_attribute_line_table(line, rank, local_rank, node, pg_rank):
     assert (a.rank, a.local_rank, a.node, a.pg_rank) == (rank, local_rank, node, pg_rank), a
 
 
+@pytest.mark.parametrize("line, rank", [("[1,6]<stderr>:RuntimeError: x", 6), ("[1,12]<stdout>:gpu-a:21877:21877 [0] "
+                                         "NCCL INFO Bootstrap", 12), ("[5]<stderr>:Traceback", 5),
+                                         ("[1,6]<other>:x", None), ("[1,6]:x", None)])
+def test_mpi_and_horovod_output_tags_name_the_world_rank(line, rank):
+    """Open MPI's `--tag-output` writes `[jobid,rank]<stream>:` before every line of a rank, horovodrun
+    `[rank]<stream>:`: a bundle of mpirun-launched ranks names its culprit only through them."""
+    assert attribute_line(line).rank == rank
+
+
 @pytest.mark.parametrize("line", NEAR_MISSES)
 def test_near_misses_give_no_attribution(line):
     a = attribute_line(line)
@@ -155,6 +164,9 @@ def test_near_misses_give_no_attribution(line):
         ("a\rb [rank1]:[E1 X.cpp:1] y", "[E1 X.cpp:1] y"),
         ("RuntimeError: x", "RuntimeError: x"),
         ("[1]:", "[1]:"),
+        # mpirun --tag-output (Open MPI 4 orte iof, 5 prte) and horovodrun (safe_shell_exec.py): the world rank
+        ("[1,6]<stderr>:RuntimeError: CUDA out of memory.", "RuntimeError: CUDA out of memory."),
+        ("[3]<stdout>:[2024-05-01 10:00:00,000] INFO x", "[2024-05-01 10:00:00,000] INFO x"),
         ("\x1b[32mINFO\x1b[0m x\n", "INFO x"),
     ],
 )

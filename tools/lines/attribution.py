@@ -7,6 +7,7 @@ say *who* said it.  The launch stack wraps each physical line in prefixes, outer
     ' 3: [rank3]:[E1105 12:34:56.789012345 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog ...'  srun --label
     '[default2]:[rank2]:[E808 04:21:41.161045406 ProcessGroupNCCL.cpp:2147] [PG ID 0 ...'     torchrun --tee
     '10.3.0.41: [rank22]: Traceback (most recent call last):'                                  pdsh
+    '[1,6]<stderr>:RuntimeError: CUDA out of memory. Tried to allocate ...'                     mpirun --tag-output
     '(RayWorkerWrapper pid=270291, ip=10.175.94.190) INFO ...'                                 Ray
     'node23:12098:12141 [2] transport/nvls.cc:244 NCCL WARN ...'                               NCCL
 
@@ -49,6 +50,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _WRAP = re.compile(
     r"\[rank(?P<rank>\d{1,7})\]: ?"  # c10 '[rank3]:[E..' / excepthook '[rank3]: ' (one space)
     r"|\[(?P<tmpl>\d{1,7})\]:(?=.*\S)"  # TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE '[12]:' (not a bare '[1]:')
+    # Open MPI's --tag-output '[1,3]<stderr>:' (orte iof_base_output.c, prte in 5.x: '[jobid,rank]<stream>:') and
+    # horovodrun's '[3]<stderr>:' (horovod/runner/common/util/safe_shell_exec.py): the world rank
+    r"|\[(?:\d{1,10},)?(?P<mpi>\d{1,7})\]<(?:stdout|stderr|stddiag)>: ?"
     r"|\[(?P<tee_name>[A-Za-z_]\w*?)(?P<lrank>\d{1,7})\]:"  # torchrun --tee '[default3]:', '[trainer12]:'
     r"|(?:P(?P<het>\d{1,7}) )?(?P<pad> *)(?P<task>\d{1,7}): "  # srun --label ' 3: ', '15: ', het 'P1  3: '
     r"|\((?:(?P<cls>[A-Za-z_][\w.]*)(?:\[rank=(?P<rrank>\d{1,7})\])?(?: pid=(?P<pid>\d{1,10}))?"
@@ -149,6 +153,9 @@ def _peel(s: str, pos: int, st: _St) -> int:
         if g("rank") is not None:
             st.ranks.setdefault(_P_RANK, int(g("rank")))
             st.style("rank_prefix")
+        elif g("mpi") is not None:
+            st.ranks.setdefault(_P_RANK, int(g("mpi")))
+            st.style("mpi_tag")
         elif g("tmpl") is not None:
             st.ranks.setdefault(_P_TMPL, int(g("tmpl")))
             st.style("elastic_template")
