@@ -53,3 +53,67 @@ def test_a_hardware_fault_on_a_named_host_does_not_ask_for_it(tmp_path):
         d = investigate(b)
     assert d.category == "gpu_cuda" and d.culprit_nodes == ["trn-r3-12"], d.headline
     assert not any("names a host" in m for m in d.missing), d.missing
+
+
+IB_WARN = ("{host}:{pid}:{tid} [{d}] transport/net_ib.cc:2453 NCCL WARN NET/IB: Got completion from peer "
+           "10.44.2.19<51161> with status=12 opcode=0 len=0 vendor err 129 (Send) localGid ::ffff:10.44.2.12 "
+           "remoteGids::ffff:10.44.2.19 hca mlx5_4")
+
+
+def _timeouts(ranks) -> list[str]:
+    return [f"[rank{r}]:[E1105 14:40:00.000000000 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective "
+            f"operation timeout: WorkNCCL(SeqNum=812, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran "
+            f"for 600010 milliseconds before timing out." for r in ranks]
+
+
+def test_an_ib_error_names_the_rank_whose_process_printed_it_by_its_nccl_init_line(tmp_path):
+    """NCCL's WARN has no rank prefix, only `host:pid`: the world communicator's init line of that pid on that host
+    names the rank (the other node runs the same pid for another rank)."""
+    _node_file(tmp_path, "node0.txt", "gpu-c00", 0, 8, _timeouts([0, 1]))
+    _node_file(tmp_path, "node1.txt", "gpu-c01", 4, 8, [IB_WARN.format(host="gpu-c01", pid=4002, tid=4402, d=2)]
+               + _timeouts([4]))
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.category == "network" and d.culprit_ranks == [6] and d.culprit_nodes == ["gpu-c01"], d.headline
+
+
+def test_an_ib_error_that_a_rank_quotes_as_its_last_error_is_that_ranks(tmp_path):
+    """c10d prints NCCL's last error under the rank's `remote process exited or there was a network error`: the WARN
+    line that says it word for word is that rank's process's own, with no init line at all."""
+    warn = IB_WARN.format(host="gpu-c02", pid=120417, tid=121002, d=4)
+    (tmp_path / "node2.log").write_text("\n".join([
+        "[2025-11-05 14:29:58] " + warn,
+        "[rank12]:[E1105 14:29:58.441022101 ProcessGroupNCCL.cpp:1895] [PG ID 0 PG GUID 0(default_pg) Rank 12] Process "
+        "group watchdog thread terminated with exception: NCCL error: remote process exited or there was a network "
+        "error, NCCL version 2.21.5",
+        "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.",
+        "Last error:", warn.split("NCCL WARN ", 1)[1]] + _timeouts([3, 9])) + "\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.category == "network" and d.culprit_ranks == [12], d.headline
+
+
+def test_ib_errors_from_two_ranks_name_no_rank(tmp_path):
+    """Guard: two ranks that each saw the link fail first-hand: the hosts are the suspects, not one rank."""
+    _node_file(tmp_path, "node0.txt", "gpu-c00", 0, 8, [IB_WARN.format(host="gpu-c00", pid=4001, tid=4401, d=1)])
+    _node_file(tmp_path, "node1.txt", "gpu-c01", 4, 8, [IB_WARN.format(host="gpu-c01", pid=4002, tid=4402, d=2)])
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.category == "network" and d.culprit_ranks == [], d.headline
+
+
+def test_the_kernels_oom_victim_is_the_rank_whose_dataloader_worker_it_was(tmp_path):
+    """The kernel names a pid; the rank that printed `DataLoader worker (pid P) is killed` owned that worker."""
+    (tmp_path / "dmesg.txt").write_text(
+        "[Tue Nov  5 10:21:38 2024] pt_main_thread invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), "
+        "order=0, oom_score_adj=0\n"
+        "[Tue Nov  5 10:21:38 2024] oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0-1,"
+        "global_oom,task_memcg=/user.slice,task=pt_data_worker,pid=48211,uid=1000\n"
+        "[Tue Nov  5 10:21:38 2024] Out of memory: Killed process 48211 (pt_data_worker) total-vm:98234112kB, "
+        "anon-rss:61234080kB, file-rss:81920kB, shmem-rss:2048kB, UID:1000 pgtables:121344kB oom_score_adj:0\n")
+    (tmp_path / "console.txt").write_text("\n".join(
+        [f"[default{r}]:[rank{r}]: step 100 loss 2.1" for r in range(4)]
+        + ["[default2]:[rank2]: RuntimeError: DataLoader worker (pid 48211) is killed by signal: Killed. "]) + "\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.category == "oom" and d.culprit_ranks == [2], d.headline

@@ -22,6 +22,7 @@ from trainlog_debugger.tools.lines.attribution import named_in_text
 from trainlog_debugger.tools.lines.timestamps import order_key, order_then_place
 from trainlog_debugger.tools.model import Evidence, Finding, Role
 from trainlog_debugger.tools.scan.result import ScanResult, to_evidence
+from trainlog_debugger.tools.sources.nccl.format import HOST_PID_ANY
 
 if TYPE_CHECKING:  # the reports' types, named where the Investigation names them (rules import no analysis)
     from trainlog_debugger.tools.investigation import (AisReport, DiffResult, FRReport, NcclReport, Record, Stack,
@@ -116,6 +117,8 @@ def by_time(ev: Evidence) -> tuple:
 
 
 _FIRST = itemgetter(0)  # a (sort key, Evidence) pair's key
+_LOADER_PID = re.compile(r"DataLoader worker \(pid (\d{1,10})\)")  # the rank's child (torch/utils/data/_utils/signal_handling)
+_KILLED_PID = re.compile(r"Killed process (\d{1,10}) \(")  # the kernel's OOM victim (mm/oom_kill.c)
 
 
 def _tagged(order: list[tuple], j: int):
@@ -372,6 +375,59 @@ class RuleInputs:
             self.__dict__["_finished"] = got
         return list(got)
 
+    def rank_of_pid(self, ev: Evidence) -> int | None:
+        """The rank of a line that no prefix attributes, by the process it names: an NCCL header's `host:pid`
+        (`gpu-c02:120417:121002 [4] ... NCCL WARN`), the kernel's OOM victim (`Killed process 88123 (python)`). pid →
+        rank from what the job itself says of its processes: NCCL's init lines of the world communicator and
+        torchrun's failure entries (pyspy.report.launcher_pids), a ranked line carrying an NCCL header (`[rank13]:`
+        quoting its own WARN), and a rank's own `DataLoader worker (pid P)` (its child, killed for the rank's
+        memory). A pid is unique per host only: the host is matched where both sides name one. One rank or None."""
+        index = self.__dict__.get("_pid_ranks")
+        if index is None:
+            from trainlog_debugger.tools.sources.pyspy.report import launcher_pids
+            index = {pid: set(pairs) for pid, pairs in launcher_pids(self).items()}
+            for pid_ in self.by_pattern:
+                if not pid_.startswith("nccl."):
+                    continue
+                for e in self.by_pattern.get(pid_, ()):
+                    if e.rank is not None and (m := HOST_PID_ANY.search(e.text)):
+                        index.setdefault(m.group("pid"), set()).add((e.rank, m.group("host")))
+            for e in self.by_pattern.get("loader.worker_killed", ()):
+                if e.rank is not None and (m := _LOADER_PID.search(e.text)):
+                    index.setdefault(m.group(1), set()).add((e.rank, e.node))
+            # c10d quotes NCCL's last error under a rank's `remote process exited or there was a network error`
+            # (`Last error:` then NCCL's WARN text without its prefix): the WARN line that says it word for word, in the
+            # same file, is that rank's process's own
+            quoted: dict[tuple[str, str], set] = {}
+            errs: dict[tuple[str, int], int] = {}  # (file, line) → rank of a ranked NCCL error line
+            for x in self.hits("pytorch.nccl_error", "pytorch.nccl_error_kind"):
+                if x.rank is not None:
+                    errs[(x.file, x.line)] = x.rank
+            for e in self.by_pattern.get("pytorch.nccl_last_error", ()) if errs else ():
+                detail = (self.fields_of(e, "pytorch.nccl_last_error").get("detail") or "").strip()
+                near = next((r for k in range(1, 5) if (r := errs.get((e.file, e.line - k))) is not None), None)
+                if detail and near is not None:
+                    quoted.setdefault((e.file, detail), set()).add(near)
+            if quoted:
+                for pid_ in self.by_pattern:
+                    if pid_.startswith("nccl."):
+                        for e in self.by_pattern.get(pid_, ()):
+                            if "NCCL WARN " in e.text and (m := HOST_PID_ANY.search(e.text)):
+                                said = quoted.get((e.file, e.text.split("NCCL WARN ", 1)[1].strip()), ())
+                                if len(said) == 1:
+                                    index.setdefault(m.group("pid"), set()).add((next(iter(said)), m.group("host")))
+            self.__dict__["_pid_ranks"] = index
+        host = ev.node
+        if (m := HOST_PID_ANY.search(ev.text)) is not None:
+            pid, host = m.group("pid"), host or m.group("host")
+        elif (m := _KILLED_PID.search(ev.text)) is not None:
+            pid = m.group(1)
+        else:
+            return None
+        ranks = {r for r, h in index.get(pid, ()) if host is None or h is None or h == host
+                 or h.split(".")[0] == host.split(".")[0]}
+        return next(iter(ranks)) if len(ranks) == 1 else None
+
     def ignored(self, ev: Evidence) -> bool:
         """Whether `ev` lies in a traceback that CPython printed under `Exception ignored in: <obj>` (its unraisable
         hook: an exception in a destructor or a callback, printed and ignored; the DataLoader iterator's __del__ at
@@ -431,6 +487,8 @@ def candidate(rule: str, category: str, summary: str, strength: float, evs: list
         ranks = sorted({r for e in evs if (r := _rank_of(src, e)) is not None})
         if not ranks and (entry := src.failure_entry(evs[0])):
             ranks = [entry[0]]
+        if not ranks and len(by_pid := {r for e in evs if (r := src.rank_of_pid(e)) is not None}) == 1:
+            ranks = sorted(by_pid)
         if not ranks:  # a paste without prefixes: the trigger line's own words (`[Rank 3]`, `task 3:`, RANK=3)
             said = named_in_text(evs[0].text)
             ranks = [said[0]] if said[0] is not None else []

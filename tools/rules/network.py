@@ -22,6 +22,22 @@ def _status(f: RuleInputs) -> str:
     return "hung" if f.hits("pytorch.watchdog_timeout", "gloo.timeout") else "crashed"
 
 
+def _reporter(f: RuleInputs, evs, statuses, primary) -> list[int]:
+    """The one rank whose process saw the link fail first-hand (the first completion error that is not a flush,
+    status 5, which only follows a queue pair already in error): its own line's rank, or the rank its process is
+    known to be (RuleInputs.rank_of_pid: NCCL's WARN names its host and pid). [] when the primary errors come from
+    more ranks than one: then the hosts are the suspects."""
+    ranks = set()
+    pairs = [(e, s) for e, s in zip(evs, statuses) if s == primary]
+    own = [(e, s) for e, s in pairs if "NCCL WARN" in e.text]  # NCCL's own lines; c10d's quotes of them repeat them
+    for e, _s in own or pairs:
+        r = e.rank if e.rank is not None else f.rank_of_pid(e)
+        if r is None:
+            return []
+        ranks.add(r)
+    return sorted(ranks) if len(ranks) == 1 else []
+
+
 def ib_completion(f: RuleInputs):
     evs = f.hits("nccl.ib_completion_error")
     if not evs:
@@ -50,7 +66,7 @@ def ib_completion(f: RuleInputs):
                  0.85 if primary in (12, 13) else 0.7, [ev0] + [e for e in evs if e is not ev0][:2], f, nodes=nodes,
                  facts={"peer_closed": ranks_str({e.rank for e in evs if e.rank is not None}, cap=64)} if quoted
                  and primary in (12, 13) else None,
-                 status=_status(f), ranks=[],  # a link fault: the hosts are the suspects, not the ranks' code
+                 status=_status(f), ranks=_reporter(f, evs, statuses, primary),
                  restart=restart_without(nodes[0]) if len(nodes) == 1 else "fix first",
                  recommendations=["check the IB links/cables and switch ports of the named hosts (ibstat, port counters)",
                                   "NCCL_IB_TIMEOUT / NCCL_IB_RETRY_CNT only mask a flaky link"])]

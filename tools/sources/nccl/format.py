@@ -16,6 +16,9 @@ from trainlog_debugger.tools.sources.pattern import P, WorldSize
 # launcher put before it (a blank, torchrun's `[default2]:`, srun's `3: `): which process printed it, on which host
 # (pid and tid at most 10 digits, the device at most 4, like the attribution's own NCCL prefix)
 HOST_PID = re.compile(r"(?:^|[\s\]:])(?P<host>[\w.-]+):(?P<pid>\d{1,10}):\d{1,10} \[\d{1,4}\] NCCL INFO")
+# ... and a WARN's too (`gpu-c02:120417:121002 [4] transport/net_ib.cc:2453 NCCL WARN ...`: its source file between)
+HOST_PID_ANY = re.compile(r"(?:^|[\s\]:])(?P<host>[\w.-]+):(?P<pid>\d{1,10}):\d{1,10} \[\d{1,4}\] "
+                          r"(?:\S{1,200} )?NCCL (?:INFO|WARN)")
 
 PATTERNS = [
     P("nccl.ib_completion_error", 1, "network", "root_candidate",
