@@ -910,3 +910,22 @@ def test_the_same_error_on_its_own_line_stays_a_fault(tmp_path):
     """Guard: the record's reading covers its own lines only; a rank's own CUDA error is a fault, end line or not."""
     d = _investigate(tmp_path, {"run.log": _autotune_run(record=False)})
     assert d.status != Status.completed and d.category == "gpu_cuda", d.headline
+
+
+AGENT_CLOSED = [
+    "[2025-03-04 10:12:01,004] torch.distributed.elastic.agent.server.api: [WARNING] [default] Worker group FAILED. "
+    "3/3 attempts left; will restart worker group",
+    "Traceback (most recent call last):",
+    '  File "/usr/local/bin/torchrun", line 8, in <module>',
+    "    sys.exit(main())",
+    '  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/elastic/rendezvous/dynamic_rendezvous.py", '
+    "line 648, in run",
+    "    raise RendezvousClosedError",
+    "torch.distributed.elastic.rendezvous.api.RendezvousClosedError"]
+
+
+def test_the_agents_closed_rendezvous_is_no_workers_failure(tmp_path):
+    """RendezvousClosedError is the launcher's own traceback when another agent closed the rendezvous (its workers
+    failed): a consequence, never the worker's exception on the other node."""
+    d = _investigate(tmp_path, {"node0.log": LOADER, "node1.log": AGENT_CLOSED})
+    assert d.category == "data" and d.culprit_ranks == [2], d.headline

@@ -69,7 +69,7 @@ PATTERNS = [
 ]
 
 # every process of a node is counted against its exit (a node of 16 GPUs prints 16 of each)
-KEEP_FIRST = {"deepspeed.proc_": 256}
+KEEP_FIRST = {"deepspeed.proc_spawned": 256, "deepspeed.proc_ok": 256}
 
 
 # ---- detection: DeepSpeed's logger (`[INFO] [engine.py:1234:__init__]`) and its launcher's lines

@@ -140,3 +140,46 @@ def test_real_incidents_read_without_error():
         seen[d.name] = rep.verdict
     # the one incident with a watchdog line: a single rank's paste cannot name a culprit, and says so
     assert seen["megatron-ckpt-save-slow-io-timeout"] == "inconclusive"
+
+
+def _analyze_text(tmp_path, lines: list[str]):
+    d = tmp_path / "b"
+    d.mkdir()
+    (d / "console.txt").write_text("\n".join(lines) + "\n")
+    with open_bundle(d) as b:
+        return analyze(scan_bundle(b))
+
+
+def _timed_out(r: int) -> list[str]:
+    return [f"[rank{r}]:[E1105 21:40:00.000000000 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective "
+            f"operation timeout: WorkNCCL(SeqNum=7713, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) "
+            f"ran for 1800083 milliseconds before timing out.",
+            f"[rank{r}]:[E1105 21:40:00.100000000 ProcessGroupNCCL.cpp:2168] [PG ID 0 PG GUID 0(default_pg) Rank {r}] "
+            f"failure detected by watchdog at work sequence id: 7713 PG status: last enqueued work: 7713, last "
+            f"completed work: 7712"]
+
+
+def test_a_rank_with_its_own_nccl_error_is_not_a_straggler(tmp_path):
+    """No watchdog state, but the rank's own NCCL error (its IB completion failed, its watchdog thread ended on an
+    NCCL error): it was inside NCCL, not stuck outside it; a rank with neither is the straggler."""
+    lines = [f"[rank{r}]: iter 22200 loss=2.0000" for r in range(8)]
+    lines += ["[rank5]: gpu-t02:5101:5190 [5] transport/net_ib.cc:2453 NCCL WARN NET/IB: Got completion from peer "
+              "10.1.0.7<4431> with status=12 opcode=0 len=0 vendor err 129 (Send) hca mlx5_5",
+              "[rank5]:[E1105 21:10:44.000000000 ProcessGroupNCCL.cpp:1895] [PG ID 0 PG GUID 0(default_pg) Rank 5] "
+              "Process group watchdog thread terminated with exception: NCCL error: remote process exited or there "
+              "was a network error, NCCL version 2.21.5"]
+    for r in (0, 1, 2, 3, 4, 6):
+        lines += _timed_out(r)
+    rep = _analyze_text(tmp_path, lines)
+    assert rep.ranks[5].role == "waiting" and "inside NCCL" in rep.ranks[5].reason
+    assert rep.culprits == [7] and rep.ranks[7].role == "never_entered"
+
+
+def test_many_ranks_without_state_are_a_partial_log_not_stragglers(tmp_path):
+    """Half the ranks printed only their steps: a console that kept some ranks' ends, not eight stragglers."""
+    lines = [f"[rank{r}]: iter 22200 loss=2.0000" for r in range(16)]
+    for r in range(8):
+        lines += _timed_out(r)
+    rep = _analyze_text(tmp_path, lines)
+    assert rep.verdict == "inconclusive" and rep.culprits == [], rep.summary
+    assert "no collective state" in rep.summary

@@ -84,6 +84,7 @@ class RankState:
     crash: Evidence | None = None
     last_line: Evidence | None = None
     flags: list[str] = field(default_factory=list)  # heartbeat_stuck, process_down, comm_aborted, gloo_timeout
+    nccl_error_at: tuple | None = None  # when its own earliest NCCL error (not a timeout) was printed (order key)
     evidence: list[Evidence] = field(default_factory=list)
 
     def cited(self, n: int = 3) -> list[Evidence]:
@@ -337,6 +338,10 @@ def collect(res: ScanResult) -> dict[int, RankState]:
                 if pid in _STATE_LINES:
                     _STATE_LINES[pid](rs, h.fields, ev)
                     continue
+            if pid in _NCCL_ERRORS:
+                k = h.time.order_key() if h.time is not None else None
+                if k is not None and (rs.nccl_error_at is None or k < rs.nccl_error_at):
+                    rs.nccl_error_at = k
             if pid in _FLAGS:
                 rs.flags.append(_FLAGS[pid])
             elif pid in crash:
@@ -398,6 +403,8 @@ _STATE_LINES = {  # pattern → what its line says about the rank's process grou
 }
 _FLAGS = {"pytorch.heartbeat_stuck": "heartbeat_stuck", "pytorch.process_down": "process_down",
           "pytorch.comm_aborted": "comm_aborted", "gloo.timeout": "gloo_timeout"}
+# the rank's own NCCL error (not a timeout): it was inside NCCL when the transport or a peer failed
+_NCCL_ERRORS = frozenset({"nccl.ib_completion_error", "pytorch.nccl_error", "pytorch.nccl_error_kind"})
 _KEPT = STATE_PATTERNS | GLOO_PATTERNS  # the hits whose line is kept as the rank's evidence
 
 
@@ -518,6 +525,10 @@ def _group(key: str, ranks: dict[int, RankState], with_state: dict[int, RankStat
 def _roles_without_state(ranks: dict[int, RankState], any_state: bool) -> None:
     """A crash line outranks a collective role; a rank with no state while others have it never entered."""
     gloo_anywhere = any("gloo_timeout" in x.flags for x in ranks.values())
+    # the others' first watchdog timeout: an NCCL error of a rank's own before it shows that rank inside NCCL when
+    # the transport or a peer failed; one after it is the close of peers that had given up (a straggler's)
+    gave_up = min((k for x in ranks.values() for p in x.pgs.values() if p.timeout_time is not None
+                   and (k := p.timeout_time.order_key()) is not None), default=None)
     for rs in ranks.values():
         if rs.pgs:
             if rs.crash is not None and rs.role in ("never_entered", "behind"):
@@ -527,6 +538,10 @@ def _roles_without_state(ranks: dict[int, RankState], any_state: bool) -> None:
             rs.role, rs.reason = "crashed", f"no NCCL state; crashed first ({rs.crash.cite()})"
         elif "gloo_timeout" in rs.flags:
             rs.role, rs.reason = "waiting", "gloo: timed out waiting for a peer"
+        elif rs.nccl_error_at is not None and (gave_up is None or rs.nccl_error_at < gave_up):
+            # no watchdog state, but an NCCL error of its own before anyone gave up: in NCCL, not outside it
+            rs.role, rs.reason = "waiting", "no collective state; its own NCCL error (a transport or a peer failed) " \
+                                            "shows it inside NCCL, not stuck outside it"
         elif any_state or gloo_anywhere:
             rs.role, rs.reason = "never_entered", "no collective state at all while others have it (stuck outside " \
                                                   "the collective, or its log stops)"
@@ -535,11 +550,23 @@ def _roles_without_state(ranks: dict[int, RankState], any_state: bool) -> None:
 # "every rank entered" needs two ranks to say so: one rank that waited proves nothing of the others (they may have
 # crashed, been preempted, or never reached the collective), so one rank's log is never a fabric hang
 FABRIC_MIN_RANKS = 2
+UNSEEN_SHARE = 4  # ranks without any collective state count as stragglers while at most 1 in UNSEEN_SHARE
 
 
 def _verdict(ranks: dict[int, RankState], missing: list[int], any_state: bool) -> tuple[str, str, list[int], list[str]]:
     """(verdict, summary, culprits, notes) once every rank has its role."""
     culprits = sorted(r for r, rs in ranks.items() if rs.role in ("crashed", "never_entered", "behind"))
+    # a rank with no collective state at all is a straggler by absence only: a few such ranks among many that
+    # timed out are the ones stuck outside NCCL, but a quarter of the job or more without a line of NCCL state is a
+    # log that shows only some ranks' ends (a paste, a console that kept a few ranks' output), not that many
+    # stragglers
+    unseen = [r for r in culprits if ranks[r].role == "never_entered" and not ranks[r].pgs]
+    if unseen and len(ranks) > 2 and len(unseen) * UNSEEN_SHARE > len(ranks):
+        culprits = [r for r in culprits if r not in unseen]
+        if not culprits:
+            return "inconclusive", (f"{len(unseen)} of {len(ranks)} ranks show no collective state at all: their logs "
+                                    f"do not say whether they entered the stuck collective"), [], \
+                ["ranks without collective state are too many to be stragglers: the logs may be partial"]
     gloo = any("gloo_timeout" in rs.flags for rs in ranks.values()) and not any_state
     if not any_state and not gloo:
         return "no_collective_state", "no rank logged a collective timeout or watchdog state", [], []

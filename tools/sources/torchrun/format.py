@@ -68,6 +68,13 @@ PATTERNS = [
       "[default] Worker group FAILED. 2/3 attempts left; will restart worker group",
       "elastic agent restarts the worker group",
       fields=r"Worker group (?P<state>FAILED|UNHEALTHY)\. (?P<left>\d+)/(?P<max>\d+) attempts left", ints=("left", "max")),
+    # the agent's rendezvous closed under it (torch/distributed/elastic/rendezvous/api.py RendezvousClosedError,
+    # raised by dynamic_rendezvous.py when another agent closed the rendezvous: that agent's workers failed, or it
+    # was shut down): the launcher's own traceback, a consequence, never a worker's failure
+    P("torchrun.rendezvous_closed", 1, None, "cascade",
+      r"\bRendezvousClosedError\b", "RendezvousClosedError",
+      "torch.distributed.elastic.rendezvous.api.RendezvousClosedError",
+      "the elastic agent's rendezvous was closed by another agent (its workers failed, or it shut down)"),
     P("torchrun.rendezvous_timeout", 1, "config", "root_candidate",
       r"(?:RendezvousTimeoutError|Timed out after \d+ seconds waiting for clients|The client socket has timed out after)",
       ("RendezvousTimeoutError", "waiting for clients", "client socket has timed out"),
