@@ -929,3 +929,30 @@ def test_the_agents_closed_rendezvous_is_no_workers_failure(tmp_path):
     failed): a consequence, never the worker's exception on the other node."""
     d = _investigate(tmp_path, {"node0.log": LOADER, "node1.log": AGENT_CLOSED})
     assert d.category == "data" and d.culprit_ranks == [2], d.headline
+
+
+def _stepping_until(hour: int) -> list[str]:
+    """A job's step lines every 6 minutes from midnight to `hour`:00 (the step parser reads `s/it=`)."""
+    out = []
+    for i in range(hour * 10 + 1):
+        h, m = divmod(i * 6, 60)
+        out.append(f"[2024-11-18 {h:02d}:{m:02d}:11,100][INFO] step {14000 + 200 * i} loss=1.80 lr=1.0e-04 s/it=1.80")
+    return out
+
+
+LIMIT = "slurmstepd: error: *** JOB 5521818 ON gpu-t04 CANCELLED AT 2024-11-18T12:00:02 DUE TO TIME LIMIT ***"
+
+
+def test_a_time_limit_that_ended_a_job_still_stepping_is_the_answer(tmp_path):
+    """Guard: steps until minutes before the limit: the scheduler ended a job that was making progress."""
+    d = _investigate(tmp_path, {"slurm-5521818.out": _stepping_until(11) + [
+        "[2024-11-18 11:54:11,100][INFO] step 26000 loss=1.70 lr=1.0e-04 s/it=1.80", LIMIT]})
+    assert d.status == Status.cancelled and d.category == "infrastructure" and d.confidence == "high", d.headline
+
+
+def test_a_time_limit_hours_after_the_last_step_ended_a_hang(tmp_path):
+    """The last step at 01:30, the limit at 12:00, nothing in between: the limit ended a job that had stopped; with
+    nothing proving why it stopped, the answer says so (inconclusive, low), not a confident `cancelled`."""
+    d = _investigate(tmp_path, {"slurm-5521818.out": _stepping_until(1)[:16] + [LIMIT]})
+    assert d.status == Status.inconclusive and d.confidence == "low", d.headline
+    assert "stopped making progress" in d.headline, d.headline

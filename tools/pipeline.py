@@ -50,7 +50,7 @@ STAGES: tuple[str | Stage, ...] = (
     "trainlog_debugger.tools.sources.hw.stage:STAGE",               # hardware: nvidia-smi, ibstat, ... snapshots
     "trainlog_debugger.tools.activity:STAGE",                       # activity: a straggler: what was it doing?
     FIRST_ANSWER,                                                   # diagnosis
-    "trainlog_debugger.tools.steps.stage:STAGE",                    # steps: no fault found: was it slow?
+    "trainlog_debugger.tools.steps.stage:STAGE",                    # steps: no fault, or a time limit: slow? hung?
     "trainlog_debugger.tools.tails:STAGE",                          # tails: still nothing: a cut-off traceback?
     "trainlog_debugger.tools.rankdiff.stage:STAGE",                 # diff: still undecided: the rank that differs
 )

@@ -3,8 +3,44 @@ earlier was already wrong (the diagnosis orders candidates by time)."""
 
 from __future__ import annotations
 
+import calendar
+
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate, restart_without
 from trainlog_debugger.tools.lines.signals import SIGNAL_WHY, SIGNALS, signal_name
+
+
+ENDED_A_HANG = 0.35  # below DECISIVE: the time limit is then how a hang ended, a weak reading of its own
+HANG_SILENCE_S = 1800.0  # no step line for this long before the time limit: the job had stopped making progress
+HANG_INTERVALS = 10     # ... and for at least this many of its usual step intervals
+
+
+def _posix(ev) -> float | None:
+    """POSIX seconds of a line's own dated stamp, read as UTC like the step parser's (tools.steps.formats.epoch):
+    only compared with step times, never shown."""
+    t = ev.time
+    if t is None or t.year is None or t.month is None or t.day is None or t.uptime_s is not None:
+        return None
+    try:
+        return float(calendar.timegm((t.year, t.month, t.day, t.hour, t.minute, t.second))) + t.micro / 1e6
+    except (ValueError, OverflowError):
+        return None
+
+
+def silence_before(f: RuleInputs, ev) -> float | None:
+    """Seconds between the job's last step line (any rank's, tools/steps) and line `ev`, when the job had stopped
+    making progress for at least HANG_SILENCE_S and HANG_INTERVALS of its median step interval; None otherwise
+    (steady progress to the end, or no dated step lines to tell)."""
+    at = _posix(ev)
+    if at is None or f.steps is None:
+        return None
+    times = sorted(t for s in list(f.steps.series) + list(f.steps.training) for t in s.times
+                   if t == t and t <= at + 60)
+    if len(times) < 2:
+        return None
+    gaps = sorted(b - a for a, b in zip(times, times[1:]) if b > a)
+    median = gaps[len(gaps) // 2] if gaps else 0.0
+    silent = at - times[-1]
+    return silent if silent >= max(HANG_SILENCE_S, HANG_INTERVALS * median) else None
 
 
 def slurm_cancel(f: RuleInputs):
@@ -34,9 +70,20 @@ def slurm_cancel(f: RuleInputs):
                 pid, [f"check node {node} in slurmctld's log; resume without it" if node else
                       "find the failed node in slurmctld's log (`sacct -j <job> -o NodeList,State`); resume without it"])
             status = "crashed" if pid == "slurm.node_memory_error" else "cancelled"  # the node's fault, no cancel
+            facts = {}
+            if pid == "slurm.cancelled_time_limit" and (quiet := silence_before(f, evs[0])) is not None:
+                # the limit ended a job that had already stopped: how it ended, not what was at fault (TAXONOMY: a
+                # hang with no proof of its cause is inconclusive); what the hang's own evidence says comes first
+                what = (f"SLURM cancelled the job at its time limit {quiet / 3600:.1f} h after the last step any rank "
+                        f"logged: the job had stopped making progress, and the limit ended the hang")
+                strength, status = ENDED_A_HANG, "hung"
+                facts = {"ended_a_hang": True, "silent_s": round(quiet), "consequence_only": True}
+                recs = ["find why the job stopped progressing: a py-spy dump of every rank (or faulthandler's "
+                        "dump_traceback_later) and dmesg of every node, taken while it hangs",
+                        "lower the collective timeout (init_process_group(timeout=...)) so a hang fails fast"]
             out.append(candidate(f"scheduler.{pid.split('.')[1]}", "infrastructure", what, strength, evs[:2], f,
                             status=status, ranks=[], nodes=[node] if node and restart is None else [],
-                            restart=restart or restart_without(node or None), recommendations=recs))
+                            restart=restart or restart_without(node or None), recommendations=recs, facts=facts))
     return out
 
 

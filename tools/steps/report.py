@@ -167,6 +167,7 @@ class StepReport:
     notes: list[str] = field(default_factory=list)
     training: list[StepSeries] = field(default_factory=list)  # the TRAINING metrics' series (not in `series`)
     divergence: Divergence | None = None
+    for_time_limit: bool = False  # read because the first answer was the scheduler's time limit (tools/steps/stage.py)
 
     def findings(self) -> list[Finding]:
         """Every claim as a cited tools.model.Finding: stragglers, regressions, the compute/comm split."""

@@ -1,4 +1,5 @@
-"""The step-time stage: stragglers and slowdowns into Investigation.steps, when the first answer found no fault.
+"""The step-time stage: stragglers and slowdowns into Investigation.steps, when the first answer found no fault,
+or was the scheduler's time limit (was the job still stepping when the limit came?).
 
 Why only then: a job that got slow and was killed by its time limit, or still runs, prints no fault line; the step
 times are what tell `slow` from `completed` or `inconclusive`. A bundle with a fault is answered by the fault, and
@@ -20,13 +21,30 @@ def no_fault(ctx: Context) -> bool:
     return d is not None and d.category == "none"
 
 
+def ended_by_time_limit(ctx: Context) -> bool:
+    """The first answer is the scheduler's time limit: whether the job was still stepping when the limit came, or
+    had stopped long before (a hang the limit ended: tools/rules/scheduler.silence_before), is in the step times."""
+    d = ctx.inv.diagnosis
+    return d is not None and bool(d.chain) and d.chain[0].id == LIMIT
+
+
+def wanted(ctx: Context) -> bool:
+    return no_fault(ctx) or ended_by_time_limit(ctx)
+
+
 def step_times(ctx: Context) -> tuple[object, list[str]]:
-    return scan_steps(ctx.bundle, workers=ctx.workers, done=ctx.read_in_scan), []
+    rep = scan_steps(ctx.bundle, workers=ctx.workers, done=ctx.read_in_scan)
+    rep.for_time_limit = ended_by_time_limit(ctx)
+    return rep, []
 
 
 def shows_something(rep: StepReport) -> bool:
-    """An outlier rank or a regression (slow), or a loss curve that diverged (tools/rules/data.py reads it)."""
-    return bool(rep.outliers or rep.regressions or rep.divergence)
+    """An outlier rank or a regression (slow), or a loss curve that diverged (tools/rules/data.py reads it); or the
+    steps were read for the time limit, whose reading reads them."""
+    return bool(rep.outliers or rep.regressions or rep.divergence or rep.for_time_limit)
 
 
-STAGE = Stage("steps", when=no_fault, run=step_times, redraws=shows_something)
+LIMIT = "scheduler.cancelled_time_limit"
+STAGE = Stage("steps", when=wanted, run=step_times, redraws=shows_something)
+
+
