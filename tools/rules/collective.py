@@ -35,6 +35,10 @@ _PREPROC = re.compile(r"(?i)running tokenizer|\btokeniz(?:ing|e)\b|\b(?:Map|Filt
 # (megatron/core/datasets/gpt_dataset.py: `Build and save the GPTDataset train indices`), is such a phase too
 _PHASE = re.compile(r"(?i)loading checkpoint shards|\bcompiling\b|\bautotun(?:e|ing)\b|"
                     r"\bBuild and save the \w+ \w+ indices\b")
+# a tqdm bar at its end (`Epoch 0: 100%|██████████| 1187/1187 [12:04<00:00, ...]`): the rank left its loop, which the
+# others, stuck in the next collective, had not (TAXONOMY's data: uneven shards make ranks run different numbers of
+# steps). Checked after the one-rank work above (an evaluation bar at its end is that work's)
+_FINISHED_BAR = re.compile(r"\b100%\|[^|\n]{0,80}\| *(\d{1,12})/\1\b")
 _STORAGE_PIDS = ("loader.batch_loader_error", "ais.resource_pressure", "ais.out_of_bounds", "ais.shared_dm_error",
                  "io.no_space")
 
@@ -73,7 +77,7 @@ def _own_stack(f: RuleInputs, rank: int):
 
 def _kind_of_work(text: str) -> bool:
     """Whether a line says what kind of work it is (one of the readings of `straggler`)."""
-    return any(rx.search(text) for rx in (_ASYM, _PREPROC, _PHASE, _CKPT, _DATA))
+    return any(rx.search(text) for rx in (_ASYM, _PREPROC, _PHASE, _FINISHED_BAR, _CKPT, _DATA))
 
 
 def _own_trigger(f: RuleInputs, rank: int):
@@ -126,6 +130,10 @@ def straggler(f: RuleInputs):
     elif _PHASE.search(last):
         cat, why, s = "config", (f"{base}: it was still in a long phase (its last line: loading weight shards, "
                                  f"compiling or building a dataset's index) when the collective's timeout ran out"), 0.65
+    elif _FINISHED_BAR.search(last):
+        cat, why, s = "data", (f"{base}: its progress bar had reached its end ({_FINISHED_BAR.search(last).group(1)} "
+                               f"of {_FINISHED_BAR.search(last).group(1)}) while the others were still in the loop: "
+                               f"it ran out of batches first (uneven data across ranks)"), 0.7
     elif _CKPT.search(last):
         cat, why, s = "storage_io", f"{base}, while saving a checkpoint (its last line)", 0.75
     elif _DATA.search(last):
