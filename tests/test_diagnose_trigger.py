@@ -956,3 +956,42 @@ def test_a_time_limit_hours_after_the_last_step_ended_a_hang(tmp_path):
     d = _investigate(tmp_path, {"slurm-5521818.out": _stepping_until(1)[:16] + [LIMIT]})
     assert d.status == Status.inconclusive and d.confidence == "low", d.headline
     assert "stopped making progress" in d.headline, d.headline
+
+
+def _entry(rank: int, when: str, code: int, pid: int, tb: str) -> list[str]:
+    """One torchrun failure entry (torch/distributed/elastic/multiprocessing/errors: ChildFailedError's table)."""
+    return ["[0]:", f"  time      : {when}", "  host      : gpu-node-20", f"  rank      : {rank} (local_rank: 0)",
+            f"  exitcode  : {code} (pid: {pid})", "  error_file: <N/A>", f"  traceback : {tb}"]
+
+
+def test_an_undated_error_is_dated_by_its_ranks_exit_in_the_failure_entry(tmp_path):
+    """Rank 40's I/O error has no stamp; torchrun's entry says rank 40 exited at 12:00:01. A SIGKILL of rank 3 at
+    12:00:30 came later: the I/O error is the first fault, not the kill."""
+    io = ["[default0]:[rank40]: Traceback (most recent call last):",
+          '[default0]:[rank40]:   File "/workspace/train.py", line 412, in save',
+          "[default0]:[rank40]:     torch.save(state, path)",
+          "[default0]:[rank40]: OSError: [Errno 5] Input/output error: '/lustre/ckpt/run7/step_12000/rank40.pt'"]
+    d = _investigate(tmp_path, {
+        "node20.out": io + [
+            "[default1]:[rank41]:[E319 12:10:02.115541639 ProcessGroupNCCL.cpp:632] [Rank 41] Watchdog caught "
+            "collective operation timeout: WorkNCCL(SeqNum=9001, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+            "Timeout(ms)=600000) ran for 600083 milliseconds before timing out.",
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+                            "Root Cause (first observed failure):"]
+        + _entry(40, "2025-03-19_12:00:01", 1, 70280, "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"),
+        "node1.out": ["E0319 12:00:30.771000 30011 torch/distributed/elastic/multiprocessing/api.py:869] failed "
+                      "(exitcode: -9) local_rank: 3 (pid: 70034) of binary: /usr/bin/python",
+                      "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+                      "Root Cause (first observed failure):"]
+        + _entry(3, "2025-03-19_12:00:30", -9, 70034, "Signal 9 (SIGKILL) received by PID 70034")})
+    assert d.category == "storage_io" and d.culprit_ranks == [40], d.headline
+
+
+def test_ib_flush_errors_alone_follow_another_ranks_death(tmp_path):
+    """Status 5 (IBV_WC_WR_FLUSH_ERR) only: the queue pair was already in error because its peer's process died;
+    that rank's own OOM, undated, is the trigger."""
+    flush = ("gpu-f01:6100:6180 [0] transport/net_ib.cc:2449 NCCL WARN NET/IB: Got completion from peer "
+             "10.18.7.2<44000> with status=5 opcode=0 len=0 vendor err 249 (Recv) hca mlx5_0")
+    d = _investigate(tmp_path, {"gpu-f01.log": ["[2024-11-05 09:14:02] " + flush],
+                                "gpu-f02.log": [x.replace("rank2", "rank11") for x in OOM]})
+    assert d.category == "oom" and d.culprit_ranks == [11], d.headline

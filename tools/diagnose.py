@@ -130,13 +130,39 @@ def dated_after(inputs: RuleInputs, cands: list[Candidate]) -> dict[int, tuple]:
     for fs in inputs.scan.files:
         if fs.rel in files:
             dated[fs.rel] = sorted((h.line, k) for h in fs.hits if h.time is not None and (k := order_key(h.time)))
+    exits = _exit_times(inputs)
     out: dict[int, tuple] = {}
     for c in undated:
         ev = c.evidence[0]
         rows = dated.get(ev.file, [])
         i = bisect_right(rows, (ev.line, (float("inf"),)))
-        if i < len(rows):
-            out[id(c)] = rows[i][1]
+        bounds = [rows[i][1]] if i < len(rows) else []
+        # the rank's own exit, as torchrun's failure entry dates it: its error came before
+        if len(c.ranks) == 1 and (x := exits.get(c.ranks[0])) is not None:
+            bounds.append(x)
+        if bounds:
+            out[id(c)] = min(bounds)
+    return out
+
+
+def _exit_times(inputs: RuleInputs) -> dict[int, tuple]:
+    """rank → when torchrun's failure entry says that rank exited (its `time :` line, two lines above the entry's
+    `rank : R (local_rank: L)`), as an order key; the earliest per rank."""
+    times = {(e.file, e.line): inputs.fields_of(e, "torchrun.failure_time") for e in inputs.hits("torchrun.failure_time")}
+    if not times:
+        return {}
+    out: dict[int, tuple] = {}
+    for e in inputs.hits("torchrun.failure_rank"):
+        rank = inputs.fields_of(e, "torchrun.failure_rank").get("failed_rank")
+        fx = next((t for k in (1, 2, 3) if (t := times.get((e.file, e.line - k)))), None)
+        if not isinstance(rank, int) or not fx:
+            continue
+        try:
+            key = (int(fx["month"]), int(fx["day"]), int(fx["hour"]), int(fx["minute"]), int(fx["second"]), 999999)
+        except (KeyError, TypeError, ValueError):
+            continue
+        if 1 <= key[0] <= 12 and 1 <= key[1] <= 31 and (rank not in out or key < out[rank]):
+            out[rank] = key
     return out
 
 
@@ -263,7 +289,11 @@ def _without_peer_closed(pool: list[Candidate]) -> list[Candidate]:
                and ((o.ranks and not set(o.ranks) & reporters) or (not o.ranks and o.category in DIED
                                                                    and o.status == "crashed"))
                and (o.time_key is None or c.time_key is None or o.time_key <= c.time_key or _borrowed(o))]
-        if not own:
+        # the scheduler's kill of a job that had already stopped (scheduler.silence_before) closes every socket: an
+        # undated close, or one dated after the kill, is that teardown
+        ended = [o for o in pool if o.facts.get("ended_a_hang")
+                 and (c.time_key is None or (o.time_key is not None and c.time_key >= o.time_key))]
+        if not own and not ended:
             out.append(c)
     return out or pool
 

@@ -22,6 +22,9 @@ def _status(f: RuleInputs) -> str:
     return "hung" if f.hits("pytorch.watchdog_timeout", "gloo.timeout") else "crashed"
 
 
+FLUSH = 5  # IBV_WC_WR_FLUSH_ERR: work requests flushed from a queue pair already in error (secondary)
+
+
 def _reporter(f: RuleInputs, evs, statuses, primary) -> list[int]:
     """The one rank whose process saw the link fail first-hand (the first completion error that is not a flush,
     status 5, which only follows a queue pair already in error): its own line's rank, or the rank its process is
@@ -64,8 +67,10 @@ def ib_completion(f: RuleInputs):
                  f"{spread}: " +
                  ("retries exhausted, link or peer unreachable" if primary in (12, 13) else "transport failure"),
                  0.85 if primary in (12, 13) else 0.7, [ev0] + [e for e in evs if e is not ev0][:2], f, nodes=nodes,
-                 facts={"peer_closed": ranks_str({e.rank for e in evs if e.rank is not None}, cap=64)} if quoted
-                 and primary in (12, 13) else None,
+                 # a flush (status 5, IBV_WC_WR_FLUSH_ERR) only: the queue pair was already in error (its peer's
+                 # process exited, or a retry error elsewhere): what a survivor sees, like a quoted status 12
+                 facts={"peer_closed": ranks_str({e.rank for e in evs if e.rank is not None}, cap=64)}
+                 if (quoted and primary in (12, 13)) or primary == FLUSH else None,
                  status=_status(f), ranks=_reporter(f, evs, statuses, primary),
                  restart=restart_without(nodes[0]) if len(nodes) == 1 else "fix first",
                  recommendations=["check the IB links/cables and switch ports of the named hosts (ibstat, port counters)",

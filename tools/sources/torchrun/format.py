@@ -32,6 +32,14 @@ PATTERNS = [
       "  rank      : 1 (local_rank: 1)",
       "ChildFailedError entry: global and local rank",
       fields=r"rank +: (?P<failed_rank>\d+) \(local_rank: (?P<failed_local_rank>\d+)\)", ints=("failed_rank", "failed_local_rank")),
+    # the entry's `time : 2024-11-05_09:14:02` (torch/distributed/elastic/multiprocessing/errors: the failure's
+    # timestamp, when the worker exited): an upper bound for when that rank's own undated error happened
+    P("torchrun.failure_time", 0, None, "context",
+      r"\btime {2,}: \d{4}-\d\d-\d\d_\d\d:\d\d:\d\d", "time      : ",
+      "  time      : 2024-11-05_09:14:02",
+      "ChildFailedError entry: when the failed rank exited",
+      fields=r"time +: \d{4}-(?P<month>\d\d)-(?P<day>\d\d)_(?P<hour>\d\d):(?P<minute>\d\d):(?P<second>\d\d)",
+      ints=("month", "day", "hour", "minute", "second")),
     P("torchrun.failure_host", 0, None, "context",
       r" host      : \S", "host      : ",
       "  host      : f10de8a8e6e4",
