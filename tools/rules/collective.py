@@ -130,10 +130,10 @@ def straggler(f: RuleInputs):
     elif _PHASE.search(last):
         cat, why, s = "config", (f"{base}: it was still in a long phase (its last line: loading weight shards, "
                                  f"compiling or building a dataset's index) when the collective's timeout ran out"), 0.65
-    elif _FINISHED_BAR.search(last):
-        cat, why, s = "data", (f"{base}: its progress bar had reached its end ({_FINISHED_BAR.search(last).group(1)} "
-                               f"of {_FINISHED_BAR.search(last).group(1)}) while the others were still in the loop: "
-                               f"it ran out of batches first (uneven data across ranks)"), 0.7
+    elif (bar := _FINISHED_BAR.search(last)) is not None:
+        cat, why, s = "data", (f"{base}: its progress bar had reached its end ({bar.group(1)} of {bar.group(1)}) while "
+                               f"the others were still in the loop: it ran out of batches first (uneven data across "
+                               f"ranks)"), 0.7
     elif _CKPT.search(last):
         cat, why, s = "storage_io", f"{base}, while saving a checkpoint (its last line)", 0.75
     elif _DATA.search(last):
