@@ -88,6 +88,18 @@ CASES = [
      "[rank0]: Traceback (most recent call last):\n[rank0]:   File \"/usr/lib/python3.11/site-packages/torch/cuda/"
      "graphs.py\", line 186, in __exit__\n[rank0]:     self.cuda_graph.capture_end()\n"
      "[rank0]: RuntimeError: CUDA error: operation failed due to a previous error during capture\n", "software", None),
+    # a trainer's own finiteness check through torch._assert_async (torchtitan): a device-side assert whose message
+    # says the loss went non-finite is the run's divergence, not an index out of range
+    ("device assert of a finiteness check",
+     "[rank0]:/pytorch/aten/src/ATen/native/cuda/TensorCompare.cu:110: _assert_async_cuda_kernel: block: [0,0,0], "
+     "thread: [0,0,0] Assertion `Loss or gradient norm is not finite on at least one rank at step 1822. Stopping "
+     "training before the optimizer update.` failed.\n"
+     "[rank0]: torch.AcceleratorError: CUDA error: device-side assert triggered\n", "numerical", None),
+    # the usual device-side assert: a class index out of range (the program's)
+    ("device assert of an index",
+     "[rank0]:/pytorch/aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], "
+     "thread: [5,0,0] Assertion `t >= 0 && t < n_classes` failed.\n"
+     "[rank0]: RuntimeError: CUDA error: device-side assert triggered\n", "software", None),
     # a host memory limit hit while registering RDMA memory: the memlock limit, not the network
     ("ibv_reg_mr memlock",
      "node7:50561:50762 [1] misc/ibvwrap.cc:42 NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory\n",

@@ -130,10 +130,27 @@ def cuda_error(f: RuleInputs):
                                   "if it recurs on the same node only, suspect the GPU (check dmesg for Xid)"])]
 
 
+# the kernel's own assertion, as CUDA_KERNEL_ASSERT prints it: `...: block: [0,0,0], thread: [0,0,0] Assertion `<msg>`
+# failed.`; the message is the condition (`t >= 0 && t < n_classes`) or, for torch._assert_async(cond, msg), the
+# program's own words
+_ASSERTION = re.compile(r"Assertion `([^`\n]{1,500})` failed")
+
+
 def device_assert(f: RuleInputs):
+    """A device-side assert: the message the kernel asserted decides what failed where its words name a fault class
+    (torchtitan's `Loss or gradient norm is not finite on at least one rank` through torch._assert_async: the run's
+    own finiteness check, numerical); an index or bounds condition, the usual one, is the program's (software)."""
     evs = f.hits("cuda.device_assert")
     if not evs:
         return []
+    for e in [x for x in f.hits("cuda.device_assert", "generic.error_line") if "Assertion `" in x.text][:8]:
+        m = _ASSERTION.search(e.text)
+        said = f.messages.read_by_words(m.group(1), strong_only=True) if m and f.messages is not None else None
+        if said and said[0] not in ("software", "config"):
+            return [candidate("gpu.device_assert", said[0], f"a device-side assert whose message says what failed "
+                              f"({said[1]!r}): {said[2]}", 0.75, [e] + [x for x in evs if x is not e][:2], f,
+                              facts={"assertion": m.group(1)[:200], "read_by": "lexicon"},
+                              recommendations=["read the asserted message: it is the check that stopped the run"])]
     return [candidate("gpu.device_assert", "software", "device-side assert in a CUDA kernel (an index or label out of range)",
                  0.75, evs[:3], f, recommendations=["check the labels/indices fed to the failing op (e.g. class ids "
                                                     "≥ num_classes); rerun on CPU or with CUDA_LAUNCH_BLOCKING=1"])]
