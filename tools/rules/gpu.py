@@ -145,7 +145,9 @@ def device_assert(f: RuleInputs):
         return []
     for e in [x for x in f.hits("cuda.device_assert", "generic.error_line") if "Assertion `" in x.text][:8]:
         m = _ASSERTION.search(e.text)
-        said = f.messages.read_by_words(m.group(1), strong_only=True) if m and f.messages is not None else None
+        if m is None or f.messages is None:
+            continue
+        said = f.messages.read_by_words(m.group(1), strong_only=True)
         if said and said[0] not in ("software", "config"):
             return [candidate("gpu.device_assert", said[0], f"a device-side assert whose message says what failed "
                               f"({said[1]!r}): {said[2]}", 0.75, [e] + [x for x in evs if x is not e][:2], f,
