@@ -50,6 +50,9 @@ def _hang(tmp_path, doing: list[str], files: dict[str, list[str]] | None = None)
     (["[rank0]: Loading checkpoint shards:  53%|#####3    | 16/30 [12:40<11:05, 47.5s/it]"], "config"),
     # reading data
     (["[rank0]: Fetching shard 00417 of dataset train from s3://corpus/train/"], "data_loading_stall"),
+    # its batch reads timing out and falling back (lhotse's AIStore loader went on): still reading, a stall
+    (["[rank0]: Batch stream truncated at index 9/32. Falling back to direct AIStore API calls for remaining objects."],
+     "data_loading_stall"),
     # its epoch's bar at its end while the others are still in the loop: it ran out of batches (uneven shards)
     (["[rank0]: Epoch 0: 100%|██████████| 1187/1187 [12:04<00:00, 1.64it/s]"], "data"),
 ])

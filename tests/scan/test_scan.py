@@ -640,3 +640,25 @@ def test_a_per_node_tail_with_unlabelled_abort_lines_may_still_stop_early(tmp_pa
     assert tail_ranks(f, tail, False) == {40, 41, 42, 43}
     f.local_to_rank.pop(2)  # a local rank the file does not map: its lines are kept apart, so the walk reads all
     assert tail_ranks(f, tail, False) is None
+
+
+def _init(host: str, pid: int, rank: int, nranks: int, dev: int) -> str:
+    return (f"{host}:{pid}:{pid + 97} [{dev}] NCCL INFO ncclCommInitRank comm 0x55d0c0a3e000 rank {rank} nranks "
+            f"{nranks} cudaDev {dev} nvmlDev {dev} busId 18000 commId 0x7d1e0c4b9a3f2e11 - Init COMPLETE")
+
+
+def test_a_file_of_one_process_takes_the_rank_its_nccl_init_line_states(tmp_path):
+    """srun -o out-%t.log: per-process files with no rank prefix. The one host:pid that printed NCCL's world
+    communicator init is the file's rank (its largest communicator's rank, not a subgroup's)."""
+    (tmp_path / "88340.5.out").write_text("\n".join([
+        _init("gpu-node-01", 41005, 1, 4, 1),  # a tensor-parallel group of 4: not the global rank
+        _init("gpu-node-01", 41005, 5, 16, 1),
+        "Fatal Python error: Segmentation fault", ""]))
+    (tmp_path / "console.log").write_text("\n".join([  # two processes in one file: never one rank
+        _init("gpu-node-00", 40000, 0, 16, 0), _init("gpu-node-00", 40001, 1, 16, 1),
+        "Fatal Python error: Segmentation fault", ""]))
+    with open_bundle(tmp_path) as b:
+        res = scan_bundle(b)
+    by_file = {f.rel: f for f in res.files}
+    assert {h.rank for h in by_file["88340.5.out"].hits} == {5} and 5 in by_file["88340.5.out"].ranks
+    assert all(h.rank is None for h in by_file["console.log"].hits if "Segmentation" in h.text)

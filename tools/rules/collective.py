@@ -14,6 +14,7 @@ from trainlog_debugger.tools.lines.attribution import strip_prefixes
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.ranks import ranks_str
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate
+from trainlog_debugger.tools.sources.generic import SURVIVED
 
 _DATA = re.compile(r"(?i)data ?loader|dataset|loading|shard|lhotse|fetch|prefetch|batch|sampler|\.tar\b|read timed out")
 # work that one rank does alone while the others wait (TAXONOMY edge case: software): evaluation, metrics, logging,
@@ -102,7 +103,11 @@ def straggler(f: RuleInputs):
         return []
     r0 = culprits[0]
     rs = rep.ranks[r0]
-    own = [e for p in _STORAGE_PIDS for e in f.hits(p) if e.rank in culprits]
+    stored = [e for p in _STORAGE_PIDS for e in f.hits(p) if e.rank in culprits]
+    # a loader that fell back and went on (tools/sources/generic.SURVIVED) was still reading: a stall's sign, not
+    # a storage failure of its own
+    own = [e for e in stored if not any(w in e.text for w in SURVIVED)]
+    fell_back = [e for e in stored if e not in own]
     retries = [e for e in f.hits("io.retrying") if e.rank in culprits]
     exhausted = [r for r in culprits if _retry_state(f, r) in ("exhausted", "escalating")]
     did = [e for e in f.activity.get(r0, []) if _kind_of_work(e.text)]
@@ -120,6 +125,9 @@ def straggler(f: RuleInputs):
         ev = [line] + [e for e in ev if e is not line]
     elif exhausted or (retries and _DATA.search(retries[-1].text)):
         cat, why, s = "data_loading_stall", f"{base}, in data loading (its reads were retrying)", 0.85
+    elif fell_back:
+        cat, why, s = "data_loading_stall", f"{base}, in data loading (its batch reads timed out and fell back)", 0.8
+        ev = fell_back[-1:] + [e for e in ev if e is not fell_back[-1]]
     elif _ASYM.search(last) and not _BUILD.search(last):
         cat, why, s = "software", (f"{base}: it was doing work the others did not (its last line: evaluation, metrics "
                                    f"or logging on {'these ranks' if len(culprits) > 1 else 'one rank'} only) while "

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from trainlog_debugger.tools.ranks import ranks_str
 from trainlog_debugger.tools.rules.base import HANDLED_STRENGTH, RuleInputs, candidate
+from trainlog_debugger.tools.sources.generic import SURVIVED
 
 
-# what the batch loader says it survived (lhotse/ais/batch_loader.py: `... Falling back to sequential GET requests.`,
-# `Batch stream truncated at index N/M. Falling back to direct AIStore API calls ...`, `AISBatchLoader dropping N/M
-# cuts due to per-object fetch failures (skip_failed_fetches=True).`): the batch was still produced, or the loss was
-# one the job was configured to take. Evidence of the store's trouble, not an end of the job by itself.
-_SURVIVED = ("Falling back to", "skip_failed_fetches=True")
+# what the batch loader says it survived (tools/sources/generic.SURVIVED): evidence of the store's trouble, not an
+# end of the job by itself
+_SURVIVED = SURVIVED
 
 
 def batch_loader(f: RuleInputs):

@@ -39,6 +39,9 @@ from trainlog_debugger.tools.sources.pattern import IMPLAUSIBLE, HitContext, Hoo
 
 __all__ = ["FileScanner", "forget_lines", "LINE_CAP", "SHOW"]
 
+_HOST_PID = re.compile(r"[\w.-]+:\d{1,10}(?=:\d{1,10} \[\d{1,4}\])")  # NCCL's `host:pid` (the tid after it)
+
+
 HEAD = 64 << 10
 HEAD_LINES = 200  # the file's first time is looked for in its first lines
 SRUN_LINES = 50  # srun_labelled's sample
@@ -160,6 +163,8 @@ class FileScanner:
         fs.counts = keeper.counts
         self._local_ranks(fs)
         read_tail(fs, tail, tail_line, tail_nl, tail_cut)
+        if hint.rank is None:
+            self._one_process_file(fs)
         self._file_nodes(fs)
         if hint.rank is not None:
             fs.ranks.add(hint.rank)
@@ -388,6 +393,33 @@ class FileScanner:
             if fs.counts[(pid, None)] <= 0:
                 del fs.counts[(pid, None)]
             fs.counts[(pid, r)] = fs.counts.get((pid, r), 0) + n
+
+    @staticmethod
+    def _one_process_file(fs: FileScan) -> None:
+        """A file that no line's prefix ranks (srun -o out-%t.log, a per-process log of python started by the
+        scheduler) but where one process, one host:pid, printed NCCL's communicator init lines: its rank in the
+        largest of them (the world's) is the rank of every line of the file. Two processes' init lines, or any
+        line ranked otherwise, and the file stays as it is: one console of many ranks is never given one rank."""
+        if any(h.rank is not None or h.local_rank is not None for h in fs.hits):
+            return
+        inits = [h for h in fs.hits if h.pattern == "nccl.comm_init"]
+        procs = {m.group(0) for h in inits if (m := _HOST_PID.search(h.text))}
+        if not inits or len(procs) != 1:
+            return
+        most = max(h.fields.get("nranks") or 0 for h in inits)
+        said = {h.fields.get("comm_rank") for h in inits if (h.fields.get("nranks") or 0) == most}
+        rank = next(iter(said)) if len(said) == 1 else None  # one process has one rank in one communicator
+        if not isinstance(rank, int) or not plausible_rank(rank):
+            return
+        for h in fs.hits:
+            fs.reattribute(h, rank)
+        for key in [k for k in fs.counts if k[1] is None]:  # the counted repeats are the same process's
+            fs.counts[(key[0], rank)] = fs.counts.get((key[0], rank), 0) + fs.counts.pop(key)
+        if None in fs.last_lines:
+            fs.last_lines[rank] = fs.last_lines.pop(None)
+        if None in fs.retries:
+            fs.retries[rank] = fs.retries.pop(None)
+        fs.ranks.add(rank)
 
     @staticmethod
     def _file_nodes(fs: FileScan) -> None:

@@ -92,6 +92,7 @@ PATTERNS = [
       r"insufficient shared memory \(shm\)", "insufficient shared memory",
       "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
       "DataLoader ran out of shared memory (/dev/shm)"),
+    # (a line that says the batch was still produced, SURVIVED, is the store's trouble, not the rank's end)
     P("loader.batch_loader_error", 2, "storage_io", "root_candidate",
       r"(?:AISBatchLoaderError|Batch stream truncated at index|AIStore batch\.get\(\) failed|AISBatchLoader dropping)",
       ("AISBatchLoaderError", "Batch stream truncated", "AIStore batch.get() failed", "AISBatchLoader dropping"),
@@ -280,6 +281,10 @@ PATTERNS = [
 ]
 
 
+# lhotse's AIStore batch loader went on (`Batch stream truncated at index N/M. Falling back to direct AIStore API
+# calls ...`, `AISBatchLoader dropping N/M cuts due to per-object fetch failures (skip_failed_fetches=True).`): the
+# batch was still produced, or the loss was one the job was configured to take (tools/rules/storage.batch_loader)
+SURVIVED = ("Falling back to", "skip_failed_fetches=True")
 LOOKAHEAD_LINES = 200  # how far a traceback's final exception line is searched for
 LINE_HEAD = 4096  # bytes of a following line read: its prefixes and its start, bounded for a 2 GB line
 MAX_FRAMES = 12  # innermost frames kept per traceback

@@ -34,6 +34,7 @@ from typing import Any, cast
 
 from trainlog_debugger.tools.bundle.parallel import fewer_collections
 from trainlog_debugger.tools.sources import is_cascade
+from trainlog_debugger.tools.sources.generic import SURVIVED
 from trainlog_debugger.tools.lines.timestamps import Stamp, order_then_place
 from trainlog_debugger.tools.groups import SCHEMA_VERSION, Group, Grouper, per_rank, rank_set
 from trainlog_debugger.tools.jsonable import fields_jsonable, to_jsonable
@@ -413,6 +414,8 @@ def _keep_first_crash(first: dict[int, tuple[tuple, Evidence]], f, h) -> None:
     ends in a collective timeout is the wait, not a crash (its text too, when torchrun's error.json holds it)."""
     fx = h.fields
     if h.pattern == "python.traceback" and is_cascade(fx.get("exception_text") or h.text):
+        return
+    if any(s in h.text for s in SURVIVED):  # a loader that fell back and went on: no crash of the rank
         return
     ev = to_evidence(h, f.rel, f.kind)
     if h.pattern == "python.traceback" and fx.get("exception_line"):
