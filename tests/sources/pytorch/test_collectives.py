@@ -183,3 +183,17 @@ def test_many_ranks_without_state_are_a_partial_log_not_stragglers(tmp_path):
     rep = _analyze_text(tmp_path, lines)
     assert rep.verdict == "inconclusive" and rep.culprits == [], rep.summary
     assert "no collective state" in rep.summary
+
+
+def test_a_notified_rank_with_older_work_in_flight_is_behind_not_waiting(tmp_path):
+    """Rank 4 only received the dump signal, with work in flight (enqueued 7712 > completed 7711) that is older than
+    the collective the others timed out in (7713): it never enqueued that one, it is behind, not one of the
+    waiters (and not a fabric hang of all ranks)."""
+    lines = []
+    for r in (0, 1, 2, 3):
+        lines += _timed_out(r)
+    lines.append("[rank4]:[E1105 21:40:03.941744891 ProcessGroupNCCL.cpp:1597] [PG ID 0 PG GUID 0(default_pg) Rank 4] "
+                 "Received a dump signal due to a collective timeout from  rank 0 and we will try our best to dump the "
+                 "debug info. Last enqueued NCCL work: 7712, last completed NCCL work: 7711.")
+    rep = _analyze_text(tmp_path, lines)
+    assert rep.ranks[4].role == "behind" and rep.culprits == [4] and rep.verdict == "straggler", rep.summary

@@ -612,6 +612,10 @@ def _pg_role(p: PGState, stuck: int | None) -> str:
     if p.enqueued is not None and p.completed is not None:
         if p.enqueued <= p.completed:
             return "never_entered"
+        if stuck is not None and p.enqueued < stuck and not p.self_detected:
+            # notified, with work in flight that is older than the stuck collective: it never enqueued that one
+            # (its own collective before it did not finish): behind, not waiting with the others
+            return "behind"
         if p.enqueued == p.completed + 1:
             return "waiting" if stuck is None or p.seq in (None, stuck) or not p.self_detected else \
                 ("ahead" if p.seq > stuck else "behind")
