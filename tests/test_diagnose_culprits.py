@@ -117,3 +117,14 @@ def test_the_kernels_oom_victim_is_the_rank_whose_dataloader_worker_it_was(tmp_p
     with open_bundle(tmp_path) as b:
         d = investigate(b)
     assert d.category == "oom" and d.culprit_ranks == [2], d.headline
+
+
+def test_the_rank_that_waited_for_the_rendezvous_is_not_its_culprit(tmp_path):
+    """`4/8 clients joined` is printed by the store's host, the side that waited: the members that never joined are
+    at fault, and the line does not say which."""
+    (tmp_path / "n1.log").write_text(
+        "[rank0]: torch.distributed.DistStoreError: Timed out after 1801 seconds waiting for clients. 4/8 clients "
+        "joined.\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.category == "config" and d.culprit_ranks == [], d.headline

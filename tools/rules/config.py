@@ -108,8 +108,10 @@ def rendezvous_timeout(f: RuleInputs):
             candidate("config.rendezvous_timeout", "config", f"rendezvous timed out at start-up{joined}: the missing "
                       f"node may have been launched with other rendezvous settings (its log is not in the bundle)",
                       0.45, evs[:1], f, recommendations=recs)) if c]
+    # the line is the waiting side's (the store's host, or an agent that joined): the members that did not join are
+    # the ones at fault, and the line does not name them
     return [candidate("config.rendezvous_timeout", "config", f"rendezvous timed out at start-up{joined}", 0.65, evs[:2], f,
-                      recommendations=recs)]
+                      ranks=[], recommendations=recs)]
 
 
 def nccl_version_mismatch(f: RuleInputs):
