@@ -128,3 +128,17 @@ def test_the_rank_that_waited_for_the_rendezvous_is_not_its_culprit(tmp_path):
     with open_bundle(tmp_path) as b:
         d = investigate(b)
     assert d.category == "config" and d.culprit_ranks == [], d.headline
+
+
+def test_ib_errors_of_many_nodes_toward_one_peer_name_the_peers_host(tmp_path):
+    """Every other node's queue pair to one address failed: the host that bootstrapped on that address is the
+    suspect, not the fifteen reporters."""
+    for n in range(4):
+        lines = [f"gpu-node-0{n}:4{n}000:4{n}000 [0] NCCL INFO Bootstrap : Using ib0:10.10.{n}.10<0>"]
+        if n != 3:
+            lines += [f"gpu-node-0{n}:4{n}000:4{n}131 [0] transport/net_ib.cc:1909 NCCL WARN NET/IB : Got completion "
+                      f"from peer 10.10.3.10<4639{n}> with status=12 opcode=0 len=0 vendor err 129 (Send)"]
+        (tmp_path / f"node{n}.out").write_text("\n".join(lines) + "\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.category == "network" and d.culprit_nodes == ["gpu-node-03"], d.headline

@@ -15,11 +15,28 @@ from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate, past_setup, restart_without, time_key
 from trainlog_debugger.tools.rules.meaning import handled_per_table
 from trainlog_debugger.tools.ranks import ranks_str
+from trainlog_debugger.tools.sources.nccl.format import HOST_PID_ANY
 
 
 def _status(f: RuleInputs) -> str:
     """A network fault shows as a hang when collectives then time out, as a crash when NCCL errors out first."""
     return "hung" if f.hits("pytorch.watchdog_timeout", "gloo.timeout") else "crashed"
+
+
+def _common_peer_host(f: RuleInputs, evs, statuses, primary) -> str | None:
+    """The host that owns the one peer address every primary completion error names (NCCL's bootstrap address of
+    that host's processes, env.nccl_iface_using); None when the errors name several peers or the address is
+    nobody's in the bundle."""
+    peers = {str(f.fields_of(e, "nccl.ib_completion_error").get("peer") or "").split("<")[0]
+             for e, s in zip(evs, statuses) if s == primary}
+    if len(peers) != 1 or "" in peers:
+        return None
+    peer = next(iter(peers))
+    hosts = {e.node or (m.group("host") if (m := HOST_PID_ANY.search(e.text)) else None)
+             for e in f.hits("env.nccl_iface_using")
+             if (fx := f.fields_of(e, "env.nccl_iface_using")).get("what") == "Bootstrap" and fx.get("addr") == peer}
+    hosts.discard(None)
+    return next(iter(hosts)) if len(hosts) == 1 else None
 
 
 FLUSH = 5  # IBV_WC_WR_FLUSH_ERR: work requests flushed from a queue pair already in error (secondary)
@@ -61,6 +78,12 @@ def ib_completion(f: RuleInputs):
     # PROCESS died (the peer's queue pair is gone, so the sends exhaust their retries, status 12). Another rank's own
     # failure then is the trigger and these its cascade, as for a socket whose peer closed (diagnose.pick); alone, it
     # stays the network reading.
+    # reporters on several nodes whose errors all name one peer address: that peer's host is the suspect (every
+    # reporter's queue pair to it failed), not the reporters
+    peer_host = _common_peer_host(f, evs, statuses, primary) if len(nodes) > 1 else None
+    if peer_host is not None:
+        spread = f" on {len(nodes)} nodes, all toward {peer_host}"
+        nodes = [peer_host]
     quoted = all("NCCL WARN" not in e.text and "NCCL INFO" not in e.text for e in evs)
     return [candidate("network.ib_completion", "network",
                  f"IB completion errors ({'status ' + str(primary) if primary is not None else 'no status stated'})"

@@ -56,7 +56,9 @@ PATTERNS = [
       r"(?:Bootstrap|NET/Socket) ?: ?Using \[?[0-9A-Za-z]", "Using ",
       "node1:2345:2345 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0> [1]eth1:10.0.1.1<0>",
       "the interface(s) NCCL picked for bootstrap / socket traffic",
-      fields=r"(?P<what>Bootstrap|NET/Socket) ?: ?Using (?:\[\d+\])?(?P<iface>[^\s:\[]+):"),
+      # and its address (`ib0:10.10.9.10<0>`): whose host a peer address of a transport error is
+      # (tools/rules/network.ib_completion)
+      fields=r"(?P<what>Bootstrap|NET/Socket) ?: ?Using (?:\[\d+\])?(?P<iface>[^\s:\[]+):(?:(?P<addr>[^<\s]+)<)?"),
     P("env.nccl_iface_missing", 1, "config", "context",
       r"(?:NET/Socket ?: ?(?:[Nn]o interface found|No usable listening interface found)|no device found (?:matching|after excluding) )",
       ("NET/Socket", "no device found"),
