@@ -261,3 +261,22 @@ def test_megatrons_after_training_marker_is_no_proof_of_a_normal_end(tmp_path, a
     if status == Status.inconclusive:
         assert d.chain[0].id == "job.training_done" and "training finished" in d.headline
         assert any("exit code" in m for m in d.missing) and d.verified
+
+
+@pytest.mark.parametrize("quoted, status", [
+    ("driver shutting down", Status.completed),  # cudaErrorCudartUnloading at interpreter exit: noise
+    ("an illegal memory access was encountered", Status.crashed),  # a real fault, end line or not
+])
+def test_a_cuda_error_nccl_quotes_at_exit_after_a_normal_end(tmp_path, quoted, status):
+    """Two ranks' NCCL prints `Cuda failure 'driver shutting down'` while their processes exit after the run ended
+    normally: the CUDA table's noise, not a GPU fault."""
+    root = tmp_path / "b"
+    root.mkdir()
+    (root / "stdout.txt").write_text("\n".join([
+        "[rank0]:[titan] 2026-11-30 05:12:40,254 - root - INFO - Training completed",
+        f"[rank3]:[2026-11-30 05:12:44] a100-22:7103:7103 [3] init.cc:234 NCCL WARN Cuda failure '{quoted}'",
+        "I1130 05:12:49.002000 7098 torch/distributed/elastic/agent/server/api.py:879] [default] worker group "
+        "successfully finished. Waiting 300 seconds for other agents to finish."]) + "\n")
+    with open_bundle(root) as b:
+        d = investigate(b)
+    assert d.status == status, d.headline

@@ -995,3 +995,15 @@ def test_ib_flush_errors_alone_follow_another_ranks_death(tmp_path):
     d = _investigate(tmp_path, {"gpu-f01.log": ["[2024-11-05 09:14:02] " + flush],
                                 "gpu-f02.log": [x.replace("rank2", "rank11") for x in OOM]})
     assert d.category == "oom" and d.culprit_ranks == [11], d.headline
+
+
+def test_a_socket_close_on_a_node_whose_clock_lags_is_the_schedulers_kill(tmp_path):
+    """Slurm's time limit at 10:00:00; the other node, its clock 90 s behind, logs its peer's socket reset at
+    09:58:30: within the clocks' skew of the kill, the close is the teardown the kill caused."""
+    d = _investigate(tmp_path, {
+        "slurm-88240.out": [
+            "slurmstepd: error: *** JOB 88240 ON gpu-node-00 CANCELLED AT 2025-03-19T10:00:00 DUE TO TIME LIMIT ***"],
+        "node1.out": [
+            "[2025-03-19 09:58:30] gpu-node-01:40199:40330 [5] misc/socket.cc:50 NCCL WARN socketProgress: "
+            "Connection closed by remote peer gpu-node-00<51822>"]})
+    assert d.category == "infrastructure", d.headline

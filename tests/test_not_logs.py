@@ -174,11 +174,29 @@ def test_documentation_is_not_read_as_logs(tmp_path):
                                               "use</a></p>" * 30 + '"}\n',
         "pkg/changelog.Debian": "pkg (1.2) unstable; urgency=low\n  * fix: RuntimeError: CUDA error: out of memory\n",
         "pkg/README.md": "If you see `NCCL error: unhandled system error`, set NCCL_DEBUG=INFO.\n",
+        "man/man7/nccl.7": '.TH NCCL 7\n.SH ERRORS\nNCCL error: unhandled system error (run with NCCL_DEBUG=INFO)\n',
         "train/rank_0.log": "[rank0]: iteration 10 | loss 2.31\n"})
     with open_bundle(root) as b:
         assert [s.rel for s in b.sources] == ["train/rank_0.log"]
         reasons = {s.rel: s.reason for s in b.skipped}
-    assert all(r.startswith("documentation, not a log") for r in reasons.values()) and len(reasons) == 4, reasons
+    assert all(r.startswith("documentation, not a log") for r in reasons.values()) and len(reasons) == 5, reasons
+
+
+def test_a_rotated_log_is_read_though_its_number_is_a_man_section(tmp_path):
+    """logrotate and Python's RotatingFileHandler name a log's older parts `train.log.1`, `syslog.3.gz`: the
+    manual pages' section suffixes, but no roff inside; the rotated part may hold the failure."""
+    import gzip
+    root = tmp_path / "b"
+    root.mkdir()
+    (root / "train.log").write_text("[rank1]: iteration 1210 | loss 2.02\n")
+    with gzip.open(root / "train.log.1.gz", "wt") as fh:
+        fh.write("[2025-02-02 22:50:11,402] [INFO] [trainer] step 2000 loss=2.150 lr=1.0e-04\n"
+                 "[2025-02-02 22:51:02,118] [ERROR] [trainer] rank 0: saving checkpoint failed: OSError: [Errno 28] "
+                 "No space left on device: '/ckpt/step_2000/rank0.pt'\n")
+    with open_bundle(root) as b:
+        assert sorted(s.rel for s in b.sources) == ["train.log", "train.log.1.gz"], [s.reason for s in b.skipped]
+        d = investigate(b)
+    assert d.category == "storage_io" and d.culprit_ranks == [0], d.headline
 
 
 def test_generic_error_lines_alone_are_no_confident_verdict(tmp_path):

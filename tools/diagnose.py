@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 
+from datetime import datetime
 from operator import itemgetter
 
 from trainlog_debugger.tools.model import (Alternative, Diagnosis, Evidence, Finding, JobDetails, Role, Status,
@@ -268,6 +269,22 @@ def _without_a_signal_another_reading_sent(cands: list[Candidate]) -> list[Candi
     return [c for c in cands if not (c.rule == SIGNALLED and c.facts.get("signal") not in SENDER_SAYS)]
 
 
+SCHEDULER_KILLS = ("scheduler.cancelled_time_limit", "scheduler.cancelled_preemption", "scheduler.cancelled_requeue",
+                   "scheduler.cancelled_node_failure")
+CLOCK_SKEW_S = 300.0  # how far two nodes' clocks may disagree: a close dated this much before a kill may be after it
+
+
+def _seconds_before(a: tuple, b: tuple) -> float:
+    """How many seconds order key `a` is before `b` (negative when after): the keys' (month, day, hour, minute,
+    second, microsecond) read in one leap year, as Stamp.job_seconds does."""
+    try:
+        ta = datetime(2000, a[0], a[1], a[2], a[3], a[4], a[5] if len(a) > 5 else 0)
+        tb = datetime(2000, b[0], b[1], b[2], b[3], b[4], b[5] if len(b) > 5 else 0)
+    except (ValueError, TypeError, IndexError):
+        return float("inf")
+    return (tb - ta).total_seconds()
+
+
 OWN_FAULT = 0.4  # a reading of another rank's own failure strong enough to make a peer's close its consequence
 
 
@@ -289,10 +306,12 @@ def _without_peer_closed(pool: list[Candidate]) -> list[Candidate]:
                and ((o.ranks and not set(o.ranks) & reporters) or (not o.ranks and o.category in DIED
                                                                    and o.status == "crashed"))
                and (o.time_key is None or c.time_key is None or o.time_key <= c.time_key or _borrowed(o))]
-        # the scheduler's kill of a job that had already stopped (scheduler.silence_before) closes every socket: an
-        # undated close, or one dated after the kill, is that teardown
-        ended = [o for o in pool if o.facts.get("ended_a_hang")
-                 and (c.time_key is None or (o.time_key is not None and c.time_key >= o.time_key))]
+        # the scheduler's kill of a job (its time limit, a preemption, a cancel; or of a job that had already
+        # stopped: scheduler.silence_before) closes every socket: an undated close, or one dated after the kill or
+        # within CLOCK_SKEW_S before it (another node's clock), is that teardown
+        ended = [o for o in pool if (o.facts.get("ended_a_hang") or o.rule in SCHEDULER_KILLS)
+                 and (c.time_key is None or (o.time_key is not None and _seconds_before(c.time_key, o.time_key)
+                                             <= CLOCK_SKEW_S))]
         if not own and not ended:
             out.append(c)
     return out or pool

@@ -88,7 +88,11 @@ SOURCE_CODE_SUFFIXES = (".py", ".pyi", ".pyx", ".c", ".cc", ".cpp", ".cxx", ".h"
 # Documentation, not output (issue 30: /usr/share/doc got a confident verdict from an HTML page that explains
 # EADDRINUSE): pages and manuals quote every error they document.
 DOC_SUFFIXES = (".html", ".htm", ".xhtml", ".css", ".svg", ".md", ".markdown", ".rst", ".adoc", ".tex", ".texi",
-                ".info", ".man", ".1", ".3", ".5", ".7", ".8", ".pod")
+                ".info", ".man", ".pod")
+# a manual page's section number (`nccl.7`, `srun.1`) is also how logrotate and Python's RotatingFileHandler name a
+# log's older parts (`train.log.1`, `syslog.1`, `messages.3.gz`): documentation only where the file is roff
+MAN_SUFFIXES = (".1", ".3", ".5", ".7", ".8")
+_ROFF = re.compile(rb"^(?:\.TH |\.\\\"|'\\\"|\.Dd |\.SH )", re.M)
 _DOC_NAME = re.compile(r"(?:^|/)(?:changelog|changes|news|readme|copyright|license|licence|authors|thanks|todo|"
                        r"history)(?:[._-][\w.-]*)?$", re.I)
 
@@ -108,14 +112,15 @@ def _doc_head(head: bytes, kind: str) -> str | None:
     return None
 
 
-def _source_code_reason(rel: str, kind: str) -> str | None:
+def _source_code_reason(rel: str, kind: str, head: bytes = b"") -> str | None:
     name = rel.rsplit("!", 1)[-1].lower()
     if kind == FR_DUMP:
         return None
     if name.endswith(SOURCE_CODE_SUFFIXES):
         return "program source, not a log (its strings would read as log lines)"
     bare = name[:-3] if name.endswith(".gz") else name
-    if kind == GENERIC and (bare.endswith(DOC_SUFFIXES) or _DOC_NAME.search(bare)):
+    if kind == GENERIC and (bare.endswith(DOC_SUFFIXES) or _DOC_NAME.search(bare)
+                            or (bare.endswith(MAN_SUFFIXES) and _ROFF.search(head[:4096]))):
         return "documentation, not a log (it quotes the errors it documents)"
     return None
 
@@ -185,7 +190,7 @@ def _preclassify(items: list[tuple[str, str, tuple[int, int]]], within: str) -> 
             if b"\x00" in head or _magic(head) or _utf16(head):
                 continue
             kind = sniff(rel, head)
-            why = None if kind == FR_DUMP else (_binary_reason(head) or _source_code_reason(rel, kind)
+            why = None if kind == FR_DUMP else (_binary_reason(head) or _source_code_reason(rel, kind, head)
                                                 or _doc_head(head, kind))
         except Exception:  # noqa: BLE001 - the walk reads it again, and its last line of defence says why
             continue
@@ -382,7 +387,7 @@ class _Loader:
         src_kind = sniff(rel, head)
         nul = nul or (kind == "gz" and b"\x00" in head)
         why = None if src_kind == FR_DUMP else (_binary_reason(head.replace(b"\x00", b"") if nul else head)
-                                                 or _source_code_reason(rel, src_kind) or _doc_head(head, src_kind))
+                                                 or _source_code_reason(rel, src_kind, head) or _doc_head(head, src_kind))
         if why:
             return self.skip(rel, why)
         src = Source(rel, path, src_kind, size, gzip=kind == "gz", ident=ident, nul=nul and src_kind != FR_DUMP,

@@ -164,8 +164,18 @@ def cuda_library(f: RuleInputs):
                  recommendations=["check the CUDA/cuDNN versions; if one node only, suspect the GPU"])] if evs else []
 
 
+def _quoted_noise(f: RuleInputs, ev) -> bool:
+    """Whether the CUDA error NCCL quotes (`Cuda failure 'driver shutting down'`) is one the CUDA table calls noise:
+    cudaErrorCudartUnloading, a call made while the process exits after the driver unloaded."""
+    err = f.fields_of(ev, "nccl.cuda_failure").get("error")
+    if not err or f.messages is None:
+        return False
+    m = f.messages.best(f"CUDA error: {err}")
+    return m is not None and m.table == "cuda" and m.role == "noise"
+
+
 def nccl_cuda_failure(f: RuleInputs):
-    evs = f.hits("nccl.cuda_failure")
+    evs = [e for e in f.hits("nccl.cuda_failure") if not _quoted_noise(f, e)]
     if not evs:
         return []
     where = f.fields_of(evs[0], "nccl.cuda_failure").get("file", "")
