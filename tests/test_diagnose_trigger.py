@@ -1007,3 +1007,44 @@ def test_a_socket_close_on_a_node_whose_clock_lags_is_the_schedulers_kill(tmp_pa
             "[2025-03-19 09:58:30] gpu-node-01:40199:40330 [5] misc/socket.cc:50 NCCL WARN socketProgress: "
             "Connection closed by remote peer gpu-node-00<51822>"]})
     assert d.category == "infrastructure", d.headline
+
+
+# two ranks on different nodes get TCP resets from each other mid-run (their own NCCL errors, 11:21), the others time
+# out ten minutes later; rank 8 printed nothing but its start-up line (a log that stops: no state of its own)
+RESET_MID_RUN = """ 0: gke-a2-0:410:480 [0] NCCL INFO Using network Socket
+ 8: gke-a2-1:418:488 [0] NCCL INFO Using network Socket
+ 0: [2025-04-02 11:00:00] step 15000 loss 2.200
+ 0: [2025-04-02 11:05:00] step 15250 loss 2.190
+ 0: [2025-04-02 11:10:00] step 15500 loss 2.180
+ 0: [2025-04-02 11:15:00] step 15750 loss 2.170
+ 6: gke-a2-0:416:526 [6] misc/socket.cc:30 NCCL WARN socketProgressOpt: Call to recv from 10.128.0.52<43611> failed : Connection reset by peer
+ 6: [rank6]:[E402 11:21:16.958706123 ProcessGroupNCCL.cpp:1804] [Rank 6] Collective WorkNCCL(SeqNum=16210, OpType=ALLREDUCE, NumelIn=117440512, NumelOut=117440512, Timeout(ms)=600000) raised the following async exception: NCCL error: remote process exited or there was a network error, NCCL version 2.21.5
+ 6: ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.
+ 6: Last error:
+ 6: socketProgressOpt: Call to recv from 10.128.0.52<43611> failed : Connection reset by peer
+ 6: Exception raised from checkForNCCLErrorsInternal at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:2027 (most recent call first):
+14: gke-a2-1:424:534 [6] misc/socket.cc:30 NCCL WARN socketProgressOpt: Call to recv from 10.128.0.51<39102> failed : Connection reset by peer
+14: [rank14]:[E402 11:21:14.889584185 ProcessGroupNCCL.cpp:1804] [Rank 14] Collective WorkNCCL(SeqNum=16210, OpType=ALLREDUCE, NumelIn=117440512, NumelOut=117440512, Timeout(ms)=600000) raised the following async exception: NCCL error: remote process exited or there was a network error, NCCL version 2.21.5
+14: ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.
+14: Last error:
+14: socketProgressOpt: Call to recv from 10.128.0.51<39102> failed : Connection reset by peer
+14: Exception raised from checkForNCCLErrorsInternal at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:2027 (most recent call first):
+ 0: [rank0]:[E402 11:31:12.339934329 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=16210, OpType=ALLREDUCE, NumelIn=117440512, NumelOut=117440512, Timeout(ms)=600000) ran for 600025 milliseconds before timing out.
+ 0: [rank0]:[E402 11:31:12.320532352 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank 0] Exception (either an error or timeout) detected by watchdog at work: 16210, last enqueued NCCL work: 16210, last completed NCCL work: 16209.
+ 0: [rank0]:[E402 11:31:12.915160666 ProcessGroupNCCL.cpp:630] [Rank 0] Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.
+ 0: [rank0]:[E402 11:31:12.780002346 ProcessGroupNCCL.cpp:636] [Rank 0] To avoid data inconsistency, we are taking the entire process down.
+ 9: [rank9]:[E402 11:31:12.054120657 ProcessGroupNCCL.cpp:616] [Rank 9] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=16210, OpType=ALLREDUCE, NumelIn=117440512, NumelOut=117440512, Timeout(ms)=600000) ran for 600044 milliseconds before timing out.
+ 9: [rank9]:[E402 11:31:12.512440385 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank 9] Exception (either an error or timeout) detected by watchdog at work: 16210, last enqueued NCCL work: 16210, last completed NCCL work: 16209.
+ 9: [rank9]:[E402 11:31:12.420216518 ProcessGroupNCCL.cpp:630] [Rank 9] Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.
+ 9: [rank9]:[E402 11:31:12.969155452 ProcessGroupNCCL.cpp:636] [Rank 9] To avoid data inconsistency, we are taking the entire process down.
+srun: error: gke-a2-0: tasks 0-7: Aborted (core dumped)
+srun: error: gke-a2-1: tasks 8-15: Aborted (core dumped)
+"""
+
+
+def test_a_rank_with_no_lines_is_no_earlier_trigger_than_the_resets_and_no_death(tmp_path):
+    """The straggler reading of a rank with no state (rank 8) neither comes "first" for being printed early in the
+    file (its line is what it did last, not when the failure began) nor makes the resets its consequence (a hung rank
+    closes no socket): the resets between ranks 6 and 14 are the fault."""
+    d = _investigate(tmp_path, {"slurm-4411.out": RESET_MID_RUN.rstrip("\n").split("\n")})
+    assert d.category == "network" and d.culprit_ranks == [6, 14], d.headline

@@ -107,8 +107,10 @@ def pick(cands: list[Candidate], before: dict[int, tuple] | None = None) -> Cand
         # an undated line (a traceback) printed before a dated line of its own file came before that line's time: it
         # is proved earlier than a dated rival from after then, and is not dropped for having no stamp of its own
         # (or at that time, when the dated line is the rival's own, later in the same file: printed before it)
+        # (not a straggler's reading: its line is what the rank did last, not when the failure began)
         earlier = [c for c in eligible if c.time_key is None and (b := (before or {}).get(id(c))) is not None
-                   and at is not None and (b < at or (b == at and _printed_before(c, first)))]
+                   and at is not None and (b < at or (b == at and _printed_before(c, first)))
+                   and c.rule != "collective.straggler"]
         return max(earlier, key=lambda c: c.strength) if earlier else first
     return max(eligible, key=lambda c: c.strength)
 
@@ -302,7 +304,9 @@ def _without_peer_closed(pool: list[Candidate]) -> list[Candidate]:
             continue
         reporters = set(parse_ranges(said))  # ranks_str's ranges ('-' for none; a cut list's tail is no range)
         # (or a death that names no rank, a pod's or a container's: whoever printed the close was alive)
+        # (a straggler is a rank that hung, alive: its sockets were open, it closed none)
         own = [o for o in pool if o is not c and o.category != c.category and o.strength >= OWN_FAULT
+               and o.rule != "collective.straggler"
                and ((o.ranks and not set(o.ranks) & reporters) or (not o.ranks and o.category in DIED
                                                                    and o.status == "crashed"))
                and (o.time_key is None or c.time_key is None or o.time_key <= c.time_key or _borrowed(o))]
