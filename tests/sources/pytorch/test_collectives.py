@@ -197,3 +197,28 @@ def test_a_notified_rank_with_older_work_in_flight_is_behind_not_waiting(tmp_pat
                  "debug info. Last enqueued NCCL work: 7712, last completed NCCL work: 7711.")
     rep = _analyze_text(tmp_path, lines)
     assert rep.ranks[4].role == "behind" and rep.culprits == [4] and rep.verdict == "straggler", rep.summary
+
+
+def test_ranks_srun_says_exited_with_an_error_code_crashed_not_straggled(tmp_path):
+    """srun's `tasks 4-7: Exited with exit code 127` (one task per GPU: a line names several tasks of one host) for
+    ranks with no collective state: they died (a loader's symbol lookup error), they did not hang outside NCCL."""
+    lines = [f"{r:2d}: iter 200 loss 2.1" for r in range(8)]
+    for r in range(4):
+        lines += [f"{r:2d}: " + x for x in _timed_out(r)]
+    lines += ["srun: error: hpc-g012: tasks 4-7: Exited with exit code 127"]
+    rep = _analyze_text(tmp_path, lines)
+    assert {rep.ranks[r].role for r in range(4, 8)} == {"crashed"} and rep.verdict == "crash", rep.summary
+    assert "exit code 127" in rep.ranks[4].crash.text
+
+
+def test_a_rank_torchrun_says_exited_with_code_1_crashed_not_straggled(tmp_path):
+    """torchrun's failure entry for rank 5 (exitcode 1), whose own exception is not in the bundle: it died."""
+    lines = [f"[rank{r}]: iter 200 loss 2.1" for r in range(6)]
+    for r in range(4):
+        lines += _timed_out(r)
+    lines += ["torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", "Root Cause (first observed failure):",
+              "[0]:", "  time      : 2024-11-05_21:20:01", "  host      : gpu-node-01", "  rank      : 5 (local_rank: 1)",
+              "  exitcode  : 1 (pid: 41005)", "  error_file: <N/A>",
+              "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"]
+    rep = _analyze_text(tmp_path, lines)
+    assert rep.ranks[5].role == "crashed" and 5 in rep.culprits and rep.verdict == "crash", rep.summary

@@ -39,7 +39,7 @@ from trainlog_debugger.tools.lines.timestamps import Stamp, order_then_place
 from trainlog_debugger.tools.groups import SCHEMA_VERSION, Group, Grouper, per_rank, rank_set
 from trainlog_debugger.tools.jsonable import fields_jsonable, to_jsonable
 from trainlog_debugger.tools.model import Coverage, Evidence, Finding, Role
-from trainlog_debugger.tools.ranks import ranks_str
+from trainlog_debugger.tools.ranks import parse_ranges, ranks_str
 from trainlog_debugger.tools.scan.result import ScanResult, to_evidence
 
 _SEQ = re.compile(r"SeqNum=(\d{1,20})\b")  # bounded: a longer number is no sequence number (tools.ranks)
@@ -86,6 +86,7 @@ class RankState:
     last_line: Evidence | None = None
     flags: list[str] = field(default_factory=list)  # heartbeat_stuck, process_down, comm_aborted, gloo_timeout
     nccl_error_at: tuple | None = None  # when its own earliest NCCL error (not a timeout) was printed (order key)
+    exited: Evidence | None = None  # torchrun's record that it exited with an error code of its own (exitcode ≥ 1)
     evidence: list[Evidence] = field(default_factory=list)
 
     def cited(self, n: int = 3) -> list[Evidence]:
@@ -339,6 +340,9 @@ def collect(res: ScanResult) -> dict[int, RankState]:
                 if pid in _STATE_LINES:
                     _STATE_LINES[pid](rs, h.fields, ev)
                     continue
+            if pid == "torchrun.exitcode" and rs.exited is None and (h.fields.get("exitcode") or 0) >= 1 \
+                    and h.time is not None:  # dated by its entry's `time :` line, to be compared with the timeouts
+                rs.exited = to_evidence(h, rel, kind)
             if pid in _NCCL_ERRORS:
                 k = h.time.order_key() if h.time is not None else None
                 if k is not None and (rs.nccl_error_at is None or k < rs.nccl_error_at):
@@ -356,7 +360,29 @@ def collect(res: ScanResult) -> dict[int, RankState]:
             st = ranks[r] = RankState(rank=r)
         st.last_line = summary.last_line
         st.node = st.node or (summary.nodes[0] if summary.nodes else None)
+    _srun_exits(res, ranks)
     return ranks
+
+
+_EXIT_CODE = re.compile(r"^Exited with exit code (\d{1,3})\b")
+
+
+def _srun_exits(res: ScanResult, ranks: dict[int, RankState]) -> None:
+    """srun's `srun: error: host: tasks 8-15: Exited with exit code 127`: where srun's tasks are the job's ranks (a
+    line names several tasks on one host: one task per GPU, not a launcher per node), those ranks exited with an
+    error code of their own (RankState.exited)."""
+    lines = [(h, f) for f in res.files for h in f.hits if h.pattern == "slurm.task_exit"]
+    if not any(len(parse_ranges(str(h.fields.get("tasks") or ""))) > 1 for h, _f in lines):
+        return
+    for h, f in lines:
+        m = _EXIT_CODE.match(str(h.fields.get("how") or ""))
+        # (not 1: a rank whose peers timed out first raises on their closed sockets and exits 1 as well; srun's line
+        # is undated, so only a code no such cascade gives says the rank died of its own: 127, a loader's)
+        if m is None or int(m.group(1)) < 2:
+            continue
+        for t in parse_ranges(str(h.fields.get("tasks") or "")):
+            if t in ranks and ranks[t].exited is None:  # undated: any time on it is a neighbour's, borrowed
+                ranks[t].exited = to_evidence(h, f.rel, f.kind).model_copy(update={"time": None})
 
 
 def _pg_status(rs: RankState, fx: dict, ev: Evidence) -> None:
@@ -537,6 +563,13 @@ def _roles_without_state(ranks: dict[int, RankState], any_state: bool) -> None:
             if rs.crash is not None and rs.role in ("never_entered", "behind"):
                 rs.role, rs.reason = "crashed", f"logged a crash before the collective ({rs.crash.cite()})"
             continue
+        # (torchrun's entry is dated: only an exit before the others gave up is one of its own; srun's is not, and
+        # counts only for a code the cascade never gives, _srun_exits)
+        if rs.crash is None and rs.exited is not None and (rs.exited.time is None or (
+                gave_up is not None and (k := rs.exited.time.order_key()) is not None and k < gave_up)):
+            # torchrun's record says it exited with an error code (a Python exception, a loader's `symbol lookup
+            # error`: exit 1, 127) whose own line is not in the bundle: it died, it did not hang outside NCCL
+            rs.crash = rs.exited
         if rs.crash is not None:
             rs.role, rs.reason = "crashed", f"no NCCL state; crashed first ({rs.crash.cite()})"
         elif "gloo_timeout" in rs.flags:
