@@ -100,6 +100,16 @@ CASES = [
      "[rank0]:/pytorch/aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], "
      "thread: [5,0,0] Assertion `t >= 0 && t < n_classes` failed.\n"
      "[rank0]: RuntimeError: CUDA error: device-side assert triggered\n", "software", None),
+    # PBS's own memory-limit kill (openpbs mom_main.c job_over_limit) is the memory evidence a killed DataLoader
+    # worker needs (TAXONOMY: a worker's SIGKILL is memory only beside a kill line that says so)
+    ("pbs memory limit",
+     "[rank1]: RuntimeError: DataLoader worker (pid 48211) is killed by signal: Killed. \n"
+     "=>> PBS: job killed: mem 528482304kb exceeded limit 524288000kb\n", "oom", None),
+    # Flux's time-limit exception (flux-core job-exec.c)
+    ("flux time limit",
+     "[rank0]: step 4200 loss 2.14\n"
+     "14400.081s: job.exception f4WJLf5tH2zD type=timeout severity=0 resource allocation expired\n",
+     "infrastructure", None),
     # a host memory limit hit while registering RDMA memory: the memlock limit, not the network
     ("ibv_reg_mr memlock",
      "node7:50561:50762 [1] misc/ibvwrap.cc:42 NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory\n",

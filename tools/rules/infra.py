@@ -6,6 +6,7 @@ import re
 
 import signal
 
+from trainlog_debugger.tools.lines.attribution import strip_prefixes
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.ranks import parse_ranges
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate, restart_without
@@ -101,11 +102,23 @@ def srun_task_rank(f: RuleInputs, ev: Evidence) -> int | None:
     return r if known is None or not known.node or known.node == host else None
 
 
+# the schedulers whose tables document their own memory-limit kill (PBS's `=>> PBS: job killed: mem ... exceeded
+# limit`, Flux's, a pod's OOMKilled): a line of theirs that a row reads as an oom trigger is a kill for memory
+SCHEDULER_TABLES = ("pbs", "flux", "slurm", "kubernetes")
+
+
 def memory_kills(f: RuleInputs) -> list[Evidence]:
     """The lines that show a kill for host memory: the kernel's or a cgroup's OOM killer, Slurm's memory enforcement,
-    srun's `Out Of Memory` task end (tools/rules/oom.host_oom cites them)."""
-    return (f.hits("kernel.oom_kill", "slurm.oom_kill")
-            + [e for e in f.hits("slurm.task_exit") if "Out Of Memory" in e.text])
+    srun's `Out Of Memory` task end, another scheduler's memory-limit kill as its table documents it
+    (tools/rules/oom.host_oom cites them)."""
+    out = (f.hits("kernel.oom_kill", "slurm.oom_kill")
+           + [e for e in f.hits("slurm.task_exit") if "Out Of Memory" in e.text])
+    if f.messages is not None:
+        for e in f.hits("generic.error_line")[:64]:
+            m = f.messages.best(strip_prefixes(e.text))
+            if m is not None and m.table in SCHEDULER_TABLES and m.category == "oom" and m.role == "trigger":
+                out.append(e)
+    return out
 
 
 def memory_killed(f: RuleInputs) -> bool:
