@@ -168,6 +168,12 @@ class _EvidenceByPattern(Mapping):
             ev = made[i] = to_evidence(h, rel, kind)
         return ev
 
+    def texts(self, pid: str):
+        """(file, line, text, rank) of each kept hit of a pattern, in scan order: what a lookup over many hits reads
+        without an Evidence made for each (NCCL's lines of 10,000 ranks)."""
+        for h, rel, _kind in self._raw.get(pid, ()):
+            yield rel, h.line, h.text, h.rank
+
     def in_file(self, rel: str) -> list[Evidence]:
         """Every kept hit of one file as Evidence, in line order (a line two patterns kept, once): made for that
         file's hits only."""
@@ -386,12 +392,11 @@ class RuleInputs:
         if index is None:
             from trainlog_debugger.tools.sources.pyspy.report import launcher_pids
             index = {pid: set(pairs) for pid, pairs in launcher_pids(self).items()}
-            for pid_ in self.by_pattern:
-                if not pid_.startswith("nccl."):
-                    continue
-                for e in self.by_pattern.get(pid_, ()):
-                    if e.rank is not None and (m := HOST_PID_ANY.search(e.text)):
-                        index.setdefault(m.group("pid"), set()).add((e.rank, m.group("host")))
+            nccl = [p for p in self.by_pattern if p.startswith("nccl.")]
+            for pid_ in nccl:
+                for _rel, _line, text, rank in self.by_pattern.texts(pid_):
+                    if rank is not None and (m := HOST_PID_ANY.search(text)):
+                        index.setdefault(m.group("pid"), set()).add((rank, m.group("host")))
             for e in self.by_pattern.get("loader.worker_killed", ()):
                 if e.rank is not None and (m := _LOADER_PID.search(e.text)):
                     index.setdefault(m.group(1), set()).add((e.rank, e.node))
@@ -400,22 +405,22 @@ class RuleInputs:
             # same file, is that rank's process's own
             quoted: dict[tuple[str, str], set] = {}
             errs: dict[tuple[str, int], int] = {}  # (file, line) → rank of a ranked NCCL error line
-            for x in self.hits("pytorch.nccl_error", "pytorch.nccl_error_kind"):
-                if x.rank is not None:
-                    errs[(x.file, x.line)] = x.rank
+            for p in ("pytorch.nccl_error", "pytorch.nccl_error_kind"):
+                for rel, line, _text, rank in self.by_pattern.texts(p):
+                    if rank is not None:
+                        errs[(rel, line)] = rank
             for e in self.by_pattern.get("pytorch.nccl_last_error", ()) if errs else ():
                 detail = (self.fields_of(e, "pytorch.nccl_last_error").get("detail") or "").strip()
                 near = next((r for k in range(1, 5) if (r := errs.get((e.file, e.line - k))) is not None), None)
                 if detail and near is not None:
                     quoted.setdefault((e.file, detail), set()).add(near)
             if quoted:
-                for pid_ in self.by_pattern:
-                    if pid_.startswith("nccl."):
-                        for e in self.by_pattern.get(pid_, ()):
-                            if "NCCL WARN " in e.text and (m := HOST_PID_ANY.search(e.text)):
-                                said = quoted.get((e.file, e.text.split("NCCL WARN ", 1)[1].strip()), ())
-                                if len(said) == 1:
-                                    index.setdefault(m.group("pid"), set()).add((next(iter(said)), m.group("host")))
+                for pid_ in nccl:
+                    for rel, _line, text, _rank in self.by_pattern.texts(pid_):
+                        if "NCCL WARN " in text and (m := HOST_PID_ANY.search(text)):
+                            said = quoted.get((rel, text.split("NCCL WARN ", 1)[1].strip()), ())
+                            if len(said) == 1:
+                                index.setdefault(m.group("pid"), set()).add((next(iter(said)), m.group("host")))
             self.__dict__["_pid_ranks"] = index
         host = ev.node
         if (m := HOST_PID_ANY.search(ev.text)) is not None:
