@@ -951,9 +951,9 @@ def test_a_time_limit_that_ended_a_job_still_stepping_is_the_answer(tmp_path):
 
 
 def test_a_time_limit_hours_after_the_last_step_ended_a_hang(tmp_path):
-    """The last step at 01:30, the limit at 12:00, nothing in between: the limit ended a job that had stopped; with
+    """The last step at 01:00, the limit at 12:00, nothing in between: the limit ended a job that had stopped; with
     nothing proving why it stopped, the answer says so (inconclusive, low), not a confident `cancelled`."""
-    d = _investigate(tmp_path, {"slurm-5521818.out": _stepping_until(1)[:16] + [LIMIT]})
+    d = _investigate(tmp_path, {"slurm-5521818.out": _stepping_until(1) + [LIMIT]})
     assert d.status == Status.inconclusive and d.confidence == "low", d.headline
     assert "stopped making progress" in d.headline, d.headline
 
@@ -1048,3 +1048,15 @@ def test_a_rank_with_no_lines_is_no_earlier_trigger_than_the_resets_and_no_death
     closes no socket): the resets between ranks 6 and 14 are the fault."""
     d = _investigate(tmp_path, {"slurm-4411.out": RESET_MID_RUN.rstrip("\n").split("\n")})
     assert d.category == "network" and d.culprit_ranks == [6, 14], d.headline
+
+
+def test_ranks_that_log_rarely_and_together_were_still_stepping_at_the_limit(tmp_path):
+    """Guard: four ranks log every 40 minutes within a second of each other; the limit comes 35 minutes after their
+    last step: a job that was stepping (the interval is one series' own, never two ranks' offset)."""
+    lines = []
+    for i in range(8):
+        h, m = divmod(i * 40, 60)
+        lines += [f"{r}: [2024-11-18 {h:02d}:{m:02d}:1{r},100][INFO] step {100 * i} loss=1.80 s/it=24.00" for r in range(4)]
+    d = _investigate(tmp_path, {"slurm-5521818.out": lines + [
+        "slurmstepd: error: *** JOB 5521818 ON gpu-t04 CANCELLED AT 2024-11-18T05:15:02 DUE TO TIME LIMIT ***"]})
+    assert d.status == Status.cancelled and d.confidence == "high", d.headline

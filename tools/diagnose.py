@@ -313,9 +313,10 @@ def _without_peer_closed(pool: list[Candidate]) -> list[Candidate]:
         # the scheduler's kill of a job (its time limit, a preemption, a cancel; or of a job that had already
         # stopped: scheduler.silence_before) closes every socket: an undated close, or one dated after the kill or
         # within CLOCK_SKEW_S before it (another node's clock), is that teardown
-        ended = [o for o in pool if (o.facts.get("ended_a_hang") or o.rule in SCHEDULER_KILLS)
-                 and (c.time_key is None or (o.time_key is not None and _seconds_before(c.time_key, o.time_key)
-                                             <= CLOCK_SKEW_S))]
+        # (an undated close only beside a kill that ended a hang: an earlier attempt's crash may hold undated ones)
+        ended = [o for o in pool if (o.facts.get("ended_a_hang") and c.time_key is None)
+                 or (o.rule in SCHEDULER_KILLS and c.time_key is not None and o.time_key is not None
+                     and _seconds_before(c.time_key, o.time_key) <= CLOCK_SKEW_S)]
         if not own and not ended:
             out.append(c)
     return out or pool

@@ -362,7 +362,7 @@ class RuleInputs:
         log where every process it says it spawned reported so and none exited otherwise: its per-process lines
         are the node's end only all together (one local rank that returned while the others hang in a final
         barrier leaves one such line, and the launcher still waiting). Without `spawned` lines (a paste that starts
-        later) the lines stand on their own, as the launcher prints them only for a return code of 0."""
+        later) they prove nothing."""
         got = self.__dict__.get("_finished")
         if got is None:
             got = self.hits("job.finished")
@@ -375,7 +375,10 @@ class RuleInputs:
                 exited: dict[str, set] = {}
                 for e in ok:
                     exited.setdefault(e.file, set()).add(self.fields_of(e, "deepspeed.proc_ok").get("pid"))
-                whole = [e for e in ok if e.file not in failed and spawned.get(e.file, set()) <= exited[e.file]]
+                # (with no `spawned` lines in the file, the processes it ran are unknown: one that returned while
+                # the others hang leaves the same line, so nothing is proved)
+                whole = [e for e in ok if e.file not in failed and e.file in spawned
+                         and spawned[e.file] <= exited[e.file]]
                 if whole:
                     got = sorted(got + whole, key=by_time)
             self.__dict__["_finished"] = got

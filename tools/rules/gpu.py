@@ -170,8 +170,11 @@ def _quoted_noise(f: RuleInputs, ev) -> bool:
     err = f.fields_of(ev, "nccl.cuda_failure").get("error")
     if not err or f.messages is None:
         return False
-    m = f.messages.best(f"CUDA error: {err}")
-    return m is not None and m.table == "cuda" and m.role == "noise"
+    known: dict[str, bool] = f.__dict__.setdefault("_quoted_noise", {})  # once per error text, not per rank
+    if err not in known:
+        m = f.messages.best(f"CUDA error: {err}")
+        known[err] = m is not None and m.table == "cuda" and m.role == "noise"
+    return known[err]
 
 
 def nccl_cuda_failure(f: RuleInputs):

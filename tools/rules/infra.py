@@ -114,7 +114,8 @@ def memory_kills(f: RuleInputs) -> list[Evidence]:
     out = (f.hits("kernel.oom_kill", "slurm.oom_kill")
            + [e for e in f.hits("slurm.task_exit") if "Out Of Memory" in e.text])
     if f.messages is not None:
-        for e in f.hits("generic.error_line")[:64]:
+        lines = f.hits("generic.error_line")
+        for e in lines[:32] + lines[32:][-32:]:  # a scheduler's kill line sits at the end of a job's stderr
             m = f.messages.best(strip_prefixes(e.text))
             if m is not None and m.table in SCHEDULER_TABLES and m.category == "oom" and m.role == "trigger":
                 out.append(e)

@@ -94,7 +94,9 @@ def ib_completion(f: RuleInputs):
                  # process exited, or a retry error elsewhere): what a survivor sees, like a quoted status 12
                  facts={"peer_closed": ranks_str({e.rank for e in evs if e.rank is not None}, cap=64)}
                  if (quoted and primary in (12, 13)) or primary == FLUSH else None,
-                 status=_status(f), ranks=_reporter(f, evs, statuses, primary),
+                 status=_status(f),
+                 # (a survivor's view, a flush or a quoted error, names no culprit rank: the peer is the suspect)
+                 ranks=[] if (quoted and primary in (12, 13)) or primary == FLUSH else _reporter(f, evs, statuses, primary),
                  restart=restart_without(nodes[0]) if len(nodes) == 1 else "fix first",
                  recommendations=["check the IB links/cables and switch ports of the named hosts (ibstat, port counters)",
                                   "NCCL_IB_TIMEOUT / NCCL_IB_RETRY_CNT only mask a flaky link"])]

@@ -33,13 +33,17 @@ def silence_before(f: RuleInputs, ev) -> float | None:
     at = _posix(ev)
     if at is None or f.steps is None:
         return None
-    times = sorted(t for s in list(f.steps.series) + list(f.steps.training) for t in s.times
-                   if t == t and t <= at + 60)
-    if len(times) < 2:
+    last, gaps = None, []
+    for series in list(f.steps.series) + list(f.steps.training):
+        ts = sorted(t for t in series.times if t == t and t <= at + 60)
+        if ts:
+            last = ts[-1] if last is None else max(last, ts[-1])
+            gaps += [b - a for a, b in zip(ts, ts[1:]) if b > a]  # one series' own interval, never two ranks' offset
+    if last is None or not gaps:
         return None
-    gaps = sorted(b - a for a, b in zip(times, times[1:]) if b > a)
-    median = gaps[len(gaps) // 2] if gaps else 0.0
-    silent = at - times[-1]
+    gaps.sort()
+    median = gaps[len(gaps) // 2]
+    silent = at - last
     return silent if silent >= max(HANG_SILENCE_S, HANG_INTERVALS * median) else None
 
 

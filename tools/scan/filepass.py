@@ -403,6 +403,8 @@ class FileScanner:
         if any(h.rank is not None or h.local_rank is not None for h in fs.hits):
             return
         inits = [h for h in fs.hits if h.pattern == "nccl.comm_init"]
+        if len(inits) < fs.counts.get(("nccl.comm_init", None), 0):  # some were only counted: not all processes seen
+            return
         procs = {m.group(0) for h in inits if (m := _HOST_PID.search(h.text))}
         if not inits or len(procs) != 1:
             return

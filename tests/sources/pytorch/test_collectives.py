@@ -222,3 +222,29 @@ def test_a_rank_torchrun_says_exited_with_code_1_crashed_not_straggled(tmp_path)
               "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"]
     rep = _analyze_text(tmp_path, lines)
     assert rep.ranks[5].role == "crashed" and 5 in rep.culprits and rep.verdict == "crash", rep.summary
+
+
+def test_blocking_wait_timeouts_are_the_ranks_own_waits(tmp_path):
+    """Under TORCH_NCCL_BLOCKING_WAIT=1 the caller's wait times out (`Work WorkNCCL(SeqNum=4412, ...) timed out in
+    blocking wait.`), not the watchdog: those ranks entered collective 4412; the one that printed none is the
+    straggler."""
+    lines = [f"[rank{r}]: iter 9000 loss 2.1" for r in range(8)]
+    for r in (0, 1, 2, 3, 4, 5, 7):
+        lines.append(f"[rank{r}]:[E1129 12:41:55.655969870 ProcessGroupNCCL.cpp:1385] [PG ID 0 PG GUID 0(default_pg) "
+                     f"Rank {r}] Work WorkNCCL(SeqNum=4412, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, "
+                     f"Timeout(ms)=1800000) timed out in blocking wait.")
+    rep = _analyze_text(tmp_path, lines)
+    assert rep.verdict == "straggler" and rep.culprits == [6], rep.summary
+    assert rep.groups[0].stuck_seq == 4412
+
+
+@pytest.mark.parametrize("code", [1, 137])
+def test_srun_exit_codes_a_teardown_gives_prove_no_death(tmp_path, code):
+    """Guard: exit 1 (a rank raising on its peers' closed sockets) and 128 + a signal (a wrapper reporting its python
+    killed in the teardown) are what stragglers get too: they stay stragglers."""
+    lines = [f"{r:2d}: iter 200 loss 2.1" for r in range(8)]
+    for r in range(7):
+        lines += [f"{r:2d}: " + x for x in _timed_out(r)]
+    lines += [f"srun: error: hpc-g012: tasks 4-7: Exited with exit code {code}"]
+    rep = _analyze_text(tmp_path, lines)
+    assert rep.ranks[7].role == "never_entered" and rep.culprits == [7], rep.summary

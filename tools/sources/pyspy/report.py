@@ -234,16 +234,17 @@ def launcher_pids(inputs) -> dict[str, list[tuple[int, str | None]]]:
             pair = (fl["comm_rank"], m.group("host"))
             if pair not in out[m.group("pid")]:
                 out[m.group("pid")].append(pair)
-    heads = inputs.hits("torchrun.failure_rank")
+    # each entry's lines by (file, line): one lookup per exit code, not a scan of every entry (10,000 ranks' entries)
+    heads = {(h.file, h.line): h for h in inputs.hits("torchrun.failure_rank")}
+    host_at = {(h.file, h.line): h for h in inputs.hits("torchrun.failure_host")}
     for e in inputs.hits("torchrun.exitcode"):
         pid = inputs.fields_of(e, "torchrun.exitcode").get("pid")
-        near = [h for h in heads if h.file == e.file and 0 < e.line - h.line <= 4]
-        if pid is None or not near:
+        head = next((h for k in (1, 2, 3, 4) if (h := heads.get((e.file, e.line - k)))), None)
+        if pid is None or head is None:
             continue
-        head = near[-1]
         rank = inputs.fields_of(head, "torchrun.failure_rank").get("failed_rank")
-        hosts = [h for h in inputs.hits("torchrun.failure_host") if h.file == e.file and 0 < head.line - h.line <= 2]
-        host = inputs.fields_of(hosts[-1], "torchrun.failure_host").get("host") if hosts else e.node
+        hosts = [h for k in (1, 2) if (h := host_at.get((e.file, head.line - k)))]
+        host = inputs.fields_of(hosts[0], "torchrun.failure_host").get("host") if hosts else e.node
         if isinstance(rank, int) and (rank, host) not in out[str(pid)]:
             out[str(pid)].append((rank, host))
     return dict(out)

@@ -44,7 +44,8 @@ from trainlog_debugger.tools.scan.result import ScanResult, to_evidence
 
 _SEQ = re.compile(r"SeqNum=(\d{1,20})\b")  # bounded: a longer number is no sequence number (tools.ranks)
 STATE_PATTERNS = {
-    "pytorch.watchdog_timeout", "pytorch.watchdog_pg_status", "pytorch.watchdog_thread_exception",
+    "pytorch.watchdog_timeout", "pytorch.blocking_wait_timeout", "pytorch.watchdog_pg_status",
+    "pytorch.watchdog_thread_exception",
     "pytorch.dump_first_signal", "pytorch.dump_observed", "pytorch.dump_signal_received", "pytorch.heartbeat_stuck",
     "pytorch.process_down", "pytorch.comm_aborted", "pytorch.desync_lagging",
 }
@@ -334,7 +335,7 @@ def collect(res: ScanResult) -> dict[int, RankState]:
             if pid in _KEPT:
                 ev = to_evidence(h, rel, kind)
                 rs.evidence.append(ev)
-                if pid == "pytorch.watchdog_timeout":
+                if pid in _TIMEOUTS:
                     timeouts.append((r, h.fields, h.time, ev))
                     continue
                 if pid in _STATE_LINES:
@@ -378,7 +379,7 @@ def _srun_exits(res: ScanResult, ranks: dict[int, RankState]) -> None:
         m = _EXIT_CODE.match(str(h.fields.get("how") or ""))
         # (not 1: a rank whose peers timed out first raises on their closed sockets and exits 1 as well; srun's line
         # is undated, so only a code no such cascade gives says the rank died of its own: 127, a loader's)
-        if m is None or int(m.group(1)) < 2:
+        if m is None or not 2 <= int(m.group(1)) < 128:  # ≥ 128: a wrapper's report of a signal (the teardown's)
             continue
         for t in parse_ranges(str(h.fields.get("tasks") or "")):
             if t in ranks and ranks[t].exited is None:  # undated: any time on it is a neighbour's, borrowed
@@ -432,6 +433,7 @@ _FLAGS = {"pytorch.heartbeat_stuck": "heartbeat_stuck", "pytorch.process_down": 
           "pytorch.comm_aborted": "comm_aborted", "gloo.timeout": "gloo_timeout"}
 # the rank's own NCCL error (not a timeout): it was inside NCCL when the transport or a peer failed
 _NCCL_ERRORS = frozenset({"nccl.ib_completion_error", "pytorch.nccl_error", "pytorch.nccl_error_kind"})
+_TIMEOUTS = frozenset({"pytorch.watchdog_timeout", "pytorch.blocking_wait_timeout"})  # a rank's own wait timed out
 _KEPT = STATE_PATTERNS | GLOO_PATTERNS  # the hits whose line is kept as the rank's evidence
 
 
@@ -441,7 +443,7 @@ def _keep_first_crash(first: dict[int, tuple[tuple, Evidence]], f, h) -> None:
     fx = h.fields
     if h.pattern == "python.traceback" and is_cascade(fx.get("exception_text") or h.text):
         return
-    if any(s in h.text for s in SURVIVED):  # a loader that fell back and went on: no crash of the rank
+    if h.pattern == "loader.batch_loader_error" and any(s in h.text for s in SURVIVED):  # it fell back, went on
         return
     ev = to_evidence(h, f.rel, f.kind)
     if h.pattern == "python.traceback" and fx.get("exception_line"):

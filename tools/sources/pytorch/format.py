@@ -24,6 +24,16 @@ PATTERNS = [
       "NCCL watchdog timeout on a collective",
       fields=r"(?:\[Rank (?P<pg_rank>\d+)\] )?Watchdog caught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>[A-Z_]+)(?:, NumelIn=(?P<numel_in>\d+), NumelOut=(?P<numel_out>\d+))?(?:, TensorShape=\[[^\]]*\])?, Timeout\(ms\)=(?P<timeout_ms>\d+)\) ran for (?P<elapsed_ms>\d+) milliseconds",
       ints=("pg_rank", "seq", "numel_in", "numel_out", "timeout_ms", "elapsed_ms")),
+    # the same wait under TORCH_NCCL_BLOCKING_WAIT=1 (ProcessGroupNCCL.cpp WorkNCCL::synchronize): the caller's own
+    # wait times out instead of the watchdog's, and says which collective
+    P("pytorch.blocking_wait_timeout", 1, "network", "cascade",
+      r"Work WorkNCCL\(SeqNum=\d+, OpType=[A-Z_]+[^\n]{0,200}?\) timed out in blocking wait",
+      "timed out in blocking wait",
+      "[rank0]:[E1105 12:34:56.789012345 ProcessGroupNCCL.cpp:751] [Rank 0] Work WorkNCCL(SeqNum=12, OpType=BARRIER, "
+      "NumelIn=1, NumelOut=1, Timeout(ms)=1800000) timed out in blocking wait.",
+      "a collective timed out in the caller's blocking wait (TORCH_NCCL_BLOCKING_WAIT)",
+      fields=r"(?:\[Rank (?P<pg_rank>\d+)\] )?Work WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>[A-Z_]+)(?:, NumelIn=(?P<numel_in>\d+), NumelOut=(?P<numel_out>\d+))?(?:, TensorShape=\[[^\]]*\])?, Timeout\(ms\)=(?P<timeout_ms>\d+)\)",
+      ints=("pg_rank", "seq", "numel_in", "numel_out", "timeout_ms")),
     P("pytorch.watchdog_pg_status", 1, "network", "cascade",
       r"(?:detected by watchdog at work|Timeout at NCCL work: |timeout is detected by watchdog at work|error is detected by watchdog at work)",
       ("detected by watchdog at work", "Timeout at NCCL work"),
