@@ -80,7 +80,7 @@ def slurm_cancel(f: RuleInputs):
                 # hang with no proof of its cause is inconclusive); what the hang's own evidence says comes first
                 what = (f"SLURM cancelled the job at its time limit {quiet / 3600:.1f} h after the last step any rank "
                         f"logged: the job had stopped making progress, and the limit ended the hang")
-                strength, status = ENDED_A_HANG, "hung"
+                strength, status, restart = ENDED_A_HANG, "hung", "fix first"  # the hang may come back
                 facts = {"ended_a_hang": True, "silent_s": round(quiet), "consequence_only": True}
                 recs = ["find why the job stopped progressing: a py-spy dump of every rank (or faulthandler's "
                         "dump_traceback_later) and dmesg of every node, taken while it hangs",
