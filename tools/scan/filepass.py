@@ -35,11 +35,11 @@ from trainlog_debugger.tools.scan.nearby import (bracketed, decode, forget_lines
 from trainlog_debugger.tools.scan.result import FileScan, Hit
 from trainlog_debugger.tools.scan.tail import read_tail
 from trainlog_debugger.tools.sources import declared, resolve
+from trainlog_debugger.tools.sources.nccl.format import HOST_PID
 from trainlog_debugger.tools.sources.pattern import IMPLAUSIBLE, HitContext, Hook, Pattern
 
 __all__ = ["FileScanner", "forget_lines", "LINE_CAP", "SHOW"]
 
-_HOST_PID = re.compile(r"[\w.-]+:\d{1,10}(?=:\d{1,10} \[\d{1,4}\])")  # NCCL's `host:pid` (the tid after it)
 
 
 HEAD = 64 << 10
@@ -405,7 +405,7 @@ class FileScanner:
         inits = [h for h in fs.hits if h.pattern == "nccl.comm_init"]
         if len(inits) < fs.counts.get(("nccl.comm_init", None), 0):  # some were only counted: not all processes seen
             return
-        procs = {m.group(0) for h in inits if (m := _HOST_PID.search(h.text))}
+        procs = {(m.group("host"), m.group("pid")) for h in inits if (m := HOST_PID.search(h.text))}
         if not inits or len(procs) != 1:
             return
         most = max(h.fields.get("nranks") or 0 for h in inits)
