@@ -310,10 +310,9 @@ def _without_peer_closed(pool: list[Candidate]) -> list[Candidate]:
                and ((o.ranks and not set(o.ranks) & reporters) or (not o.ranks and o.category in DIED
                                                                    and o.status == "crashed"))
                and (o.time_key is None or c.time_key is None or o.time_key <= c.time_key or _borrowed(o))]
-        # the scheduler's kill of a job (its time limit, a preemption, a cancel; or of a job that had already
-        # stopped: scheduler.silence_before) closes every socket: an undated close, or one dated after the kill or
-        # within CLOCK_SKEW_S before it (another node's clock), is that teardown
-        # (an undated close only beside a kill that ended a hang: an earlier attempt's crash may hold undated ones)
+        # the scheduler's kill of a job (its time limit, a preemption, a requeue) closes every socket: a close dated
+        # after the kill or within CLOCK_SKEW_S before it (another node's clock) is that teardown; an undated one only
+        # beside a kill that ended a hang (scheduler.silence_before: an earlier attempt's crash may hold undated ones)
         ended = [o for o in pool if (o.facts.get("ended_a_hang") and c.time_key is None)
                  or (o.rule in SCHEDULER_KILLS and c.time_key is not None and o.time_key is not None
                      and _seconds_before(c.time_key, o.time_key) <= CLOCK_SKEW_S)]
