@@ -303,3 +303,28 @@ def test_a_data_preparation_bar_is_a_training_job_s_line(tmp_path):
     dl = _write(tmp_path / "dl", {"out.log": "model.safetensors:  41%|####  | 4.1G/10G [00:32<00:46, 127MB/s]\n",
                                   "env.txt": "HOME=/root\n"})
     assert runner.invoke(app, ["ask", "--offline", str(dl)]).exit_code == 2
+
+
+_GDB_BT = (
+    'Thread 1 (Thread 0x7f3c5a4e7740 (LWP 2345) "python"):\n'
+    "#0  0x00007f3c5a8d3c3b in sched_yield () from /lib/x86_64-linux-gnu/libc.so.6\n"
+    "#1  0x00007f3b21d4e5c2 in ncclCommInitRankFunc(ncclAsyncJob*) () from /usr/lib/x86_64-linux-gnu/libnccl.so.2\n"
+    "#2  0x00007f3b5c2a1f33 in c10d::ProcessGroupNCCL::getNCCLComm(std::string const&, c10::Device&, c10d::OpType, "
+    "int, bool) () from /usr/local/lib/python3.10/dist-packages/torch/lib/libtorch_cuda.so\n")
+
+
+def test_a_native_stack_of_a_hung_process_is_read_not_refused(tmp_path):
+    """A gdb/pstack backtrace (every line opens with `#N`, no failure word: the process hangs) or lldb's frames,
+    attached alone to a hang report, is a running job's stack: read and answered as far as it goes (inconclusive),
+    never refused (issue 25); a file of numbered notes (`#1 ...`) is no stack."""
+    lldb = ("* thread #1, name = 'python', stop reason = signal SIGSTOP\n"
+            "  * frame #0: 0x00007f3c5a8d3c3b libc.so.6`sched_yield + 11\n"
+            "    frame #1: 0x00007f3b21d4e5c2 libnccl.so.2`ncclCommInitRankFunc(ncclAsyncJob*) + 1234\n")
+    for i, text in enumerate([_GDB_BT, lldb, "#3  train_step (batch=0x55d0c0a0) at csrc/train.cc:42\n"]):
+        root = _write(tmp_path / f"s{i}", {"bt.txt": text})
+        with open_bundle(root) as b:
+            d = investigate(b)
+        assert d.status == Status.inconclusive, (i, d.headline)
+    notes = _write(tmp_path / "notes", {"todo.md": "#1 priority for the release\n#2 update the hosts\n",
+                                        "hosts": "10.0.0.12 node-12\n"})
+    assert runner.invoke(app, ["ask", "--offline", str(notes)]).exit_code == 2

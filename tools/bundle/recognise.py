@@ -53,6 +53,11 @@ _TRAINING_LINE = re.compile(
     # inf`): the line a numerical failure's paste often is, with no number beside the word
     rb"|\b(?:loss|grad(?:ient)?s?|grad_norm|gradient norm)\b[^\n]{0,24}?\b(?:nan|inf|infinite|non-finite)\b"
     rb"|(?:^|\s)File \"[^\"\n]+\", line \d+, in \S"  # behind any prefix: `[rank8]: `, Ray's `(pid=12) `, pytest's `E   `
+    # a native stack's frame as gdb (`bt`, `thread apply all bt`, pstack, py-spy --native's gdb-style) prints it
+    # (gdb/stack.c print_frame: `#1  0x00007f3b21d4e5c2 in ncclCommInitRankFunc(...) () from .../libnccl.so.2`, or
+    # `#3  train_step (x=...) at train.cc:42`) and as lldb does (`frame #1: 0x00007f3b21d4e5c2 libnccl.so.2`...):
+    # a stack attached to a hang report, which only a running (or dumped) process has
+    rb"|^\s*#\d{1,5} +(?:0x[0-9a-f]{1,16} in \S|[\w:~<>]+ \([^\n]*\) at \S+:\d)|^\s*(?:\* )?frame #\d{1,5}: 0x[0-9a-f]{1,16} \S"
     # NCCL's own lines without their host:pid:tid prefix, or with it and without the word NCCL (NCCL 2.3 and older);
     # an absl/gRPC status as JAX, XLA and TensorFlow print it
     # (`FAILED_PRECONDITION: ...`); a Ray worker process's title (`ray::WorkerDict.generate`)
