@@ -223,6 +223,17 @@ FIRE += [
         "milliseconds before timing out."] for r, op, n in ((0, "ALLREDUCE", 1), (1, "ALLREDUCE", 1),
                                                             (2, "BROADCAST", 9), (3, "ALLREDUCE", 1))},
      "software", 0.7),
+    # the odd rank said why it left the others' path before its timeout (HF Trainer: its IterableDataset shard ran
+    # dry, so it went to the end-of-training barrier while the others waited in the next step's all-reduce): data
+    ("collective.op_differs", {f"rank_{r}.log": (
+        ["[rank3]:[WARNING|trainer.py:2568] 2024-06-01 04:23:08,552 >> There seems not to be a single sample in your epoch_iterator, stopping "
+         "training at step 12412! This is expected if you're using an IterableDataset and set num_steps (20000) higher "
+         "than the number of available samples."] if r == 3 else []) + [
+        f"[rank{r}]:[E601 04:33:10.100000000 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation "
+        f"timeout: WorkNCCL(SeqNum=812, OpType={op}, NumelIn={n}, NumelOut={n}, Timeout(ms)=600000) ran for 600011 "
+        "milliseconds before timing out."] for r, op, n in ((0, "ALLREDUCE", 9), (1, "ALLREDUCE", 9),
+                                                            (2, "ALLREDUCE", 9), (3, "BARRIER", 1))},
+     "data", 0.75),
     # a worker SIGKILLed with nothing in its own log: killed from outside (torch 2.13 report, eval/lab)
     ("infra.killed_from_outside", {"torchrun.out": [
         "[1]:", "  time      : 2026-11-22_09:49:53", "  host      : localhost", "  rank      : 1 (local_rank: 1)",
@@ -604,6 +615,21 @@ _INITS = [_init("gpu-node-01", 48113, 3, 3, "5d000"), _init("gpu-node-02", 51223
 def test_an_xid_names_the_rank_whose_gpu_it_is(facts_from, files, rank):
     (c,) = BY_NAME["gpu.xid"](facts_from(files))
     assert c.ranks == ([rank] if rank is not None else []), c.summary
+
+
+def test_a_line_the_odd_rank_printed_after_its_timeout_does_not_explain_the_split(facts_from):
+    """The odd rank's trigger explains the differing collectives only when it came before that rank's own timeout: a
+    line after it is the teardown's, and the split stays the program's (software)."""
+    files = {f"rank_{r}.log": [
+        f"[rank{r}]:[E601 04:33:10.100000000 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation "
+        f"timeout: WorkNCCL(SeqNum=812, OpType={op}, NumelIn={n}, NumelOut={n}, Timeout(ms)=600000) ran for 600011 "
+        "milliseconds before timing out."] + (
+        ["[rank3]:[WARNING|trainer.py:2568] 2024-06-01 04:40:08,552 >> There seems not to be a single sample in your epoch_iterator, stopping "
+         "training at step 12412! This is expected if you're using an IterableDataset and set num_steps (20000) higher "
+         "than the number of available samples."] if r == 3 else [])
+        for r, op, n in ((0, "ALLREDUCE", 9), (1, "ALLREDUCE", 9), (2, "ALLREDUCE", 9), (3, "BARRIER", 1))}
+    got = BY_NAME["collective.op_differs"](facts_from(files))
+    assert [(c.category, c.ranks) for c in got] == [("software", [3])]
 
 
 def test_nccl_version_mismatch_names_the_odd_node(facts_from):

@@ -13,7 +13,7 @@ from collections import Counter
 from trainlog_debugger.tools.lines.attribution import strip_prefixes
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.ranks import ranks_str
-from trainlog_debugger.tools.rules.base import RuleInputs, candidate
+from trainlog_debugger.tools.rules.base import RuleInputs, by_time, candidate
 from trainlog_debugger.tools.sources.generic import SURVIVED
 
 _DATA = re.compile(r"(?i)data ?loader|dataset|loading|shard|lhotse|fetch|prefetch|batch|sampler|\.tar\b|read timed out")
@@ -302,13 +302,38 @@ def op_differs(f: RuleInputs):
         cited = [evs[r] for r in ([major[1][0]] + [rs[0] for _, rs in minor]) if r in evs]
         desc = "; ".join(f"{op} of {n if n is not None else '?'} elements on rank(s) {ranks_str(rs)}"
                          for (op, n), rs in ordered[:4])
-        return [candidate("collective.op_differs", "software", f"ranks timed out in different collectives at the same "
-                          f"sequence number {seq} ({desc}): a rank-dependent code path around a collective", 0.7, cited,
-                          f, ranks=odd[:64], status="hung",
+        what = f"ranks timed out in different collectives at the same sequence number {seq} ({desc})"
+        said = _why_it_left(f, odd, evs)
+        if said is not None:  # the odd rank said why it left the others' path: that is the cause, the mismatch its sign
+            row, line = said
+            return [candidate("collective.op_differs", row.category, f"{what}: before it left the others' path, rank "
+                              f"{line.rank} said: {row.meaning} ({row.table})", 0.75, [line] + cited, f,
+                              ranks=odd[:64], status="hung", recommendations=[row.action],
+                              facts={"upstream": row.cite(), "template": row.template})]
+        return [candidate("collective.op_differs", "software", f"{what}: a rank-dependent code path around a collective",
+                          0.7, cited, f, ranks=odd[:64], status="hung",
                           recommendations=["find the branch that differs between ranks around this collective (a "
                                            "condition on rank, on data or on time); TORCH_DISTRIBUTED_DEBUG=DETAIL "
                                            "names the mismatch at the first differing call"])]
     return []
+
+
+def _why_it_left(f: RuleInputs, odd: list[int], timed_out: dict[int, Evidence]):
+    """(table row, line): the first error-level line of an odd rank, before its own timeout, that an upstream table
+    calls a trigger with a category (HF Trainer's `There seems not to be a single sample in your epoch_iterator` on
+    the one rank whose shard ran dry, which then went to the end-of-training barrier while the others waited in the
+    next step's all-reduce: TAXONOMY's data, uneven shards). Why: the collectives differ BECAUSE that rank left the
+    loop; without such a line the differing path is the program's (software). None when no odd rank says so."""
+    from trainlog_debugger.tools.rules.meaning import tables_of, error_lines
+    if f.messages is None or not odd:
+        return None
+    mine = [e for e in error_lines(f) if e.rank in odd]
+    for e, m in zip(mine, tables_of(f, mine)):
+        end = timed_out.get(e.rank) if e.rank is not None else None
+        if m is None or m.role != "trigger" or not m.category or (end is not None and by_time(e) > by_time(end)):
+            continue
+        return m, e
+    return None
 
 
 # the store's own words when a key never came (TCPStore.cpp doWait): the store answered, the root never published.

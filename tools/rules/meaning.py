@@ -145,7 +145,7 @@ def _body(f: RuleInputs, text: str) -> str:
     return b
 
 
-def _tables_of(f: RuleInputs, evs: list[Evidence]):
+def tables_of(f: RuleInputs, evs: list[Evidence]):
     """Each line's best table entry (or None), in the order of `evs`; a text is stripped and matched once per
     RuleInputs, whichever rule asks, and once for all ranks that print it (table_key)."""
     known: dict[str, object] = f.__dict__.setdefault("_meaning_tables", {})
@@ -161,7 +161,7 @@ def handled_per_table(f: RuleInputs, evs: list[Evidence]) -> list[bool]:
     says the line is no failure, `NCCL_SOCKET_NTHREADS is greater than the maximum allowed, setting to 16`)."""
     if f.messages is None or not evs:
         return [False] * len(evs)
-    return [m is not None and m.role in ("noise", "context") for m in _tables_of(f, evs)]
+    return [m is not None and m.role in ("noise", "context") for m in tables_of(f, evs)]
 
 
 # The header torch's Python logging (torch._logging, glog-style) prints on EVERY line of a multi-line record:
@@ -202,7 +202,7 @@ def upstream_messages(f: RuleInputs):
     if not evs:
         return []
     groups: dict[str, list] = {}
-    for e, m in zip(evs, _tables_of(f, evs)):
+    for e, m in zip(evs, tables_of(f, evs)):
         if m is not None and m.role == "trigger":
             groups.setdefault(m.id, [m, []])[1].append(e)
     out = []
@@ -295,7 +295,7 @@ def read_by_meaning(f: RuleInputs):
     # only consequences erred (cascade lines, or lines a table calls cascade): what they say is read, but it blames
     # nobody and yields to any other reading (the collective analysis knows more about a timeout than its words)
     lines = error_lines(f)
-    if any(m is not None and m.role == "trigger" for m in _tables_of(f, lines)):
+    if any(m is not None and m.role == "trigger" for m in tables_of(f, lines)):
         return []  # an upstream table reads the failure (upstream_messages): words would only repeat it
     evs, consequence = _onset_pool(f, lines)
     if not evs:
@@ -367,7 +367,7 @@ def refine(cands: list, f: RuleInputs) -> None:
     cands = [c for c in cands if c is not None and c.evidence and not c.rule.startswith(("table.", "meaning."))]
     if not cands or f.messages is None:
         return
-    for c, m in zip(cands, _tables_of(f, [c.evidence[0] for c in cands])):
+    for c, m in zip(cands, tables_of(f, [c.evidence[0] for c in cands])):
         if m is None and c.rule in LEXICON_REREAD:
             said = f.messages.read_by_words(strip_prefixes(c.evidence[0].text), strong_only=True)
             if said and said[0] != c.category:
@@ -394,7 +394,7 @@ def _onset_pool(f: RuleInputs, evs: list[Evidence]) -> tuple[list[Evidence], boo
     if not evs:
         return [], False
     pairs = [(e, m if m is None or m.role == "trigger" or _covers(m, e.text, f.messages) else None)
-             for e, m in zip(evs, _tables_of(f, evs))]
+             for e, m in zip(evs, tables_of(f, evs))]
     first = [e for e, m in pairs if m is None]
     if first:
         return first, False
