@@ -514,3 +514,25 @@ def test_a_checkpoint_without_the_state_the_load_flags_ask_for_is_a_setting(tmp_
         f"[rank{r}]: Unable to load optimizer from checkpoint /ckpt/sft-base/iter_0120000. Specify --no-load-optim or "
         "--finetune to prevent attempting to load the optimizer state, exiting ...\n" for r in range(4))})
     assert d.category == "config", d.headline
+
+
+def _fairseq_inconsistent(norms: list[str]) -> str:
+    """fairseq v0.12.2 trainer.py:1466-1490 (_check_grad_norms): the FloatingPointError and its per-rank block."""
+    return ("2022-06-14 10:21:33 | INFO | fairseq.trainer | begin training epoch 3\n"
+            "Traceback (most recent call last):\n"
+            '  File "/opt/fairseq/fairseq/trainer.py", line 1481, in _check_grad_norms\n'
+            "    raise FloatingPointError(\n"
+            "FloatingPointError: Fatal error: gradients are inconsistent between workers. Try --ddp-backend=legacy_ddp. "
+            "Or are you mixing up different generation of GPUs in training?\n" + "-" * 80 + "\n"
+            "grad_norm across the workers:\n" + "".join(f"rank {r:3d} = {n}\n" for r, n in enumerate(norms))
+            + "-" * 80 + "\n")
+
+
+def test_fairseq_s_inconsistent_gradients_read_by_its_per_rank_norms(tmp_path):
+    """`gradients are inconsistent between workers` is a class (a desync, mixed GPU generations, or one rank's
+    non-finite gradients: _check_grad_norms fails on any nan): the block that follows says which. A rank's `nan`
+    is the numerical failure of that rank; with every norm finite the class is what fairseq says it is (software)."""
+    d = _diagnose(tmp_path, {"train.log": _fairseq_inconsistent(["0.87712401"] * 3 + ["nan"] + ["0.87712401"] * 4)})
+    assert (d.category, d.culprit_ranks) == ("numerical", [3]), d.headline
+    d = _diagnose(tmp_path, {"train.log": _fairseq_inconsistent(["0.87712401", "0.87712390", "0.91020011"])})
+    assert (d.category, d.culprit_ranks) == ("software", []), d.headline

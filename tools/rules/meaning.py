@@ -28,7 +28,7 @@ from operator import itemgetter
 
 from functools import lru_cache
 
-from trainlog_debugger.tools.lines.attribution import strip_prefixes
+from trainlog_debugger.tools.lines.attribution import named_in_text, strip_prefixes
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.rules.asymmetry import MIN_RANKS
 from trainlog_debugger.tools.ranks import ranks_str
@@ -379,13 +379,38 @@ def refine(cands: list, f: RuleInputs) -> None:
             continue
         c.facts.setdefault("upstream", m.cite())
         c.facts.setdefault("meaning", m.meaning)
-        if ((c.rule in READ_BY_WORDING or c.facts.get("by_type")
-             or (c.facts.get("by_frame") and m.specificity >= FRAME_SPECIFIC)) and m.category != c.category
-                and m.specificity >= MIN_SPECIFIC):
+        rereads = (c.rule in READ_BY_WORDING or c.facts.get("by_type")
+                   or (c.facts.get("by_frame") and m.specificity >= FRAME_SPECIFIC))
+        if m.lead and rereads and (told := _told_which(f, m, c.evidence[0])) is not None:
+            # a class of failures (fairseq's `gradients are inconsistent between workers`) whose record goes on to
+            # say which one (`rank   3 = nan`): read by that line, which is cited and names the rank
+            m2, line = told
+            c.facts.update(category_was=c.category, upstream=m2.cite(), meaning=m2.meaning)
+            c.finding = c.finding.model_copy(update={
+                "category": m2.category, "summary": f"{c.summary} — {m2.table}: {m2.meaning}",
+                "evidence": [c.evidence[0], line] + c.evidence[1:],
+                "ranks": c.finding.ranks or [r for r in [line.rank if line.rank is not None else
+                                                         named_in_text(line.text)[0]] if r is not None]})
+            c.recommendations = [m2.action] + [r for r in c.recommendations if r != m2.action]
+            continue
+        if rereads and m.category != c.category and m.specificity >= MIN_SPECIFIC:
             c.facts["category_was"] = c.category
             c.finding = c.finding.model_copy(update={"category": m.category,
                                                      "summary": f"{c.summary} — {m.table}: {m.meaning}"})
             c.recommendations = [m.action] + [r for r in c.recommendations if r != m.action]
+
+
+RECORD_LINES = 40  # how far after a line its own record (an exception's message, the block it announces) may go on
+
+
+def _told_which(f: RuleInputs, lead, line: Evidence):
+    """(row, line): the first line after `line` in its file, within RECORD_LINES, that a specific (not `lead`) trigger
+    of the same table reads: the part of the record that says which of the lead's failures this is. None if none."""
+    after = [e for e in error_lines(f) if e.file == line.file and line.line < e.line <= line.line + RECORD_LINES]
+    for e, m in zip(after, tables_of(f, after)):
+        if m is not None and m.table == lead.table and m.role == "trigger" and not m.lead and m.category:
+            return m, e
+    return None
 
 
 def _onset_pool(f: RuleInputs, evs: list[Evidence]) -> tuple[list[Evidence], bool]:
