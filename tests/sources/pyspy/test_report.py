@@ -219,3 +219,61 @@ def test_torchrun_failure_entries_map_pids_to_ranks(tmp_path):
     pids = launcher_pids(RuleInputs(inv))
     assert pids["6102"] == [(2, "gpu-node-3")]
     assert 2 in inv.diagnosis.culprit_ranks or any(2 in f.ranks for f in inv.diagnosis.chain), inv.diagnosis.headline
+
+
+# gdb `thread apply all bt` (pstack prints the same): other threads first, thread 1 (LWP = pid) last
+_LIB = "/usr/local/lib/python3.10/dist-packages/torch/lib"
+GDB_WAITING = [("__futex_abstimed_wait_common64", "(private=0, cancel=true) at ./nptl/futex-internal.c:57"),
+               ("cudaStreamSynchronize", f"() from {_LIB}/../../nvidia/cuda_runtime/lib/libcudart.so.12"),
+               ("c10d::ProcessGroupNCCL::WorkNCCL::synchronizeStream", f"() () from {_LIB}/libtorch_cuda.so"),
+               ("c10d::ProcessGroupNCCL::WorkNCCL::wait", f"(std::chrono::duration<long, std::ratio<1l, 1000l> >) () "
+                                                          f"from {_LIB}/libtorch_cuda.so")]
+GDB_SAVING = [("__GI___libc_write", "(fd=57, buf=0x7f0a40000000, nbytes=1073741824) at ../sysdeps/unix/sysv/linux/write.c:26"),
+              ("caffe2::serialize::PyTorchStreamWriter::writeRecord", f"(std::string const&, void const*, unsigned "
+                                                                      f"long, bool) () from {_LIB}/libtorch_cpu.so"),
+              ("_PyEval_EvalFrameDefault", "(tstate=<optimized out>) at ../Python/ceval.c:4769")]
+
+
+def gdb(pid: int, frames) -> str:
+    return "\n".join([f'$ gdb -p {pid} -batch -ex "thread apply all bt"', "[Thread debugging using libthread_db enabled]",
+                      "", f'Thread 2 (Thread 0x7f1b9effd640 (LWP {pid + 52}) "pt_nccl_watchdg"):',
+                      "#0  0x00007f1c2a9e7f1b in __pthread_cond_timedwait (cond=0x55e0c2b11e20) at ./nptl/pthread_cond_wait.c:656",
+                      f"#1  0x00007f1c26b1a7c5 in c10d::ProcessGroupNCCL::watchdogHandler() () from {_LIB}/libtorch_cuda.so",
+                      "", f'Thread 1 (Thread 0x7f1c2a955740 (LWP {pid}) "python3"):']
+                     + [f"#{i}  0x00007f1c2aa6{i:04x} in {f} {rest}" for i, (f, rest) in enumerate(frames)]
+                     + [f"[Inferior 1 (process {pid}) detached]", ""])
+
+
+def test_gdb_native_stacks_are_read_like_py_spy_s(tmp_path):
+    """gdb/pstack dumps of a hung job (several processes in one file, each attach its own record, the main thread
+    being thread 1 whose LWP is the pid) are grouped like py-spy's: the process in torch.save's native writer while
+    the others sit in WorkNCCL's wait never reached the collective (storage_io), and its rank comes from its pid."""
+    world, odd = 8, 5
+    text = "".join(gdb(5120 + r, GDB_SAVING if r == odd else GDB_WAITING) for r in range(world))
+    stacks = parse("hang_stacks.txt", text)
+    assert [s.pid for s in stacks] == [str(5120 + r) for r in range(world)]
+    assert [s.in_collective() for s in stacks] == [r != odd for r in range(world)]
+    assert stacks[odd].signature()[:2] == ("__GI___libc_write", "caffe2::serialize::PyTorchStreamWriter::writeRecord")
+    (tmp_path / "hang_stacks.txt").write_text(text)
+    (tmp_path / "train.log").write_text("\n".join(nccl_init("gpu-node1", 5120 + r, r, world) for r in range(world)) + "\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert (d.category, d.culprit_ranks) == ("storage_io", [odd]), d.headline
+    assert "writeRecord" in " ".join(e.text for e in d.chain[0].evidence)
+
+
+def test_gdb_py_bt_lldb_and_a_core_s_bt_are_stacks():
+    """gdb's py-bt (`File "f", line N, in fn`, most recent call first), lldb's threads and frames, and a core's
+    bare `bt` (frames, no thread header) each give the process's main-thread frames, innermost first."""
+    pybt = ('$ gdb -p 17121 -batch -ex "py-bt"\nTraceback (most recent call first):\n'
+            '  File "/usr/lib/python3.10/multiprocessing/connection.py", line 931, in wait\n'
+            '  File "/usr/local/lib/python3.10/dist-packages/torch/utils/data/dataloader.py", line 1133, in _try_get_data\n')
+    lldb = ("* thread #1, name = 'python', stop reason = signal SIGSTOP\n"
+            "  * frame #0: 0x00007f3c5a8d3c3b libc.so.6`__poll + 11\n"
+            "    frame #1: 0x00007f3b21d4e5c2 libnccl.so.2`ncclGroupEnd + 1234\n")
+    core = ("#0  0x00007f3c5a8d3c3b in raise () from /lib/x86_64-linux-gnu/libc.so.6\n"
+            "#1  0x00007f3b21d4e5c2 in fused_rope_fwd (q=0x7f0a40000000) at csrc/rope.cu:88\n")
+    got = [(s.pid, s.signature()[:2], s.in_collective()) for t in (pybt, lldb, core) for s in parse("d.txt", t)]
+    assert got == [("17121", ("wait", "_try_get_data"), False), (None, ("__poll", "ncclGroupEnd"), True),
+                   (None, ("raise", "fused_rope_fwd"), False)]
+    assert parse("d.txt", core)[0].frames[1][1] == "csrc/rope.cu:88"

@@ -62,6 +62,8 @@ PATTERNS = [
 _THREAD = re.compile(r'^Thread (?:\d+|0X[0-9A-F]+) \((?:idle|active|active\+gil|gil)\)', re.M)
 _JSON = re.compile(r'"os_thread_id"\s*:.*?"frames"|"frames"\s*:.*?"os_thread_id"', re.S)  # `py-spy dump --json`
 _NAME = re.compile(r"py-?spy", re.I)
+_NATIVE = re.compile(r'^(?:Thread \d+ \(Thread 0x[0-9a-fA-F]+ \(LWP \d+\)|#0 +(?:0x[0-9a-fA-F]+ in )?\S[^(\n]*\(|'
+                     r'Traceback \(most recent call first\):$)', re.M)
 # faulthandler's thread header (the dump's reader parses with it too: report.py): which thread, and its id
 FH_THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]{1,16}) \(most recent call first\):", re.M)
 
@@ -70,7 +72,10 @@ def _content(h: Head) -> str | None:
     if json_head(h.text) and _JSON.search(h.text):
         return PYSPY
     # `Thread N (active+gil): ...`, or faulthandler's own header (a dump saved on its own)
-    return PYSPY if "hread " in h.text and (_THREAD.search(h.text) or FH_THREAD.search(h.text)) else None
+    if "hread " in h.text and (_THREAD.search(h.text) or FH_THREAD.search(h.text)):
+        return PYSPY
+    # gdb's (pstack's) thread header or a frame of its backtrace, gdb's py-bt (tools/sources/pyspy/report.py reads them)
+    return PYSPY if _NATIVE.search(h.text) else None
 
 
 DETECT = (Detector("content", 30, _content,  # after Cloud Logging's JSON export, which also starts with `[`/`{`
@@ -81,5 +86,5 @@ READER = Reader(
     "reader.stacks", None,
     "stack dumps of a hung job, grouped STAT-style; the few ranks outside the collective the rest wait in",
     ("py-spy dump (text)", "py-spy dump --json", "faulthandler (SIGABRT, dump_traceback_later, SIGUSR1)",
-     "probing python.backtrace table"),
+     "probing python.backtrace table", "gdb/pstack/lldb backtraces (native frames, gdb py-bt)"),
     'Thread 4127 (idle): "MainThread"', ("collective.stack_outlier", "collective.stacks_all_in_collective"))

@@ -14,6 +14,11 @@ first), and the question is which processes are somewhere the others are not. Fo
                   "_try_get_data", "filename": "/usr/lib/.../dataloader.py", "short_filename": "torch/utils/data/
                   dataloader.py", "line": 1011, ...}, ...]}, ...]   (py-spy 0.3.x and 0.4.x: pretty-printed, one key
                   per line; each frame is cited at its `"name":` line)
+    gdb / pstack  Thread 1 (Thread 0x7f1c2a955740 (LWP 5125) "python3"):       (thread 1, LWP = pid: the main thread)
+                  #1  0x00007f1c2d9d5a18 in caffe2::serialize::PyTorchStreamWriter::writeRecord(...) () from .../libtorch_cpu.so
+                  (`$ gdb -p PID` / `Attaching to process PID` start a process; gdb's py-bt and lldb's
+                  `frame #N: 0x... lib`func` are read too; native frames in c10d's or NCCL's collectives count as
+                  inside the collective: NATIVE_COLLECTIVE)
     probing       the documented columns of its `python.backtrace` table (func, file, lineno, depth; depth 0 =
                   innermost; frame_type Python/Native), as `probing <endpoint> query "SELECT func, file, lineno,
                   depth FROM python.backtrace"` prints them: a bordered table (`| func | file | lineno | depth |`,
@@ -44,14 +49,35 @@ from trainlog_debugger.tools.sources.pyspy.format import PYSPY
 _PYSPY_PROC = re.compile(r"^Process (\d+): ")
 _PYSPY_THREAD = re.compile(r"^Thread (0x[0-9a-fA-F]+|\d+) \(([^)]*)\)(?:: \"([^\"]*)\")?")
 _PYSPY_FRAME = re.compile(r"^\s+(\S[^(]*?) \((\S+?):(\d+)\)\s*$")
-_FH_FRAME = re.compile(r'^\s+File "([^"]+)", line (\d+) in (\S+)')
+# faulthandler `File "f", line N in fn`; gdb's py-bt (CPython Tools/gdb/libpython.py) `File "f", line N, in fn`
+_FH_FRAME = re.compile(r'^\s+File "([^"]+)", line (\d+),? in (\S+)')
+# Native stacks as gdb prints them (`gdb -p PID -batch -ex "thread apply all bt"`, pstack/gstack, a core's `bt`):
+# the attach (`$ gdb -p 5125 ...`, `Attaching to process 5125`) starts a process's record; gdb's thread header
+# (gdb/thread.c: `Thread 1 (Thread 0x7f1c2a955740 (LWP 5125) "python3"):`, thread 1 is the main thread, whose LWP is
+# the pid); frames from gdb/stack.c print_frame (`#1  0x00007f1c... in caffe2::...::writeRecord(...) () from
+# /.../libtorch_cpu.so`, `#3  train_step (x=...) at train.cc:42`); py-bt's own header; lldb's thread and frame
+# lines (`* thread #1, name = 'python'`, `frame #1: 0x00007f3b... libnccl.so.2`ncclGroupEnd + 12`)
+_GDB_PROC = re.compile(r"^(?:\$ )?(?:gdb|pstack|gstack|eu-stack)\b.*?(?:-p|--pid[= ]|pstack|gstack)\s*(\d+)\b|"
+                       r"^Attaching to process (\d+)")
+_GDB_THREAD = re.compile(r'^Thread (\d+) \(Thread 0x[0-9a-fA-F]+ \(LWP (\d+)\)(?: "[^"]*")?\):')
+_PYBT_HEAD = re.compile(r"^Traceback \(most recent call first\):")
+_LLDB_THREAD = re.compile(r"^\s*\*?\s*thread #(\d+)\b")
+_GDB_FRAME = re.compile(r"^#\d+\s+(?:0x[0-9a-fA-F]+ in )?([^\s(][^(]*?)\s*\((?:.*\) (?:at (\S+:\d+)|from (\S+))|.*)$")
+_LLDB_FRAME = re.compile(r"^\s*\*?\s*frame #\d+: 0x[0-9a-fA-F]+ ([^`\s]+)`([^\s(]+)")
 DEPTH = 3  # frames (innermost first) that name where a process is
 COLLECTIVE = re.compile(r"^(?:all_reduce|all_gather\w*|reduce_scatter\w*|broadcast\w*|barrier|all_to_all\w*|"
                         r"_?wait|recv|send|monitored_barrier)$")
+# a native frame inside a collective or its wait: c10d's ProcessGroupNCCL/Gloo entry points and WorkNCCL's wait
+# (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp), and NCCL's own collective calls (src/collectives.cc, group.cc)
+NATIVE_COLLECTIVE = re.compile(r"^c10d::ProcessGroup(?:NCCL|Gloo)(?:::WorkNCCL)?::(?:wait|synchronize\w*|allreduce\w*|"
+                               r"allgather\w*|_allgather_base|reduce_scatter\w*|_reduce_scatter_base|broadcast|barrier|"
+                               r"alltoall\w*|send|recv)$|^nccl(?:AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|Send|"
+                               r"Recv|GroupEnd)$")
 WHERE = (  # what a minority stack's frames say it was doing: (regex on function/file, category, what, strength)
     (re.compile(r"_try_get_data|_get_data|_next_data|dataloader|__getitem__|fetch|read_batch"), "data_loading_stall",
      "reading data", 0.8),
-    (re.compile(r"save_checkpoint|torch/serialization|_save|write_file|checkpoint"), "storage_io",
+    # (torch.save's native writer, caffe2::serialize::PyTorchStreamWriter, in a gdb stack)
+    (re.compile(r"save_checkpoint|torch/serialization|_save|write_file|checkpoint|PyTorchStreamWriter"), "storage_io",
      "saving a checkpoint", 0.7),
     (re.compile(r"evaluat|validat|_eval\b|eval_step|compute_metrics|generate"), "software",
      "evaluating alone", 0.7),
@@ -72,7 +98,8 @@ class Stack:
         return tuple(f for f, _, _ in self.frames[:DEPTH])
 
     def in_collective(self) -> bool:
-        return any(COLLECTIVE.match(f) and "distributed" in where for f, where, _ in self.frames[:8])
+        return any((COLLECTIVE.match(f) and "distributed" in where) or NATIVE_COLLECTIVE.match(f)
+                   for f, where, _ in self.frames[:8])
 
 
 MAX_JSON_THREADS = 100_000  # a py-spy --json dump of one process; more is not a dump
@@ -99,13 +126,20 @@ def _parse_text(rel: str, text: str) -> list[Stack]:
         a = attribute_line(raw)
         line = strip_prefixes(raw)
         rank = a.rank if a.rank is not None else hint.rank
-        if (m := _PYSPY_PROC.match(line)):
-            pid = m.group(1)
+        if (m := _PYSPY_PROC.match(line) or _GDB_PROC.match(line)):
+            pid = next(g for g in m.groups() if g)
             continue
-        m = _PYSPY_THREAD.match(line)
-        fh = FH_THREAD.match(line) if not m else None
-        if m or fh:
-            is_main = (m is not None and (m.group(3) == "MainThread")) or (fh is not None and fh.group(1) == "Current thread")
+        g = _GDB_THREAD.match(line) or _LLDB_THREAD.match(line) or _PYBT_HEAD.match(line)
+        m = _PYSPY_THREAD.match(line) if not g else None
+        fh = FH_THREAD.match(line) if not (m or g) else None
+        if m or fh or g:
+            if g is not None:  # gdb/lldb: thread 1 is the main thread (its LWP is the pid); py-bt shows the main one
+                lwp = g.group(2) if g.re is _GDB_THREAD else None
+                is_main = g.re is _PYBT_HEAD or g.group(1) == "1" or (lwp is not None and lwp == pid)
+                if is_main and lwp is not None and pid is None:
+                    pid = lwp
+            else:
+                is_main = (m is not None and (m.group(3) == "MainThread")) or (fh is not None and fh.group(1) == "Current thread")
             # a new process record starts with its first thread when the previous one already had its main thread
             if cur is None or (is_main and main) or (pid and cur.pid != pid) or rank != cur.rank:
                 cur = Stack(rel, rank, a.node or hint.node, pid)
@@ -117,16 +151,24 @@ def _parse_text(rel: str, text: str) -> list[Stack]:
             else:
                 collecting = False
             continue
+        if cur is None and line.startswith("#0 ") and _GDB_FRAME.match(line):  # a core's `bt`: frames, no thread header
+            cur = Stack(rel, rank, a.node or hint.node, pid)
+            out.append(cur)
+            main = collecting = True
         if cur is None or not collecting:
             continue
         if (f := _PYSPY_FRAME.match(line)):
-            func, path, ln = f.group(1).strip(), f.group(2), f.group(3)
+            func, where = f.group(1).strip(), f"{f.group(2)}:{f.group(3)}"
         elif (f := _FH_FRAME.match(line)):
-            path, ln, func = f.group(1), f.group(2), f.group(3)
+            func, where = f.group(3), f"{f.group(1)}:{f.group(2)}"
+        elif (f := _GDB_FRAME.match(line)):
+            func, where = f.group(1).split()[-1], f.group(2) or f.group(3) or "?"
+        elif (f := _LLDB_FRAME.match(line)):
+            func, where = f.group(2), f.group(1)
         else:
             continue
         ev = Evidence(file=rel, line=n, text=raw.rstrip("\r"), rank=rank, node=a.node or hint.node, kind=PYSPY)
-        cur.frames.append((func, f"{path}:{ln}", ev))
+        cur.frames.append((func, where, ev))
     return [s for s in out if s.frames]
 
 
