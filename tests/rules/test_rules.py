@@ -107,6 +107,20 @@ FIRE = [
                                           "'/checkpoints/iter_0001000/model.pt'"]}, "storage_io", 0.85),
     ("storage.batch_loader", {"rank_4.log": ["[rank4]: lhotse.ais.batch_loader.AISBatchLoaderError: Sequential GET "
                                              "fallback failed for shard-000123/utt-42.flac"]}, "storage_io", 0.75),
+    # the scheduler's record of the job's end (sacct, scontrol, seff, its mail) says what its banner says: the
+    # batch script's output has no banner; the other nodes' IB errors towards the dead node are its consequence
+    ("scheduler.slurm_cancel", {"job_info.txt": ["JobId=7710452 JobName=llm-sft",
+                                                 "   JobState=NODE_FAIL Reason=NodeDown Dependency=(null)"],
+                                "node0.log": ["[2025-03-04 02:10:58] gpu-a017:71203:71410 [3] transport/net_ib.cc:2453 "
+                                              "NCCL WARN NET/IB: Got completion from peer 10.12.4.18<47212> with status=12 "
+                                              "opcode=0 len=0 vendor err 129 (Send) localGid ::ffff:10.12.4.17 "
+                                              "remoteGids::ffff:10.12.4.18 hca mlx5_2"]}, "infrastructure", 0.9),
+    ("scheduler.slurm_cancel", {"sacct.txt": ["JobID           JobName  Partition    Account  AllocCPUS      State ExitCode",
+                                              "5530912           vit-l14       a100     vision         64    TIMEOUT      0:0"],
+                                "out.log": ["srun: error: gpu-e001: tasks 0-7: Terminated"]}, "infrastructure", 0.9),
+    # sacct's OUT_OF_ME+ is the memory evidence a SIGKILLed task needs (TAXONOMY: with it, oom)
+    ("oom.host_oom", {"sacct.txt": ["4891784          pretrain        gpu    ml-team        256 OUT_OF_ME+    0:125"],
+                      "slurm-4891784.out": ["srun: error: gpu-node-03: task 4: Killed"]}, "oom", 0.85),
     ("scheduler.slurm_cancel", {"slurm-9.out": ["slurmstepd: error: *** STEP 4891784.0 ON gpu-node-17 CANCELLED AT "
                                                 "2024-11-05T12:34:56 DUE TO TIME LIMIT ***"]}, "infrastructure", 0.9),
     ("config.port_in_use", {"c.log": ["torch.distributed.DistNetworkError: The server socket has failed to listen on "

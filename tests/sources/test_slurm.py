@@ -90,7 +90,22 @@ SRUN = [
      {"io.timed_out": {}}),
 ]
 
+# the scheduler's record of how the job ended, as its tools print it (slurm.job_state, a job fact)
+STATES = [
+    ("sacct row, state cut to 10 columns", "4891784.0        python               ml-team        256 OUT_OF_ME+    0:125 ",
+     {"slurm.job_state": dict(state="OUT_OF_ME+")}),
+    ("sacct row, whole state", "7710452        llm-sft       h100   research        224  NODE_FAIL      0:0",
+     {"slurm.job_state": dict(state="NODE_FAIL")}),
+    ("scontrol show job", "   JobState=TIMEOUT Reason=TimeLimit Dependency=(null)",
+     {"slurm.job_state": dict(state="TIMEOUT")}),
+    ("seff", "State: OUT_OF_MEMORY (exit code 0)", {"slurm.job_state": dict(state="OUT_OF_MEMORY")}),
+    ("mail subject", "Subject: Slurm Job_id=8812004 Name=gpt-neox-20b Failed, Run time 13:02:11, NODE_FAIL",
+     {"slurm.job_state": dict(state="NODE_FAIL")}),
+]
+
 NEAR_MISSES = [
+    ("a timeout's name in a config dump", "timeouts: {NCCL_TIMEOUT: 1800, PREEMPTED_RETRIES: 3}", {}),
+    ("a state word inside a message", "WARNING: request TIMEOUT after 3 retries, NODE_FAIL ignored", {}),
     ("optional follow-up reason line", "slurmstepd: error: *** REASON: node gpu-node-17 unresponsive ***", {}),
     ("memory limit hit is info, not a kill",
      "slurmstepd: error: StepId=123456.0 hit memory limit at least once during execution. This may or may not result in some failure.",
@@ -113,6 +128,11 @@ def test_cgroup_oom(line, expected):
 
 @pytest.mark.parametrize("line, expected", params(SRUN))
 def test_srun_task_exit(line, expected):
+    check(line, expected)
+
+
+@pytest.mark.parametrize("line, expected", params(STATES))
+def test_job_end_states(line, expected):
     check(line, expected)
 
 

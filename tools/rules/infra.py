@@ -105,6 +105,7 @@ def srun_task_rank(f: RuleInputs, ev: Evidence) -> int | None:
 # the schedulers whose tables document their own memory-limit kill (PBS's `=>> PBS: job killed: mem ... exceeded
 # limit`, Flux's, a pod's OOMKilled): a line of theirs that a row reads as an oom trigger is a kill for memory
 SCHEDULER_TABLES = ("pbs", "flux", "slurm", "kubernetes")
+_SCHEDULER_ROWS = tuple(f"upstream.{t}_" for t in SCHEDULER_TABLES)  # their scan patterns (eval/messages.py scanlist)
 
 
 def memory_kills(f: RuleInputs) -> list[Evidence]:
@@ -113,6 +114,12 @@ def memory_kills(f: RuleInputs) -> list[Evidence]:
     (tools/rules/oom.host_oom cites them)."""
     out = (f.hits("kernel.oom_kill", "slurm.oom_kill")
            + [e for e in f.hits("slurm.task_exit") if "Out Of Memory" in e.text])
+    # the scheduler's own record of the job's end, printed by its tools (sacct's `OUT_OF_ME+  0:125`, scontrol's
+    # `JobState=OUT_OF_MEMORY`, seff, the job's mail), and another scheduler's memory kill that only its table knows
+    # (a line the scan keeps by the table's trigger, tools/sources/upstream.py): none of them an error line
+    out += [e for e in f.hits("slurm.job_state")
+            if str(f.fields_of(e, "slurm.job_state").get("state", "")).startswith("OUT_OF_ME")]
+    out += f.hits(*(pid for pid, s in f.summaries.items() if s.category == "oom" and pid.startswith(_SCHEDULER_ROWS)))
     if f.messages is not None:
         lines = f.hits("generic.error_line")
         for e in lines[:32] + lines[32:][-32:]:  # a scheduler's kill line sits at the end of a job's stderr

@@ -47,6 +47,12 @@ def silence_before(f: RuleInputs, ev) -> float | None:
     return silent if silent >= max(HANG_SILENCE_S, HANG_INTERVALS * median) else None
 
 
+# the end states of Slurm's accounting (slurm.job_state: sacct, scontrol, seff, the job's mail) that say what its
+# banner says: the record of a job whose own log lost the banner (or never had it: the batch script's output only)
+_RECORDED = {"slurm.cancelled_time_limit": ("TIMEOUT",), "slurm.cancelled_preemption": ("PREEMPTED",),
+             "slurm.cancelled_node_failure": ("NODE_FAIL", "BOOT_FAIL")}
+
+
 def slurm_cancel(f: RuleInputs):
     out = []
     for pid, what, strength, restart in (
@@ -58,7 +64,8 @@ def slurm_cancel(f: RuleInputs):
             ("slurm.node_failure", "srun lost a node", 0.85, None),
             ("slurm.node_memory_error", "the node reported an uncorrectable memory error (host RAM, not a GPU)", 0.85,
              None)):
-        evs = f.hits(pid)
+        evs = f.hits(pid) + [e for e in f.hits("slurm.job_state")  # the scheduler's record says the same
+                             if f.fields_of(e, "slurm.job_state").get("state") in _RECORDED.get(pid, ())]
         if evs:
             node = (f.fields_of(evs[0], pid).get("node") or "")
             if pid == "slurm.cancelled_node_failure":

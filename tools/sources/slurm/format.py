@@ -16,6 +16,12 @@ from trainlog_debugger.tools.sources.pattern import P
 _BANNER = r"\*\*\* (?:JOB|STEP) (?P<step>\S+) ON (?P<node>\S+) "  # slurmstepd's `*** JOB|STEP <id> ON <node> ...`
 _CANCEL = _BANNER + r"CANCELLED AT (?P<at>\S+)"
 
+# a job's end state on the lines its tools print: a sacct row (`<jobid>[.step] ... <State> <exit>:<signal>` at the
+# line's end), scontrol's `JobState=`, seff's `State: `, the mail subject's last word ({s}: the state as sacct may
+# cut it; {w}: whole)
+_STATE = (r"^\s*\d+(?:_\d+)?(?:\.\S+)?\s.*?\s{s}\s+\d+:\d+\s*$|\bJobState={w}\b|^State: {w}\b|"
+          r"^(?:Subject: )?Slurm (?:Array (?:Summary|Task) )?Job_id=\S+.*, {w}(?:, ExitCode \d+)?\s*$")
+
 PATTERNS = [
     P("slurm.cancelled_time_limit", 1, "infrastructure", "root_candidate",
       r"CANCELLED AT \S+ DUE TO TIME LIMIT", "DUE TO TIME LIMIT",
@@ -65,6 +71,19 @@ PATTERNS = [
       "srun: error: frontier07210: tasks 8-12,14-15: Aborted (core dumped)",
       "srun reports how tasks ended (node → task ids)",
       fields=r"srun: error: (?P<hosts>\S+): tasks? (?P<tasks>[\d,\-]+): (?P<how>.*)"),
+    # the scheduler's record of how the job ended, as its reporting tools print it (src/common/slurm_protocol_defs.c
+    # job_state_string): sacct's State and ExitCode columns (State cut to 10 characters with a `+`: src/sacct/print.c,
+    # `OUT_OF_ME+  0:125`), scontrol's `JobState=` (src/scontrol/info_job.c:234), seff's `State:` and the job's mail
+    # subject (src/slurmctld/agent.c:2412 `Slurm Job_id=%u Name=%s %s%s%s`, the state last). A job fact, no trigger
+    # of its own: the rules read it as the scheduler's word (tools/rules/scheduler.slurm_cancel, infra.memory_kills)
+    P("slurm.job_state", 0, None, "context",
+      r"(?:OUT_OF_ME\+|OUT_OF_MEMORY|NODE_FAIL|TIMEOUT|PREEMPTED|BOOT_FAIL)",
+      ("OUT_OF_ME", "NODE_FAIL", "TIMEOUT", "PREEMPTED", "BOOT_FAIL"),
+      "4891784.0        python               ml-team        256 OUT_OF_ME+    0:125",
+      "the scheduler's record of how the job ended (sacct, scontrol, seff, its mail)",
+      fields=r"(?P<state>OUT_OF_ME(?:MORY|\+)|NODE_FAIL|TIMEOUT|PREEMPTED|BOOT_FAIL)",
+      verify=_STATE.format(s=r"(?:OUT_OF_ME\+|OUT_OF_MEMORY|NODE_FAIL|TIMEOUT|PREEMPTED|BOOT_FAIL)",
+                           w=r"(?:OUT_OF_MEMORY|NODE_FAIL|TIMEOUT|PREEMPTED|BOOT_FAIL)")),
     P("slurm.node_failure", 1, "infrastructure", "root_candidate",
       r"srun: error: Node failure on", "Node failure on",
       "srun: error: Node failure on gpu-node-17",
