@@ -23,6 +23,15 @@ from trainlog_debugger.tools.sources.pattern import HitContext, Hook, P
 # spelling for the pattern that finds such a line and for the traceback reader that finds its final exception
 _LIB_EXC = r"\.(?:exc|errors?|exceptions?)\.[A-Z][A-Za-z0-9_]*"
 
+_SEGV_L10N = ("段错误|程式記憶體區段錯誤|セグメンテーションフォルト|세그멘테이션 오류|세그먼테이션 오류|Speicherzugriffsfehler|"
+              "Adressierungsfehler|Erreur de segmentation|Violación de segmento|Ошибка сегментирования|"
+              "Ошибка сегментации|Falha de segmentação")
+# `Killed` (SIGKILL) as strsignal() and bash print it in zh_CN, zh_TW, ja and ko (glibc 2.36 libc.mo, bash 5.2 bash.mo):
+# a shell's job report of a killed process is an error line in any language (lexicon: infrastructure)
+_KILLED_L10N = "已杀死|強制結束|強制終了|죽었음"
+_SIGBUS_L10N = ("总线错误|匯流排錯誤|バスエラー|버스 오류|Bus-Zugriffsfehler|Bus-Fehler|Erreur du bus|Erreur de bus|Error del bus|"
+                "Ошибка шины|Erro no barramento|Erro do barramento")
+
 PATTERNS = [
     P("python.traceback", 2, "software", "root_candidate",
       r"Traceback \(most recent call last\)", "Traceback (most recent call last)",
@@ -67,12 +76,15 @@ PATTERNS = [
       r"Fatal Python error: ", "Fatal Python error",
       "Fatal Python error: Segmentation fault",
       "the interpreter aborted", fields=r"Fatal Python error: (?P<what>.*)"),
+    # the signal's name as strsignal() and bash's job report print it, also in the user's locale (glibc 2.36 libc.mo
+    # and bash 5.2 bash.mo msgstrs of `Segmentation fault` and `Bus error`: zh_CN, zh_TW, ja, ko, de, fr, es, ru,
+    # pt_BR): `run.sh: 第 2 行： 48213 总线错误 （核心已转储）python train.py` is a Chinese shell's `Bus error (core dumped)`
     P("process.segfault", 1, "software", "root_candidate",
-      r"(?:Segmentation fault|SIGSEGV)", ("Segmentation fault", "SIGSEGV"),
+      r"(?:Segmentation fault|SIGSEGV|" + _SEGV_L10N + ")", ("Segmentation fault", "SIGSEGV", *_SEGV_L10N.split("|")),
       "srun: error: node17: task 3: Segmentation fault (core dumped)",
       "segmentation fault"),
     P("process.sigbus", 1, "infrastructure", "root_candidate",
-      r"(?:SIGBUS|[Bb]us error)", ("SIGBUS", "us error"),
+      r"(?:SIGBUS|[Bb]us error|" + _SIGBUS_L10N + ")", ("SIGBUS", "us error", *_SIGBUS_L10N.split("|")),
       "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
       "bus error (often /dev/shm exhausted in a container)"),
     P("process.sigabrt", 1, None, "cascade",
@@ -239,8 +251,8 @@ PATTERNS = [
       r"(?i)\b(?:errors?|fatal|failed|failure|exception|abort(?:ed|ing)?|killed|panic|timed out|refused|unreachable|"
       r"denied|cannot|could not|unable to|out of memory|no space)\b"
       r"|(?-i:\b(?:FAILED_PRECONDITION|RESOURCE_EXHAUSTED|DEADLINE_EXCEEDED|UNAVAILABLE|DATA_LOSS|INTERNAL|"
-      r"INVALID_ARGUMENT|UNIMPLEMENTED|PERMISSION_DENIED): )",
-      ("rror", "RROR", "atal", "ATAL", "ailed", "AILED", "ailure", "AILURE", "xception", "XCEPTION", "bort", "BORT",
+      r"INVALID_ARGUMENT|UNIMPLEMENTED|PERMISSION_DENIED): )|" + _KILLED_L10N,
+      (*_KILLED_L10N.split("|"), "rror", "RROR", "atal", "ATAL", "ailed", "AILED", "ailure", "AILURE", "xception", "XCEPTION", "bort", "BORT",
        "illed", "ILLED", "anic", "ANIC", "imed out", "IMED OUT", "efused", "EFUSED", "nreachable", "NREACHABLE",
        "enied", "ENIED", "annot", "ANNOT", "ould not", "OULD NOT", "nable to", "NABLE TO", "ut of memory",
        "UT OF MEMORY", "o space", "O SPACE", "FAILED_PRECONDITION: ", "RESOURCE_EXHAUSTED: ", "DEADLINE_EXCEEDED: ",
@@ -265,7 +277,7 @@ PATTERNS = [
              r".*?(?:(?i:\b(?:errors?|fatal|failed|failure|exception|abort(?:ed|ing)?|killed|panic|timed out|refused|"
              r"unreachable|denied|cannot|could not|unable to|out of memory|no space)\b)"
              r"|\b(?:FAILED_PRECONDITION|RESOURCE_EXHAUSTED|DEADLINE_EXCEEDED|UNAVAILABLE|DATA_LOSS|INTERNAL|"
-             r"INVALID_ARGUMENT|UNIMPLEMENTED|PERMISSION_DENIED): )"),
+             r"INVALID_ARGUMENT|UNIMPLEMENTED|PERMISSION_DENIED): |" + _KILLED_L10N + ")"),
     P("generic.error_level", 3, None, "context",
       # a line its producer logged at ERROR or FATAL severity in TSL's log sink (XLA, JAX, TensorFlow:
       # `2024-07-29 17:14:59.920189: E external/xla/xla/service/rendezvous.cc:38] `), whatever its words: XLA's
