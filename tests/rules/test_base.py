@@ -54,3 +54,33 @@ def test_a_view_of_an_investigation_made_by_hand(facts_from):
     scan = facts_from({"rank0.log": CUT}).scan
     f = RuleInputs(Investigation(scan=scan))
     assert f.nccl is None and f.messages is None and f.last_lines()[0].text == CUT[-1]
+
+
+_SPAWN = [
+    "Traceback (most recent call last):",
+    '  File "/workspace/train_ddp.py", line 210, in <module>',
+    "    mp.spawn(main, args=(world_size,), nprocs=world_size, join=True)",
+    '  File "/usr/local/lib/python3.10/dist-packages/torch/multiprocessing/spawn.py", line 203, in join',
+    "    raise ProcessRaisedException(msg, error_index, failed_process.pid)",
+    "torch.multiprocessing.spawn.ProcessRaisedException: ",
+    "",
+    "-- Process 3 terminated with the following error:",
+    "Traceback (most recent call last):",
+    '  File "/usr/local/lib/python3.10/dist-packages/torch/multiprocessing/spawn.py", line 90, in _wrap',
+    "    fn(i, *args)",
+    '  File "/usr/local/lib/python3.10/dist-packages/torch/serialization.py", line 849, in save',
+    "    with _open_zipfile_writer(f) as opened_zipfile:",
+    "OSError: [Errno 122] Disk quota exceeded"]
+
+
+def test_mp_spawn_s_child_traceback_is_its_process_index_s(facts_from):
+    """torch.multiprocessing.spawn's parent names the child whose traceback follows (`-- Process 3 terminated with the
+    following error:`): that traceback's lines are index 3's, the index spawn passed the child as its rank; the
+    parent's own traceback above it is no child's."""
+    f = facts_from({"output.txt": _SPAWN})
+    inner = next(e for e in f.hits("python.traceback") if e.line == 9)
+    assert f.spawned_index(inner) == 3
+    assert f.spawned_index(next(e for e in f.hits("python.traceback") if e.line == 1)) is None
+    from trainlog_debugger.tools.rules.base import candidate
+    last = Evidence(file="output.txt", line=14, text=_SPAWN[-1])
+    assert candidate("storage.disk_full", "storage_io", "quota", 0.85, [last], f).ranks == [3]

@@ -440,7 +440,20 @@ FIRE += [
 ]
 
 
+_DOCKER0 = ["gpu-node-11:2210:2210 [0] NCCL INFO Bootstrap : Using docker0:172.17.0.1<0>",
+            "gpu-node-11:2210:2301 [0] NCCL INFO NET/Socket : Using [0]docker0:172.17.0.1<0>"]
+FIRE += [
+    # NCCL's default pick was the Docker bridge, and the connect that failed went to a bridge address (every host has
+    # 172.17.0.1): a launch setting (TAXONOMY: a wrong interface at start-up is config), not the fabric
+    ("config.nccl_interface", {"output.txt": _DOCKER0 + [
+        "gpu-node-11:2210:2301 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 172.17.0.1<43123> "
+        "failed : Software caused connection abort"]}, "config", 0.8),
+]
 QUIET += [
+    # the same pick, but the connect that failed went to a real host's address: that is no bridge's doing
+    ("config.nccl_interface", {"output.txt": _DOCKER0 + [
+        "gpu-node-11:2210:2301 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.3.17<43123> "
+        "failed : Connection refused"]}),
     # the store itself went away (its server's process died, or the address is wrong): not a key that never came
     ("collective.unique_id_root", {"rank_3.log": [
         "[rank3]: torch.distributed.DistBackendError: [3] is setting up NCCL communicator and retrieving ncclUniqueId "

@@ -21,6 +21,7 @@ from trainlog_debugger.tools.investigation import Investigation
 from trainlog_debugger.tools.lines.attribution import named_in_text
 from trainlog_debugger.tools.lines.timestamps import order_key, order_then_place
 from trainlog_debugger.tools.model import Evidence, Finding, Role
+from trainlog_debugger.tools.ranks import plausible_rank
 from trainlog_debugger.tools.scan.result import ScanResult, to_evidence
 from trainlog_debugger.tools.sources.nccl.format import HOST_PID_ANY
 
@@ -341,6 +342,20 @@ class RuleInputs:
         host = self.fields_of(hosts[0], "torchrun.failure_host").get("host") if hosts else None
         return (rank, host) if isinstance(rank, int) and 0 <= rank < 1_000_000 else None
 
+    def spawned_index(self, ev: Evidence) -> int | None:
+        """The process index mp.spawn's parent names for the traceback `ev` is in (`-- Process 3 terminated with the
+        following error:` right above that traceback's `Traceback` line): the index spawn passed the child as its
+        rank (`fn(i, *args)`). None when `ev` is not inside such a traceback."""
+        heads = [h for h in self.by_pattern.get("pytorch.spawn_raised", ()) if h.file == ev.file and h.line < ev.line]
+        if not heads:
+            return None
+        head = max(heads, key=lambda h: h.line)
+        inside = any(t.file == ev.file and head.line < t.line <= head.line + 2
+                     and t.line <= ev.line <= self.fields_of(t, "python.traceback").get("exception_line", t.line)
+                     for t in self.by_pattern.get("python.traceback", ()))
+        index = self.fields_of(head, "pytorch.spawn_raised").get("process")
+        return index if inside and isinstance(index, int) and plausible_rank(index) else None
+
     def reported_for(self, ev: Evidence) -> int | None:
         """The rank whose failure `ev` reports when another rank printed it: a line of a traceback that DCP prints
         under `Traceback (most recent call last): (RANK n)` (torch/distributed/checkpoint/api.py CheckpointException:
@@ -497,6 +512,8 @@ def candidate(rule: str, category: str, summary: str, strength: float, evs: list
             ranks = [entry[0]]
         if not ranks and len(by_pid := {r for e in evs if (r := src.rank_of_pid(e)) is not None}) == 1:
             ranks = sorted(by_pid)
+        if not ranks and (index := src.spawned_index(evs[0])) is not None:  # mp.spawn's child, by its index
+            ranks = [index]
         if not ranks:  # a paste without prefixes: the trigger line's own words (`[Rank 3]`, `task 3:`, RANK=3)
             said = named_in_text(evs[0].text)
             ranks = [said[0]] if said[0] is not None else []

@@ -336,7 +336,20 @@ def host_local_interface(f: RuleInputs, ifnames: dict) -> tuple[str, float, list
     gloo trying a loopback peer address (a host name that /etc/hosts maps to 127.0.1.1, as Debian and Ubuntu write
     it). A launch setting, not the network (nccl_interface says it)."""
     failed = f.hits("gloo.connect_failed") + f.hits(*AREAS[0][2])
-    if not failed or not _several_nodes(f):
+    if not failed:
+        return None
+    # NCCL's own pick, printed (`Bootstrap : Using docker0:172.17.0.1<0>`), when the address a connect failed to is
+    # that interface's: every host's Docker bridge has that address, so a peer's advertised address reaches nobody
+    # (on one node a connect to its own bridge succeeds: a failure there is another host's bridge)
+    for ev in f.hits("env.nccl_iface_using"):
+        fl = f.fields_of(ev, "env.nccl_iface_using")
+        iface, addr = fl.get("iface"), fl.get("addr")
+        if iface in HOST_LOCAL_IFACES and addr and not str(addr).startswith("127.") and \
+                (hit := next((e for e in failed if f"{addr}<" in e.text or f"[{addr}]" in e.text), None)):
+            return (f"NCCL bootstrapped on {iface} ({addr}), a host-local interface: the address it advertised from it "
+                    f"cannot be reached from the other nodes (NCCL_SOCKET_IFNAME unset or wrong)", 0.8, [hit, ev],
+                    {"interface": f"{iface}:{addr}"})
+    if not _several_nodes(f):
         return None  # on one node a host-local interface is a fine choice, and a peer that does not answer died
     for name, (value, ev) in ifnames.items():
         first = value.lstrip("^=").split(",")[0]

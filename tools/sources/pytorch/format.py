@@ -46,6 +46,14 @@ PATTERNS = [
       "[rank5]:[E117 08:28:16.358824199 ProcessGroupNCCL.cpp:1534] [PG 0 (default_pg) Rank 5] Process group watchdog thread terminated with exception: [Rank 5] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=67, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600042 milliseconds before timing out.",
       "watchdog thread terminated with an exception",
       fields=_PG + r".*?terminated with exception: (?P<what>.*)", ints=("pg_id", "pg_rank")),
+    # torch.multiprocessing.spawn (ProcessContext.join, spawn.py): the parent's ProcessRaisedException names the index
+    # of the child whose traceback follows (`fn(i, *args)`: the index spawn passed as the child's rank). A job fact: it
+    # says whose the traceback under it is (tools/rules/base.RuleInputs.spawned_index)
+    P("pytorch.spawn_raised", 0, None, "context",
+      r"-- Process \d+ terminated with the following error", "terminated with the following error",
+      "-- Process 3 terminated with the following error:",
+      "mp.spawn's parent: the traceback that follows is this process index's",
+      fields=r"-- Process (?P<process>\d{1,7}) terminated", ints=("process",)),
     P("pytorch.process_down", 1, None, "cascade",
       r"we are taking the entire process down", "taking the entire process down",
       "[E ProcessGroupNCCL.cpp:460] To avoid data inconsistency, we are taking the entire process down.",
