@@ -326,15 +326,8 @@ class RuleInputs:
         `traceback :` field holds `ev`: torchrun copies the worker's error.json there, under the entry's own
         `rank : R (local_rank: L)` and `host :` lines, so a launcher console alone still says which rank raised it.
         None when `ev` is not inside such an entry."""
-        entries = [h for h in self.by_pattern.get("torchrun.failure_rank", ())
-                   if h.file == ev.file and h.line < ev.line]
-        if not entries:
-            return None
-        head = max(entries, key=lambda h: h.line)
-        inside = any(t.file == ev.file and head.line < t.line <= head.line + 4
-                     and t.line <= ev.line <= self.fields_of(t, "python.traceback").get("exception_line", t.line)
-                     for t in self.by_pattern.get("python.traceback", ()))
-        if not inside:
+        head = self._heading("torchrun.failure_rank", ev, 4)
+        if head is None:
             return None
         rank = self.fields_of(head, "torchrun.failure_rank").get("failed_rank")
         hosts = [h for h in self.by_pattern.get("torchrun.failure_host", ()) if h.file == ev.file
@@ -346,15 +339,21 @@ class RuleInputs:
         """The process index mp.spawn's parent names for the traceback `ev` is in (`-- Process 3 terminated with the
         following error:` right above that traceback's `Traceback` line): the index spawn passed the child as its
         rank (`fn(i, *args)`). None when `ev` is not inside such a traceback."""
-        heads = [h for h in self.by_pattern.get("pytorch.spawn_raised", ()) if h.file == ev.file and h.line < ev.line]
+        head = self._heading("pytorch.spawn_raised", ev, 2)
+        index = self.fields_of(head, "pytorch.spawn_raised").get("process") if head is not None else None
+        return index if isinstance(index, int) and plausible_rank(index) else None
+
+    def _heading(self, pid: str, ev: Evidence, within: int) -> Evidence | None:
+        """The last line of pattern `pid` above `ev` in its file when `ev` is inside the traceback that starts at most
+        `within` lines under it (from its `Traceback` line to its exception line); None otherwise."""
+        heads = [h for h in self.by_pattern.get(pid, ()) if h.file == ev.file and h.line < ev.line]
         if not heads:
             return None
         head = max(heads, key=lambda h: h.line)
-        inside = any(t.file == ev.file and head.line < t.line <= head.line + 2
+        inside = any(t.file == ev.file and head.line < t.line <= head.line + within
                      and t.line <= ev.line <= self.fields_of(t, "python.traceback").get("exception_line", t.line)
                      for t in self.by_pattern.get("python.traceback", ()))
-        index = self.fields_of(head, "pytorch.spawn_raised").get("process")
-        return index if inside and isinstance(index, int) and plausible_rank(index) else None
+        return head if inside else None
 
     def reported_for(self, ev: Evidence) -> int | None:
         """The rank whose failure `ev` reports when another rank printed it: a line of a traceback that DCP prints
