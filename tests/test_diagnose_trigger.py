@@ -1009,6 +1009,21 @@ def test_a_socket_close_on_a_node_whose_clock_lags_is_the_schedulers_kill(tmp_pa
     assert d.category == "infrastructure", d.headline
 
 
+def test_undated_socket_closes_just_above_a_preemption_banner_are_its_teardown(tmp_path):
+    """srun's labelled console with no times on the tasks' lines: task 5's `Connection closed by remote peer` and its
+    NCCL error sit just above slurmstepd's preemption banner in the same file. The preemption closed every socket:
+    the closes are its teardown, not the fabric."""
+    lines = [f" {r}: [rank{r}]: step 4100 loss 1.93" for r in range(8)] + [
+        " 5: gpu-node-10:51205:51377 [1] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer "
+        "gpu-node-09<41725>",
+        " 5: [rank5]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:1970, remote process exited or there was a network error, NCCL version 2.21.5",
+        "slurmstepd: error: *** STEP 77121.0 ON gpu-node-09 CANCELLED AT 2024-11-05T03:00:12 DUE TO PREEMPTION ***",
+        "srun: error: gpu-node-09: tasks 0-3: Terminated"]
+    d = _investigate(tmp_path, {"slurm-77121.out": lines})
+    assert d.category == "infrastructure", d.headline
+
+
 # two ranks on different nodes get TCP resets from each other mid-run (their own NCCL errors, 11:21), the others time
 # out ten minutes later; rank 8 printed nothing but its start-up line (a log that stops: no state of its own)
 RESET_MID_RUN = """ 0: gke-a2-0:410:480 [0] NCCL INFO Using network Socket

@@ -313,12 +313,26 @@ def _without_peer_closed(pool: list[Candidate]) -> list[Candidate]:
         # the scheduler's kill of a job (its time limit, a preemption, a requeue) closes every socket: a close dated
         # after the kill or within CLOCK_SKEW_S before it (another node's clock) is that teardown; an undated one only
         # beside a kill that ended a hang (scheduler.silence_before: an earlier attempt's crash may hold undated ones)
+        # or printed right above the kill's banner in the banner's own file (srun's console: the tasks' last words
+        # before slurmstepd's, none of them dated)
         ended = [o for o in pool if (o.facts.get("ended_a_hang") and c.time_key is None)
                  or (o.rule in SCHEDULER_KILLS and c.time_key is not None and o.time_key is not None
-                     and _seconds_before(c.time_key, o.time_key) <= CLOCK_SKEW_S)]
+                     and _seconds_before(c.time_key, o.time_key) <= CLOCK_SKEW_S)
+                 or (o.rule in SCHEDULER_KILLS and c.time_key is None and _just_above(c, o))]
         if not own and not ended:
             out.append(c)
     return out or pool
+
+
+TEARDOWN_LINES = 60  # how far above a scheduler's kill banner, in its file, an undated line may be the kill's teardown
+
+
+def _just_above(c: Candidate, kill: Candidate) -> bool:
+    """Whether every line `c` cites sits in the kill banner's file at most TEARDOWN_LINES above it (or below it)."""
+    if not c.evidence or not kill.evidence:
+        return False
+    banner = kill.evidence[0]
+    return all(e.file == banner.file and e.line >= banner.line - TEARDOWN_LINES for e in c.evidence)
 
 
 def _borrowed(c: Candidate) -> bool:
