@@ -41,6 +41,10 @@ ENDS = [
     ("Ray Train's end line", "Training completed after 10 iterations at 2024-06-19 08:29:40. Total running time: 9min 22s",
      {"job.finished": {}}),
     ("the Ray Jobs CLI's success banner", "Job 'raysubmit_Xy7Qe2pZk1sLm9Nc' succeeded", {"job.finished": {}}),
+    # the Kubeflow training operator's event (kubectl describe pytorchjob / get events), both of its wordings
+    ("training operator, job name", "  Normal  PyTorchJobSucceeded  2m  pytorchjob-controller  PyTorchJob t5-pt is "
+     "successfully completed.", {"job.finished": {}}),
+    ("training operator, namespace/name", "MPIJob default/bert-mpi successfully completed.", {"job.finished": {}}),
 ]
 
 
