@@ -147,3 +147,20 @@ MORE = [
 @pytest.mark.parametrize("line, expected", params(MORE))
 def test_nvlink_aer_hung_task_and_cgroup_oom(line, expected):
     check(line, expected)
+
+
+def test_a_journal_line_s_host_names_its_node_over_the_file_s_name(tmp_path):
+    """A journal or syslog line names the machine that logged it (`Mar 14 08:59:01 gpu-r04 kernel: ...`): that is
+    the hit's node, not a word of the file's name (`node_check.txt`); a dmesg line names none, and keeps the name's."""
+    from trainlog_debugger.tools.bundle.open import open_bundle
+    from trainlog_debugger.tools.scan.driver import scan_bundle
+    (tmp_path / "node_check.txt").write_text(
+        "Mar 14 08:58:40 gpu-r04 systemd[1]: Started Session 12 of user slurm.\n"
+        "Mar 14 08:59:01 gpu-r04 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=2211, name=python, GPU has fallen off "
+        "the bus.\n")
+    (tmp_path / "node_h100-7.txt").write_text("[ 5107.644336] NVRM: Xid (PCI:0000:3b:00): 79, pid=2211, name=python, "
+                                              "GPU has fallen off the bus.\n")
+    with open_bundle(tmp_path) as b:
+        scan = scan_bundle(b, workers=1)
+    nodes = {f.rel: [h.node for h in f.hits if h.pattern.startswith("kernel.xid")] for f in scan.files}
+    assert nodes == {"node_check.txt": ["gpu-r04"], "node_h100-7.txt": ["h100-7"]}, nodes

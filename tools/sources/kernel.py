@@ -22,7 +22,7 @@ the application's own fault or a consequence, so the diagnosis reads the number,
 import re
 
 from trainlog_debugger.tools.sources.declare import Detector, Head, share
-from trainlog_debugger.tools.sources.pattern import P
+from trainlog_debugger.tools.sources.pattern import HitContext, Hook, P
 
 XID_MEANING = {
     13: "graphics engine exception", 31: "GPU memory page fault", 43: "GPU stopped processing",
@@ -84,6 +84,22 @@ _LINE = re.compile(
     r"|NVRM: |nvidia-nvswitch\d+: SXid )")
 _SYSLOG_LINE = re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.()/-]+(?:\[\d+\])?: ")
 _NAME = re.compile(r"^(?:dmesg|kern\.log|syslog|messages|journalctl)", re.I)
+
+
+# the host field of a syslog / journalctl line (`Mar 14 08:59:01 gpu-r04 kernel: `, `-o short-iso`'s
+# `2024-03-14T08:59:01+0000 gpu-r04 kernel: `): the machine that logged it, whatever the file is called
+_HOST_FIELD = re.compile(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\S*) "
+                         r"([A-Za-z][\w.-]{0,252}) [\w.()/-]+(?:\[\d+\])?: ")
+
+
+def logged_on(ctx: HitContext) -> None:
+    """A kernel file's kept hit is the node's whose host field its line carries: that beats a node read from the
+    file's name (`node_check.txt` names no machine), which the scan gave the hit when the line named none."""
+    if (m := _HOST_FIELD.match(ctx.text)) is not None:
+        ctx.node = m.group(1)
+
+
+KIND_HOOKS = {KERNEL: Hook(logged_on)}
 
 
 def _content(h: Head) -> str | None:
