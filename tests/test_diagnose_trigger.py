@@ -1075,3 +1075,37 @@ def test_ranks_that_log_rarely_and_together_were_still_stepping_at_the_limit(tmp
     d = _investigate(tmp_path, {"slurm-5521818.out": lines + [
         "slurmstepd: error: *** JOB 5521818 ON gpu-t04 CANCELLED AT 2024-11-18T05:15:02 DUE TO TIME LIMIT ***"]})
     assert d.status == Status.cancelled and d.confidence == "high", d.headline
+
+
+def _init(host: str, pid: int, rank: int) -> str:
+    return (f"{rank}: {host}:{pid}:{pid} [{rank % 8}] NCCL INFO comm 0x55d3c8a7b600 rank {rank} nranks 16 cudaDev "
+            f"{rank % 8} nvmlDev {rank % 8} busId 18000 commId 0x7b1c2a3e4f5d6a7b - Init COMPLETE")
+
+
+def test_a_requeued_job_is_answered_by_its_last_attempt(tmp_path):
+    """`sbatch --requeue` appends every attempt to one slurm-<job>.out. The time limit that ended the first attempt
+    is not the job's end when the file shows the job starting again (Lightning's members registering, its resume
+    from the checkpoint) and the requeued run's own end line; a node failure that ended the first attempt is not the
+    cause of the second attempt's own failure (a data shard missing on rank 9: data, TAXONOMY)."""
+    (tmp_path / "a").mkdir()
+    d = _investigate(tmp_path / "a", {"slurm-6600917.out": [
+        "0: Epoch 6:   48%|####      | 610/1250 [11:32<00:10, 0.88it/s, v_num=0, train_loss=0.870]",
+        "slurmstepd: error: *** JOB 6600917 ON gpu-node-61 CANCELLED AT 2025-04-02T06:00:04 DUE TO TIME LIMIT ***",
+        "0: [rank: 0] Received SIGTERM: 15",
+        "0: Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/4",
+        "0: Restoring states from the checkpoint path at /scratch/vit/last.ckpt",
+        "0: Epoch 9:  100%|##########| 1250/1250 [23:41<00:10, 0.88it/s, v_num=0, train_loss=0.750]",
+        "0: `Trainer.fit` stopped: `max_epochs=10` reached."]})
+    assert (d.status.value, d.category) == ("completed", "none"), d.headline
+    assert "requeued" in d.headline
+    (tmp_path / "b").mkdir()
+    d = _investigate(tmp_path / "b", {"slurm-3150021.out": [
+        _init("gpu-node-50", 2200, 0), _init("gpu-node-51", 2209, 9),
+        "srun: error: Node failure on gpu-node-51",
+        "slurmstepd: error: *** JOB 3150021 ON gpu-node-50 CANCELLED AT 2024-12-01T03:02:17 DUE TO NODE FAILURE, "
+        "SEE SLURMCTLD LOG FOR DETAILS ***",
+        _init("gpu-node-52", 2250, 0), _init("gpu-node-53", 2259, 9),
+        "9: [rank9]: FileNotFoundError: [Errno 2] No such file or directory: "
+        "'/lustre/data/pile/train-00417-of-01024.bin'",
+        "srun: error: gpu-node-53: task 9: Exited with exit code 1"]})
+    assert (d.category, d.culprit_ranks) == ("data", [9]), d.headline

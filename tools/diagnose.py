@@ -377,10 +377,10 @@ def diagnose(inputs: RuleInputs) -> Diagnosis:
         if done.status == Status.completed and noticed:  # what was seen and set aside, with its line
             ended = [c for c in sorted(noticed, key=lambda c: -c.strength) if _recovered_by_restart(inputs, c, fin)]
             if ended:
-                done.headline += (f", after the launcher restarted the workers: an earlier attempt ended with "
+                done.headline += (f", after {_how_restarted(inputs)}: an earlier attempt ended with "
                                   f"{ended[0].summary} [{ended[0].category}]")
             done.alternatives = [Alternative(category=c.category, summary=c.summary, evidence=c.evidence[:1],
-                                             rejected_because="the launcher restarted the workers after it and the "
+                                             rejected_because=f"{_how_restarted(inputs)} after it and the "
                                              "restarted run ended normally" if _recovered_by_restart(inputs, c, fin)
                                              else "the job reports a normal end: not a failure of it")
                                  for c in sorted(noticed, key=lambda c: -c.strength)[:5]]
@@ -769,9 +769,38 @@ def _recovered_by_restart(inputs: RuleInputs, c: Candidate, fin: list[Evidence])
 
 def _restarted_away(inputs: RuleInputs, ev: Evidence, fin: list[Evidence]) -> bool:
     """Whether line `ev` comes before torchrun's last restart of the worker group, and the launcher's own end line
-    after that restart (_recovered_by_restart)."""
+    after that restart (_recovered_by_restart); or before a scheduler's kill that the job was started again after
+    (_requeued), with an end line after that kill in its file (the requeued run's trainer or launcher said it ended)."""
     ends = [e for e in fin if any(w in e.text for w in _LAUNCHER_END)]
-    return bool(ends) and any(_before(ev, r) and any(_before(r, e) for e in ends) for r in _last_restarts(inputs))
+    if ends and any(_before(ev, r) and any(_before(r, e) for e in ends) for r in _last_restarts(inputs)):
+        return True
+    return any((ev.file, ev.line) == (k.file, k.line) or _before(ev, k)
+               for k in _requeued(inputs) if any(e.file == k.file and e.line > k.line for e in fin))
+
+
+def _how_restarted(inputs: RuleInputs) -> str:
+    """Who started the job again, in words: torchrun's agent (a restart of the worker group) or the scheduler."""
+    return "the launcher restarted the workers" if _last_restarts(inputs) else "the job was started again (requeued)"
+
+
+# what a run prints when it starts (again): NCCL's communicator init, a trainer's resume from its checkpoint,
+# Lightning's member registration
+_STARTS = ("nccl.comm_init", "job.resumed", "job.lightning_member", "job.lightning_registered")
+_KILLS = ("slurm.cancelled_time_limit", "slurm.cancelled_preemption", "slurm.cancelled_node_failure",
+          "slurm.node_failure")
+
+
+def _requeued(inputs: RuleInputs) -> list[Evidence]:
+    """A scheduler's kill (time limit, preemption, node failure) after which the same output file shows the job
+    starting again (`--requeue`, a resubmission appending to one `slurm-<job>.out`): the kill ended that attempt,
+    not the job; it is a restart for _last_attempts_own and _restarted_away."""
+    got = inputs.__dict__.get("_requeued")
+    if got is None:
+        starts: dict[str, int] = {}
+        for e in inputs.hits(*_STARTS):
+            starts[e.file] = max(starts.get(e.file, 0), e.line)
+        got = inputs.__dict__["_requeued"] = [k for k in inputs.hits(*_KILLS) if starts.get(k.file, 0) > k.line]
+    return got
 
 
 def _last_restarts(inputs: RuleInputs) -> list[Evidence]:
@@ -793,7 +822,8 @@ def _last_attempts_own(inputs: RuleInputs, cands: list[Candidate]) -> list[Candi
     # Slurm's requeue ends a run the same way (`CANCELLED AT .. DUE TO JOB REQUEUE`, SIG_REQUEUED: the job is started
     # again, appending to the same output): the next run's own fault, not the cancel that ended the one before, ended
     # the job; the banner itself belongs to the run it ended
-    restarts = inputs.hits("torchrun.worker_group_restart", "slurm.cancelled_requeue")
+    requeued = _requeued(inputs)
+    restarts = inputs.hits("torchrun.worker_group_restart", "slurm.cancelled_requeue") + requeued
     if not restarts:
         return cands
     ends = {(r.file, r.line) for r in restarts}
@@ -805,7 +835,9 @@ def _last_attempts_own(inputs: RuleInputs, cands: list[Candidate]) -> list[Candi
         return bool(c.evidence) and ((c.evidence[0].file, c.evidence[0].line) in ends
                                      or any(_before(c.evidence[0], r) is True for r in restarts))
 
-    decisive = [attempt(c) for c in cands if c.strength >= DECISIVE]
+    # (a hang inferred from every rank's collective state is no attempt's own where a requeued job's attempts share
+    # one file: the collective analysis reads the ranks' lines of all of them together)
+    decisive = [attempt(c) for c in cands if c.strength >= DECISIVE and not (requeued and c.rule in INFERRED_HANGS)]
     if not decisive or max(decisive) == 0:
         return cands
     k = max(decisive)
