@@ -538,3 +538,14 @@ def test_fairseq_s_inconsistent_gradients_read_by_its_per_rank_norms(tmp_path):
     assert (d.category, d.culprit_ranks) == ("numerical", [3]), d.headline
     d = _diagnose(tmp_path, {"train.log": _fairseq_inconsistent(["0.87712401", "0.87712390", "0.91020011"])})
     assert (d.category, d.culprit_ranks) == ("software", []), d.headline
+
+
+def test_nccl_s_periodic_connect_retry_at_start_up_is_no_fault(tmp_path):
+    """NCCL <= 2.22 logs `Call to connect returned Connection refused, retrying` (src/misc/socket.cc, every 1000
+    refusals) while a peer is not yet listening; `Init COMPLETE` follows: a retry that recovered (TAXONOMY: noise),
+    never the network's fault, however its words read."""
+    d = _run(tmp_path, "gpu-a01:2301:2511 [0] NCCL INFO Call to connect returned Connection refused, retrying\n"
+                       "gpu-a01:2301:2301 [0] NCCL INFO comm 0x55d0c0a0 rank 0 nranks 8 cudaDev 0 nvmlDev 0 busId 1b000 "
+                       "commId 0x5e1f2a9c - Init COMPLETE\n"
+                       "step 100/120 | loss 0.912 | 4.1 s/it\n")
+    assert d.category == "none", d.headline

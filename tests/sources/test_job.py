@@ -45,6 +45,8 @@ ENDS = [
     ("training operator, job name", "  Normal  PyTorchJobSucceeded  2m  pytorchjob-controller  PyTorchJob t5-pt is "
      "successfully completed.", {"job.finished": {}}),
     ("training operator, namespace/name", "MPIJob default/bert-mpi successfully completed.", {"job.finished": {}}),
+    ("verl's last step, under Ray's actor prefix", "(TaskRunner pid=91733) (\"Final validation metrics: {'val-core/"
+     "openai/gsm8k/reward/mean@1': 0.781}\")", {"job.finished": {}}),
 ]
 
 
