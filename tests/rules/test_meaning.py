@@ -549,3 +549,26 @@ def test_nccl_s_periodic_connect_retry_at_start_up_is_no_fault(tmp_path):
                        "commId 0x5e1f2a9c - Init COMPLETE\n"
                        "step 100/120 | loss 0.912 | 4.1 s/it\n")
     assert d.category == "none", d.headline
+
+
+def test_nccl_s_invalid_usage_is_a_class_that_a_specific_line_names(tmp_path):
+    """`ncclInvalidUsage` names a class (two ranks on one GPU, unbalanced group calls, no usable transport), as
+    ncclSystemError and ncclInternalError do: the line that says which one decides, here TRL's vLLM server refusing a
+    GPU the trainer also uses (config) in the other process's log; alone, the class stays an inconclusive reading."""
+    root = tmp_path / "b"
+    root.mkdir()
+    (root / "trainer.log").write_text(
+        "[rank0]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.hpp"
+        ":268, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.21.5\n"
+        "[rank0]: ncclInvalidUsage: This usually reflects invalid usage of NCCL library.\n")
+    (root / "vllm_serve.log").write_text(
+        "(EngineCore_0 pid=4502) RuntimeError: Attempting to use the same CUDA device (UUID: GPU-5f2b8c7e-1a4d-4e9b-9c3f-"
+        "0a1b2c3d4e5f) for multiple distinct roles/ranks within the same communicator. This setup is unsupported and "
+        "will likely lead to program hangs or incorrect behavior. Ensure that trainer is using different devices than "
+        "vLLM server.\n")
+    with open_bundle(root) as b:
+        assert investigate(b).category == "config"
+    (root / "vllm_serve.log").unlink()
+    with open_bundle(root) as b:
+        d = investigate(b)
+    assert (d.category, d.status) == ("software", Status.inconclusive), d.headline
