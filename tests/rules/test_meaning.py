@@ -204,6 +204,10 @@ def test_a_table_trigger_is_a_cited_candidate_with_its_meaning_and_action(tmp_pa
     ("nranks 16 cudaDev 3", None, None),
     ("1 Workers killed due to memory pressure (OOM) at node (ID: 1f2e, IP: 10.0.0.5)", None, "10.0.0.5"),
     ("socket error on host gpu-node-7.cluster", None, "gpu-node-7.cluster"),
+    # Ray's GCS on a node it lost (python/ray/_private/worker.py: `The node with node id: ... and address: ... and node
+    # name: ... has been marked dead`)
+    ("The node with node id: 9426f445 and address: 172.16.4.12 and node name: 172.16.4.12 has been marked dead "
+     "because the detector has missed too many heartbeats from it.", None, "172.16.4.12"),
     ("opened /logs/rank0.log", None, None),
     ("local rank 2 failed to start", 2, None),  # a local rank alone is read where nothing else names one
     ("tp rank 2 of rank 9 failed", 9, None),     # a tensor-parallel rank is not the job's rank
