@@ -317,9 +317,10 @@ def note_local_rank(local_to_rank: dict[int, int], local: int, rank: int) -> Non
 # Who a line's own words name, for small pastes whose lines carry no prefix (issue 25): `[Rank 3]`, `rank 3`,
 # `rank=3`, `RANK=3`, `local_rank: 3`, `Process 3 terminated`, `task 3:` (srun), and a host or IP the line states
 # (`host: gpu-17`, `on node gpu-17`, `IP: 10.0.0.5`, Ray's `... and address: 172.16.4.12 ... has been marked
-# dead`). Only the first three forms of a rank are global ranks; `local_rank` is read as a rank only where nothing else names one (a one-node paste). A line that names two
-# different ranks (`rank 1 and rank 0 both on CUDA device 1000`) names no single culprit. `instance: host` (cloud
-# alerts) and a syslog line quoted inside another (`... May 29 01:37:38 host kernel: NVRM: Xid ...`) name a host too.
+# dead`). Only the first three forms of a rank are global ranks; `local_rank` is read as a rank only where nothing
+# else names one (a one-node paste). A line that names two different ranks (`rank 1 and rank 0 both on CUDA device
+# 1000`) names no single culprit. `instance: host` (cloud alerts) and a syslog line quoted inside another (`... May
+# 29 01:37:38 host kernel: NVRM: Xid ...`) name a host too.
 # a rank of a sub-group (local, tensor/pipeline/data/expert/context parallel) is not the job's global rank
 _SUB_RANK = r"(?<!local )(?<!local_)(?<!tp )(?<!pp )(?<!dp )(?<!ep )(?<!cp )(?<!tp_)(?<!pp_)(?<!dp_)(?<!ep_)(?<!cp_)"
 _NAMED_RANK = re.compile(r"(?i)(?<![\w.])(?:\[\s*(?:global[ _])?rank\s*(\d{1,7})\s*\]|" + _SUB_RANK
