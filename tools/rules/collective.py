@@ -100,11 +100,13 @@ def _node_storage(f: RuleInputs, nodes: set[str], hang: list[Evidence]):
     storage_io trigger, not after the hang's own line (Lustre's `Connection to work-OST0021 ... was lost`, the kernel's
     hung task): what kept that rank from the collective. None without one."""
     from trainlog_debugger.tools.rules.meaning import error_lines, tables_of
-    from trainlog_debugger.tools.sources.collect.attribute import node_of
     if not nodes or f.messages is None:
         return None
+    # a node's name as a word of the file's path (`gpu-m02.dmesg.txt`, `gpu-m02/kern.log`)
+    named = re.compile(r"(?<![A-Za-z0-9])(?:" + "|".join(map(re.escape, sorted(nodes, key=len, reverse=True)))
+                       + r")(?![A-Za-z0-9])")
     mine = [e for e in error_lines(f) if e.rank is None
-            and (e.node in nodes or (e.node is None and node_of(e.file, {}, nodes)[0] in nodes))
+            and (e.node in nodes or (e.node is None and named.search(e.file) is not None))
             and not (hang and by_time(e) > by_time(hang[0]))]
     for e, m in zip(mine, tables_of(f, mine)):
         if m is not None and m.role == "trigger" and m.category == "storage_io":
