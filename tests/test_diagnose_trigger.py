@@ -1109,3 +1109,68 @@ def test_a_requeued_job_is_answered_by_its_last_attempt(tmp_path):
         "'/lustre/data/pile/train-00417-of-01024.bin'",
         "srun: error: gpu-node-53: task 9: Exited with exit code 1"]})
     assert (d.category, d.culprit_ranks) == ("data", [9]), d.headline
+
+
+# -- guards from the read of this change (each input once flipped the answer; now it must not) -----------------------
+def test_nccl_s_abort_lines_after_a_kill_are_no_new_start(tmp_path):
+    """NCCL's `... - Abort COMPLETE` after a preemption is the kill's teardown (same fields as an init line), not the
+    job starting again: the preemption stays the answer, not the DataLoader error its SIGTERM caused."""
+    lines = [_init("gpu-node-50", 2200 + r, r) for r in range(4)] + [f"{r}: [rank{r}]: iteration 100 | loss 1.93"
+                                                                     for r in range(4)] + [
+        "slurmstepd: error: *** STEP 3150021.0 ON gpu-node-50 CANCELLED AT 2024-12-01T03:13:17 DUE TO PREEMPTION ***",
+        "3: [rank3]: RuntimeError: DataLoader worker (pid(s) 41234) exited unexpectedly"] + [
+        f"{r}: gpu-node-50:{2200 + r}:{2300 + r} [{r}] NCCL INFO comm 0x55d3c8a7b600 rank {r} nranks 16 cudaDev {r} "
+        "busId 18000 - Abort COMPLETE" for r in range(4)] + ["srun: error: gpu-node-50: tasks 0-3: Terminated"]
+    d = _investigate(tmp_path, {"slurm-3150021.out": lines})
+    assert d.category == "infrastructure", d.headline
+
+
+def test_a_close_whose_task_had_exited_before_the_kill_is_no_teardown(tmp_path):
+    """srun said task 5 exited on its own (`Exited with exit code 1`) before the time limit's banner: its socket
+    close and NCCL error came first and are the fault, not the kill's teardown."""
+    lines = [f" {r}: [rank{r}]: step 4100 loss 1.93" for r in range(8)] + [
+        " 5: gpu-node-10:51205:51377 [1] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer "
+        "gpu-node-09<41725>",
+        " 5: [rank5]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:1970, remote process exited or there was a network error, NCCL version 2.21.5",
+        "srun: error: gpu-node-10: task 5: Exited with exit code 1",
+        "slurmstepd: error: *** STEP 77121.0 ON gpu-node-09 CANCELLED AT 2024-11-05T03:00:12 DUE TO TIME LIMIT ***",
+        "srun: error: gpu-node-09: tasks 0-4,6-7: Terminated"]
+    d = _investigate(tmp_path, {"slurm-77121.out": lines})
+    assert d.category == "network", d.headline
+
+
+def test_another_job_s_sacct_row_or_another_node_s_sinfo_row_is_not_this_job_s(tmp_path):
+    """A `sacct -u $USER` listing holds other jobs' rows (TIMEOUT, OUT_OF_ME+) and `sinfo -R` the whole cluster's
+    down nodes: only this job's (its id from its output's name, its nodes) count; the job's own KeyError stays."""
+    d = _investigate(tmp_path, {
+        "sacct.txt": ["JobID           JobName  Partition    Account  AllocCPUS      State ExitCode",
+                      "5530911           vit-l14       a100     vision         64    TIMEOUT      0:0",
+                      "5530912             bert       a100     vision         64 OUT_OF_ME+    0:125",
+                      "5530913            sft-7       a100     vision         64     FAILED      1:0"],
+        "sinfo_R.txt": ["REASON               USER      TIMESTAMP           NODELIST",
+                        "Not responding       slurm     2025-03-01T02:11:09 gpu-h032"],
+        "slurm-5530913.out": ["2: [rank2]: KeyError: 'input_ids'", "srun: error: gpu-e001: task 2: Exited with exit code 1"]})
+    assert d.category == "software", d.headline
+
+
+def test_a_straggler_s_node_storage_line_days_before_the_hang_explains_nothing(tmp_path):
+    """A Lustre disconnect on the straggler's node three days before the hang (it reconnected) is no reason for it:
+    the node's storage failure must fall within NODE_STORAGE_S of the hang."""
+    def timed_out(r: int, t: str) -> list[str]:
+        return [f"{r}: [rank{r}]:[E1129 01:10:{t}.002100000 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught "
+                "collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLGATHER, NumelIn=16, NumelOut=16, "
+                "Timeout(ms)=600000) ran for 600019 milliseconds before timing out.",
+                f"{r}: [rank{r}]:[E1129 01:10:{t}.002100000 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) "
+                f"Rank {r}] Exception (either an error or timeout) detected by watchdog at work: 9, last enqueued NCCL "
+                "work: 9, last completed NCCL work: 8."]
+    d = _investigate(tmp_path, {
+        "slurm-812004.out": timed_out(0, "40") + timed_out(1, "41") + timed_out(2, "42") + [
+            "3: [rank3]:[E1129 01:10:49.100412006 ProcessGroupNCCL.cpp:2109] [PG ID 0 PG GUID 0(default_pg) Rank 3] "
+            "Received a dump signal due to a collective timeout from  rank 0 and we will try our best to dump the debug "
+            "info. Last enqueued NCCL work: 8, last completed NCCL work: 8.",
+            "srun: error: gpu-m01: tasks 0-2: Aborted (core dumped)", "srun: error: gpu-m02: task 3: Aborted"],
+        "gpu-m02.dmesg.txt": ["[Wed Nov 26 14:00:40 2025] Lustre: work-OST0021-osc-ffff91a2c00d6000: Connection to "
+                              "work-OST0021 (at 10.60.3.33@o2ib) was lost; in progress operations using this service "
+                              "will wait for recovery to complete"]})
+    assert d.category != "storage_io", d.headline

@@ -328,11 +328,16 @@ TEARDOWN_LINES = 60  # how far above a scheduler's kill banner, in its file, an 
 
 
 def _just_above(c: Candidate, kill: Candidate) -> bool:
-    """Whether every line `c` cites sits in the kill banner's file at most TEARDOWN_LINES above it (or below it)."""
+    """Whether every line `c` cites sits in the kill banner's file within TEARDOWN_LINES of it, and no rank it names
+    is one srun said had exited on its own before the banner (the kill's fact `exited_before`: that rank died
+    first, and its close is no teardown)."""
     if not c.evidence or not kill.evidence:
         return False
     banner = kill.evidence[0]
-    return all(e.file == banner.file and e.line >= banner.line - TEARDOWN_LINES for e in c.evidence)
+    gone = set(parse_ranges(str(kill.facts.get("exited_before") or "")))
+    said = set(c.ranks) | set(parse_ranges(str(c.facts.get("peer_closed") or "")))
+    return not gone & said and all(e.file == banner.file and abs(e.line - banner.line) <= TEARDOWN_LINES
+                                   for e in c.evidence)
 
 
 def _borrowed(c: Candidate) -> bool:
@@ -797,10 +802,16 @@ def _requeued(inputs: RuleInputs) -> list[Evidence]:
     got = inputs.__dict__.get("_requeued")
     if got is None:
         starts: dict[str, int] = {}
-        for e in inputs.hits(*_STARTS):
+        for e in _starts(inputs):
             starts[e.file] = max(starts.get(e.file, 0), e.line)
         got = inputs.__dict__["_requeued"] = [k for k in inputs.hits(*_KILLS) if starts.get(k.file, 0) > k.line]
     return got
+
+
+def _starts(inputs: RuleInputs) -> list[Evidence]:
+    """The lines that show a run starting: a communicator's `Init START`/`Init COMPLETE` (not the `Abort COMPLETE` /
+    `Destroy COMPLETE` a kill's teardown prints with the same fields), a trainer's resume, Lightning's members."""
+    return [e for e in inputs.hits("nccl.comm_init") if "Init " in e.text] + inputs.hits(*_STARTS[1:])
 
 
 def _last_restarts(inputs: RuleInputs) -> list[Evidence]:

@@ -10,6 +10,8 @@ claim over the ceiling is an *implausible claim*: kept as text, reported with it
 
 from __future__ import annotations
 
+import re
+
 MAX_RANKS = 1_000_000  # ranks per job: a sane ceiling for any count that sizes a per-rank list
 MAX_DIGITS = 20  # fits uint64 (ns timestamps have 19 digits): longer digit strings are no counter's output
 
@@ -69,3 +71,28 @@ def parse_ranges(spec: str, limit: int = 100_000) -> list[int]:
         elif not sep and lo is not None and lo >= 0 and len(out) < limit:
             out.append(lo)
     return out
+
+
+MAX_HOSTS = 16_384  # hosts a hostlist may expand to: more than any job's allocation
+
+
+def expand_hostlist(spec: str, limit: int = MAX_HOSTS) -> list[str]:
+    """Slurm's hostlist notation, as SLURM_JOB_NODELIST and sinfo print it: 'gpu-h[031-032],cpu7' → ['gpu-h031',
+    'gpu-h032', 'cpu7'] (zero padding kept, one bracket per name); at most `limit` names, malformed parts left out."""
+    out: list[str] = []
+    for m in re.finditer(r"([^,\[\]\s]*)\[([\d,\-]{1,4096})\]([^,\[\]\s]*)|([^,\[\]\s]+)", spec[:65536]):
+        if m.group(4):
+            out.append(m.group(4))
+            continue
+        head, body, tail = m.group(1), m.group(2), m.group(3)
+        for part in body.split(","):
+            a, sep, b = part.partition("-")
+            if not a.isdigit() or (sep and not b.isdigit()):
+                continue
+            lo, hi = int(a), int(b) if sep else int(a)
+            if hi < lo or hi - lo >= limit - len(out):
+                continue
+            out.extend(f"{head}{n:0{len(a)}d}{tail}" for n in range(lo, hi + 1))
+        if len(out) >= limit:
+            break
+    return out[:limit]

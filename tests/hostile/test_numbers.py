@@ -117,3 +117,13 @@ def test_a_claimed_world_of_a_million_ranks_holds_no_state_per_missing_rank(tmp_
     assert len(missing.ranks) == 999_998
     assert d.culprit_ranks == [] and d.status.value == "inconclusive"
     assert len(d.model_dump_json()) < 100_000
+
+
+def test_a_hostlist_expands_within_its_bound():
+    """Slurm's hostlist (`SLURM_JOB_NODELIST=gpu-h[031-032]`, sinfo's NODELIST) expands with its zero padding; a
+    claimed range of 10^8 hosts, a reversed range or a malformed part expands to nothing, never sizes a list."""
+    from trainlog_debugger.tools.ranks import MAX_HOSTS, expand_hostlist
+    assert expand_hostlist("gpu-h[031-032],cpu7") == ["gpu-h031", "gpu-h032", "cpu7"]
+    assert expand_hostlist("n[1,3-4]x") == ["n1x", "n3x", "n4x"]
+    assert expand_hostlist("n[0-99999999]") == [] and expand_hostlist("a[9-1]") == []
+    assert len(expand_hostlist(",".join(f"n[0-{MAX_HOSTS}]" for _ in range(3)) + ",m[1-9]")) <= MAX_HOSTS

@@ -576,3 +576,23 @@ def test_nccl_s_invalid_usage_is_a_class_that_a_specific_line_names(tmp_path):
     with open_bundle(root) as b:
         d = investigate(b)
     assert (d.category, d.status) == ("software", Status.inconclusive), d.headline
+
+
+@pytest.mark.parametrize("path, category", [
+    ("/lustre/data/pile/train-00417-of-01024.bin", "data"),              # a dataset shard (HF/Megatron naming)
+    ("/lustre/data/pile/pile_shard_0042_text_document.idx", "data"),     # Megatron's index of a shard
+    ("/ckpt/run7/checkpoint-4000/pytorch_model.bin", "config"),          # a checkpoint's file: not the dataset's
+    ("/data/hf/model-00001-of-00004.safetensors", "config"),             # a model's weight shard
+    ("/workspace/configs/llama3_8b.yaml", "config"),
+])
+def test_a_missing_dataset_shard_is_data_and_a_missing_checkpoint_is_not(path, category):
+    """ENOENT reads as data only for what a dataset is made of (TAXONOMY: a missing data file), never a checkpoint's
+    or a model's files, which stay the lead's reading (a wrong path, an unmounted volume)."""
+    m = messages.best(f"FileNotFoundError: [Errno 2] No such file or directory: '{path}'")
+    assert m is not None and m.category == category, (path, m and m.category)
+
+
+def test_fairseq_s_nan_rank_is_the_rank_the_block_names_not_the_log_s(tmp_path):
+    """The block names the rank whose norm is nan; the log that printed it (rank 0's) is not the culprit."""
+    d = _diagnose(tmp_path, {"rank_0.log": _fairseq_inconsistent(["0.87712401"] * 3 + ["nan"] + ["0.87712401"] * 4)})
+    assert (d.category, d.culprit_ranks) == ("numerical", [3]), d.headline

@@ -462,6 +462,18 @@ FIRE += [
                               "work-OST0021 (at 10.60.3.33@o2ib) was lost; in progress operations using this service "
                               "will wait for recovery to complete"]}, "storage_io", 0.8),
 ]
+FIRE += [
+    # sinfo -R's `Not responding` for one of the job's nodes (its host list, expanded): the node went down
+    ("scheduler.node_not_responding", {"job.out": ["SLURM_JOB_NODELIST=gpu-h[031-032]"],
+                                       "sinfo.txt": ["REASON               USER      TIMESTAMP           NODELIST",
+                                                     "Not responding       slurm     2025-03-04T02:11:09 gpu-h032"]},
+     "infrastructure", 0.7),
+]
+QUIET += [
+    # another node of the cluster: sinfo lists them all
+    ("scheduler.node_not_responding", {"job.out": ["SLURM_JOB_NODELIST=gpu-h[031-032]"],
+                                       "sinfo.txt": ["Not responding       slurm     2025-03-04T02:11:09 gpu-h101"]}),
+]
 _DOCKER0 = ["gpu-node-11:2210:2210 [0] NCCL INFO Bootstrap : Using docker0:172.17.0.1<0>",
             "gpu-node-11:2210:2301 [0] NCCL INFO NET/Socket : Using [0]docker0:172.17.0.1<0>"]
 FIRE += [
@@ -676,6 +688,22 @@ def test_a_line_the_odd_rank_printed_after_its_timeout_does_not_explain_the_spli
         ["[rank3]:[WARNING|trainer.py:2568] 2024-06-01 04:40:08,552 >> There seems not to be a single sample in your epoch_iterator, stopping "
          "training at step 12412! This is expected if you're using an IterableDataset and set num_steps (20000) higher "
          "than the number of available samples."] if r == 3 else [])
+        for r, op, n in ((0, "ALLREDUCE", 9), (1, "ALLREDUCE", 9), (2, "ALLREDUCE", 9), (3, "BARRIER", 1))}
+    got = BY_NAME["collective.op_differs"](facts_from(files))
+    assert [(c.category, c.ranks) for c in got] == [("software", [3])]
+
+
+def test_a_warning_every_rank_printed_does_not_explain_why_one_left(facts_from):
+    """The odd rank's reason must be its own: a start-up warning that every rank printed (apex built without its CUDA
+    extensions, as a table reads flash_attn's nvcc warning) says nothing of why rank 3 alone went to a barrier: the
+    split stays the program's."""
+    warn = ("2024-06-01 04:00:01,100 WARNING /opt/conda/lib/python3.10/site-packages/flash_attn/__init__.py:12: "
+            "UserWarning: flash_attn was requested, but nvcc was not found.  Are you sure your environment has nvcc "
+            "available?")
+    files = {f"rank_{r}.log": [f"[rank{r}]: {warn}",
+        f"[rank{r}]:[E601 04:33:10.100000000 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation "
+        f"timeout: WorkNCCL(SeqNum=812, OpType={op}, NumelIn={n}, NumelOut={n}, Timeout(ms)=600000) ran for 600011 "
+        "milliseconds before timing out."]
         for r, op, n in ((0, "ALLREDUCE", 9), (1, "ALLREDUCE", 9), (2, "ALLREDUCE", 9), (3, "BARRIER", 1))}
     got = BY_NAME["collective.op_differs"](facts_from(files))
     assert [(c.category, c.ranks) for c in got] == [("software", [3])]

@@ -39,6 +39,7 @@ EXAMPLE_OVERLAPS = {
     "ray.train_worker_rank": {"job.world_size"},                       # `[rank=6, world_size=8]`
     "loader.torch_shm_full": {"io.no_space"},                         # `</torch_...>: No space left on device`
     "nvsmi.gpu_lost": {"nvsmi.device_handle"},                         # nvidia-smi says both in one line
+    "env.slurm_nodes": {"env.slurm_nodelist"},                         # an env dump has the count and the host list
     "lightning.not_finite": {"numerical.nan_loss"},                    # `val_loss = nan`
     "pytorch.watchdog_thread_exception": {"pytorch.watchdog_timeout"},  # the exception text is the timeout line
     "pytorch.nccl_error": {"nccl.version"},                            # `..., NCCL version 2.21.5`

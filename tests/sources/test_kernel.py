@@ -159,8 +159,14 @@ def test_a_journal_line_s_host_names_its_node_over_the_file_s_name(tmp_path):
         "Mar 14 08:59:01 gpu-r04 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=2211, name=python, GPU has fallen off "
         "the bus.\n")
     (tmp_path / "node_h100-7.txt").write_text("[ 5107.644336] NVRM: Xid (PCI:0000:3b:00): 79, pid=2211, name=python, "
-                                              "GPU has fallen off the bus.\n")
+                                              "GPU has fallen off the bus.\n"
+                                              # a container's syslog names no machine
+                                              "Mar 14 08:59:02 localhost kernel: NVRM: Xid (PCI:0000:3b:00): 79, "
+                                              "pid=2211, name=python, GPU has fallen off the bus.\n"
+                                              # nor does a level word where a host would sit
+                                              "2024-03-14T08:59:03+0000 ERROR trainer: NVRM: Xid (PCI:0000:3b:00): 79, "
+                                              "pid=2211, name=python, GPU has fallen off the bus.\n")
     with open_bundle(tmp_path) as b:
         scan = scan_bundle(b, workers=1)
     nodes = {f.rel: [h.node for h in f.hits if h.pattern.startswith("kernel.xid")] for f in scan.files}
-    assert nodes == {"node_check.txt": ["gpu-r04"], "node_h100-7.txt": ["h100-7"]}, nodes
+    assert nodes == {"node_check.txt": ["gpu-r04"], "node_h100-7.txt": ["h100-7"] * 3}, nodes

@@ -94,6 +94,10 @@ def _own_trigger(f: RuleInputs, rank: int):
     return None
 
 
+NODE_STORAGE_S = 3600.0  # how long before a straggler's hang its node's storage failure may be (twice the default
+# 30-minute collective timeout: the read that never returned started before the timeout's window)
+
+
 def _node_storage(f: RuleInputs, nodes: set[str], hang: list[Evidence]):
     """(table row, line): the first line a straggler's node logged itself (no rank of its own: the kernel's, a
     filesystem client's, in a file the node's name is on or whose lines name it) that an upstream table calls a
@@ -105,9 +109,13 @@ def _node_storage(f: RuleInputs, nodes: set[str], hang: list[Evidence]):
     # a node's name as a word of the file's path (`gpu-m02.dmesg.txt`, `gpu-m02/kern.log`)
     named = re.compile(r"(?<![A-Za-z0-9])(?:" + "|".join(map(re.escape, sorted(nodes, key=len, reverse=True)))
                        + r")(?![A-Za-z0-9])")
+    # dated, and within NODE_STORAGE_S before the hang's own line (an outage days before, that recovered, is none)
+    end = hang[0].time.job_seconds() if hang and hang[0].time is not None else None
+    if end is None:
+        return None
     mine = [e for e in error_lines(f) if e.rank is None
             and (e.node in nodes or (e.node is None and named.search(e.file) is not None))
-            and not (hang and by_time(e) > by_time(hang[0]))]
+            and e.time is not None and (t := e.time.job_seconds()) is not None and 0 <= end - t <= NODE_STORAGE_S]
     for e, m in zip(mine, tables_of(f, mine)):
         if m is not None and m.role == "trigger" and m.category == "storage_io":
             return m, e
@@ -352,10 +360,16 @@ def _why_it_left(f: RuleInputs, odd: list[int], timed_out: dict[int, Evidence]):
     from trainlog_debugger.tools.rules.meaning import tables_of, error_lines
     if f.messages is None or not odd:
         return None
-    mine = [e for e in error_lines(f) if e.rank in odd]
-    for e, m in zip(mine, tables_of(f, mine)):
+    lines = error_lines(f)
+    rows = tables_of(f, lines)
+    # what every rank printed (a start-up warning) says nothing of why the odd ones left: only a row no other rank
+    # printed counts
+    others = {m.id for e, m in zip(lines, rows) if m is not None and e.rank is not None and e.rank not in odd}
+    for e, m in zip(lines, rows):
+        if e.rank not in odd or m is None or m.role != "trigger" or not m.category or m.id in others:
+            continue
         end = timed_out.get(e.rank) if e.rank is not None else None
-        if m is None or m.role != "trigger" or not m.category or (end is not None and by_time(e) > by_time(end)):
+        if end is not None and by_time(e) > by_time(end):
             continue
         return m, e
     return None

@@ -339,13 +339,15 @@ def host_local_interface(f: RuleInputs, ifnames: dict) -> tuple[str, float, list
     if not failed:
         return None
     # NCCL's own pick, printed (`Bootstrap : Using docker0:172.17.0.1<0>`), when the address a connect failed to is
-    # that interface's: every host's Docker bridge has that address, so a peer's advertised address reaches nobody
-    # (on one node a connect to its own bridge succeeds: a failure there is another host's bridge)
+    # that interface's: every host's Docker bridge has that address, so a peer's advertised address reaches nobody.
+    # On a job not shown to span nodes, a refusal there is a peer process that already exited, not the address
+    several = _several_nodes(f)
     for ev in f.hits("env.nccl_iface_using"):
         fl = f.fields_of(ev, "env.nccl_iface_using")
         iface, addr = fl.get("iface"), fl.get("addr")
         if iface in HOST_LOCAL_IFACES and addr and not str(addr).startswith("127.") and \
-                (hit := next((e for e in failed if f"{addr}<" in e.text or f"[{addr}]" in e.text), None)):
+                (hit := next((e for e in failed if (f"{addr}<" in e.text or f"[{addr}]" in e.text)
+                              and (several or "Connection refused" not in e.text)), None)):
             return (f"NCCL bootstrapped on {iface} ({addr}), a host-local interface: the address it advertised from it "
                     f"cannot be reached from the other nodes (NCCL_SOCKET_IFNAME unset or wrong)", 0.8, [hit, ev],
                     {"interface": f"{iface}:{addr}"})

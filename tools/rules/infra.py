@@ -10,6 +10,7 @@ from trainlog_debugger.tools.lines.attribution import strip_prefixes
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.ranks import parse_ranges
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate, restart_without
+from trainlog_debugger.tools.rules.scheduler import job_records
 from trainlog_debugger.tools.sources.k8s import HOST_MEMORY, POD_NODE, is_sigkill
 
 
@@ -117,8 +118,7 @@ def memory_kills(f: RuleInputs) -> list[Evidence]:
     # the scheduler's own record of the job's end, printed by its tools (sacct's `OUT_OF_ME+  0:125`, scontrol's
     # `JobState=OUT_OF_MEMORY`, seff, the job's mail), and another scheduler's memory kill that only its table knows
     # (a line the scan keeps by the table's trigger, tools/sources/upstream.py): none of them an error line
-    out += [e for e in f.hits("slurm.job_state")
-            if str(f.fields_of(e, "slurm.job_state").get("state", "")).startswith("OUT_OF_ME")]
+    out += [e for e in job_records(f) if str(f.fields_of(e, "slurm.job_state").get("state", "")).startswith("OUT_OF_ME")]
     out += f.hits(*(pid for pid, s in f.summaries.items() if s.category == "oom" and pid.startswith(_SCHEDULER_ROWS)))
     if f.messages is not None:
         lines = f.hits("generic.error_line")

@@ -389,8 +389,8 @@ def refine(cands: list, f: RuleInputs) -> None:
             c.finding = c.finding.model_copy(update={
                 "category": m2.category, "summary": f"{c.summary} — {m2.table}: {m2.meaning}",
                 "evidence": [c.evidence[0], line] + c.evidence[1:],
-                "ranks": c.finding.ranks or [r for r in [line.rank if line.rank is not None else
-                                                         named_in_text(line.text)[0]] if r is not None]})
+                # the rank the line itself names (`rank   3 = nan`), not the rank whose log printed the block
+                "ranks": [r] if (r := named_in_text(line.text)[0]) is not None else c.finding.ranks})
             c.recommendations = [m2.action] + [r for r in c.recommendations if r != m2.action]
             continue
         if rereads and m.category != c.category and m.specificity >= MIN_SPECIFIC:

@@ -4,7 +4,9 @@ earlier was already wrong (the diagnosis orders candidates by time)."""
 from __future__ import annotations
 
 import calendar
+import re
 
+from trainlog_debugger.tools.ranks import expand_hostlist, parse_ranges, ranks_str
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate, restart_without
 from trainlog_debugger.tools.lines.signals import SIGNAL_WHY, SIGNALS, signal_name
 
@@ -53,6 +55,29 @@ _RECORDED = {"slurm.cancelled_time_limit": ("TIMEOUT",), "slurm.cancelled_preemp
              "slurm.cancelled_node_failure": ("NODE_FAIL", "BOOT_FAIL")}
 
 
+def job_records(f: RuleInputs) -> list:
+    """The lines of Slurm's record of how a job ended (slurm.job_state) that are this bundle's job's: a sacct row
+    names its job id, and a listing of several jobs (`sacct -u $USER`) holds others' too. A row counts when its job
+    is one the bundle's own lines name (a banner's `JOB <id>`/`STEP <id>.0`, `slurm-<id>.out`), or, where none
+    names one, when the rows name one job only; a line without an id (scontrol's `JobState=`, seff's `State:`)
+    counts when no row names another job."""
+    rows = f.hits("slurm.job_state")
+    if not rows:
+        return []
+    ids = {str(i) for e in rows if (i := f.fields_of(e, "slurm.job_state").get("job"))}
+    named = {m.group(1) for e in f.hits(*_BANNERS) if (m := _BANNER_JOB.search(e.text))} | \
+            {m.group(1) for fs in f.scan.files if (m := _SLURM_OUT.search(fs.rel))}
+    ours = ids & named if named else (ids if len(ids) <= 1 else set())
+    return [e for e in rows if (str(i) in ours if (i := f.fields_of(e, "slurm.job_state").get("job"))
+                                else len(ids) <= 1 or bool(ids & named))]
+
+
+_BANNERS = ("slurm.cancelled_time_limit", "slurm.cancelled_preemption", "slurm.cancelled_node_failure",
+            "slurm.cancelled_requeue", "slurm.cancelled", "slurm.failed")
+_BANNER_JOB = re.compile(r"\*\*\* (?:JOB|STEP) (\d+)")
+_SLURM_OUT = re.compile(r"(?:^|/)slurm-(\d+)(?:_\d+)?\.(?:out|err|log)$")
+
+
 def slurm_cancel(f: RuleInputs):
     out = []
     for pid, what, strength, restart in (
@@ -64,7 +89,7 @@ def slurm_cancel(f: RuleInputs):
             ("slurm.node_failure", "srun lost a node", 0.85, None),
             ("slurm.node_memory_error", "the node reported an uncorrectable memory error (host RAM, not a GPU)", 0.85,
              None)):
-        evs = f.hits(pid) + [e for e in f.hits("slurm.job_state")  # the scheduler's record says the same
+        evs = f.hits(pid) + [e for e in job_records(f)  # the scheduler's record says the same
                              if f.fields_of(e, "slurm.job_state").get("state") in _RECORDED.get(pid, ())]
         if evs:
             node = (f.fields_of(evs[0], pid).get("node") or "")
@@ -81,7 +106,7 @@ def slurm_cancel(f: RuleInputs):
                 pid, [f"check node {node} in slurmctld's log; resume without it" if node else
                       "find the failed node in slurmctld's log (`sacct -j <job> -o NodeList,State`); resume without it"])
             status = "crashed" if pid == "slurm.node_memory_error" else "cancelled"  # the node's fault, no cancel
-            facts = {}
+            facts: dict[str, object] = {}
             if pid == "slurm.cancelled_time_limit" and (quiet := silence_before(f, evs[0])) is not None:
                 # the limit ended a job that had already stopped: how it ended, not what was at fault (TAXONOMY: a
                 # hang with no proof of its cause is inconclusive); what the hang's own evidence says comes first
@@ -92,6 +117,13 @@ def slurm_cancel(f: RuleInputs):
                 recs = ["find why the job stopped progressing: a py-spy dump of every rank (or faulthandler's "
                         "dump_traceback_later) and dmesg of every node, taken while it hangs",
                         "lower the collective timeout (init_process_group(timeout=...)) so a hang fails fast"]
+            # the tasks srun said had exited on their own before the banner (`task 5: Exited with exit code 1`): they
+            # died before the kill, and their sockets' closes are not its teardown (diagnose._just_above)
+            gone = sorted({r for e in f.hits("slurm.task_exit") if e.file == evs[0].file and e.line < evs[0].line
+                           and str(f.fields_of(e, "slurm.task_exit").get("how") or "").startswith("Exited with exit code")
+                           for r in parse_ranges(str(f.fields_of(e, "slurm.task_exit").get("tasks") or ""))})
+            if gone:
+                facts = {**facts, "exited_before": ranks_str(gone)}
             out.append(candidate(f"scheduler.{pid.split('.')[1]}", "infrastructure", what, strength, evs[:2], f,
                             status=status, ranks=[], nodes=[node] if node and restart is None else [],
                             restart=restart or restart_without(node or None), recommendations=recs, facts=facts))
@@ -136,4 +168,30 @@ def k8s_unschedulable(f: RuleInputs):
                                        "node selectors, affinity and tolerations; then resubmit"])]
 
 
-RULES = [slurm_cancel, death_signal, k8s_unschedulable]
+def job_nodes(f: RuleInputs) -> set[str]:
+    """The nodes the job ran on, as its lines state them: the ranks' nodes, srun's task-exit hosts, and the host
+    list of a printed SLURM_JOB_NODELIST / SLURM_NODELIST (expanded: `gpu-h[031-032]`)."""
+    out = {str(rn.node) for rn in f.scan.rank_nodes.values() if getattr(rn, "node", None)}
+    for pid, key in (("slurm.task_exit", "hosts"), ("env.slurm_nodelist", "nodelist")):
+        out |= {h for e in f.hits(pid) for h in expand_hostlist(str(f.fields_of(e, pid).get(key) or ""))}
+    return out
+
+
+def node_not_responding(f: RuleInputs):
+    """sinfo -R's `Not responding` row for one of the job's own nodes (job_nodes): Slurm set the node down when its
+    slurmd stopped answering (a crash, a hang, a reboot, its network): the platform, whatever its peers printed.
+    A row for another node of the cluster says nothing of this job."""
+    ours = job_nodes(f)
+    for e in f.hits("slurm.node_not_responding"):
+        down = [n for n in expand_hostlist(str(f.fields_of(e, "slurm.node_not_responding").get("nodes") or ""))
+                if n in ours]
+        if down:
+            return [candidate("scheduler.node_not_responding", "infrastructure",
+                              f"Slurm set {', '.join(down[:4])} down: its slurmd stopped answering (sinfo -R: Not "
+                              f"responding), and it is one of the job's nodes", 0.7, [e], f, ranks=[], nodes=down[:4],
+                              recommendations=["find why the node stopped answering (its console, BMC or kernel log "
+                                               "around that time); resubmit excluding it"])]
+    return []
+
+
+RULES = [slurm_cancel, death_signal, k8s_unschedulable, node_not_responding]

@@ -42,6 +42,13 @@ PATTERNS = [
       "SLURM_JOB_ID=735400 SLURM_JOB_NUM_NODES=2 SLURM_NODELIST=gpu-g-[001-002]",
       "the number of nodes Slurm allocated to the job",
       fields=r"\b(?P<name>SLURM_(?:JOB_NUM_NODES|NNODES))=(?P<nodes>\d{1,6})\b", ints=("nodes",)),
+    # and its host list (`SLURM_JOB_NODELIST=gpu-h[031-032]`): the job's nodes, including one whose ranks left no
+    # line (tools/rules/scheduler.job_nodes)
+    P("env.slurm_nodelist", 0, None, "context",
+      r"\bSLURM_(?:JOB_)?NODELIST=\S", ("SLURM_JOB_NODELIST=", "SLURM_NODELIST="),
+      "SLURM_JOB_NODELIST=gpu-h[031-032]",
+      "the hosts Slurm allocated to the job",
+      fields=r"\bSLURM_(?:JOB_)?NODELIST=(?P<nodelist>[^\s'\"]{1,4096})"),
     P("env.deprecated_torch", 0, None, "context",
       r"Environment variable [A-Z0-9_]+ is deprecated; use [A-Z0-9_]", "is deprecated; use ",
       "[rank0]:[W1111 11:55:57.148815586 Utils.hpp:112] Warning: Environment variable NCCL_ASYNC_ERROR_HANDLING is deprecated; use TORCH_NCCL_ASYNC_ERROR_HANDLING instead (function operator())",

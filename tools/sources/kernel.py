@@ -89,7 +89,8 @@ _NAME = re.compile(r"^(?:dmesg|kern\.log|syslog|messages|journalctl)", re.I)
 # the host field of a syslog / journalctl line (`Mar 14 08:59:01 gpu-r04 kernel: `, `-o short-iso`'s
 # `2024-03-14T08:59:01+0000 gpu-r04 kernel: `): the machine that logged it, whatever the file is called
 _HOST_FIELD = re.compile(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\S*) "
-                         r"([A-Za-z][\w.-]{0,252}) [\w.()/-]+(?:\[\d+\])?: ")
+                         r"(?!(?:localhost(?:\.localdomain)?|ERROR|WARN(?:ING)?|INFO|DEBUG|CRITICAL|FATAL|NOTICE) )"
+                         r"([A-Za-z][\w.-]{0,252}) (?:kernel|[\w.()/-]+\[\d+\]): ")
 
 
 def logged_on(ctx: HitContext) -> None:

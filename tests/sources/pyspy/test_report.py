@@ -234,8 +234,8 @@ GDB_SAVING = [("__GI___libc_write", "(fd=57, buf=0x7f0a40000000, nbytes=10737418
               ("_PyEval_EvalFrameDefault", "(tstate=<optimized out>) at ../Python/ceval.c:4769")]
 
 
-def gdb(pid: int, frames) -> str:
-    return "\n".join([f'$ gdb -p {pid} -batch -ex "thread apply all bt"', "[Thread debugging using libthread_db enabled]",
+def gdb(pid: int, frames, header: str = '$ gdb -p {pid} -batch -ex "thread apply all bt"') -> str:
+    return "\n".join([header.format(pid=pid), "[Thread debugging using libthread_db enabled]",
                       "", f'Thread 2 (Thread 0x7f1b9effd640 (LWP {pid + 52}) "pt_nccl_watchdg"):',
                       "#0  0x00007f1c2a9e7f1b in __pthread_cond_timedwait (cond=0x55e0c2b11e20) at ./nptl/pthread_cond_wait.c:656",
                       f"#1  0x00007f1c26b1a7c5 in c10d::ProcessGroupNCCL::watchdogHandler() () from {_LIB}/libtorch_cuda.so",
@@ -244,12 +244,14 @@ def gdb(pid: int, frames) -> str:
                      + [f"[Inferior 1 (process {pid}) detached]", ""])
 
 
-def test_gdb_native_stacks_are_read_like_py_spy_s(tmp_path):
+@pytest.mark.parametrize("header", ['$ gdb -p {pid} -batch -ex "thread apply all bt"', "$ pstack {pid}",
+                                    "Attaching to process {pid}"])
+def test_gdb_native_stacks_are_read_like_py_spy_s(tmp_path, header):
     """gdb/pstack dumps of a hung job (several processes in one file, each attach its own record, the main thread
     being thread 1 whose LWP is the pid) are grouped like py-spy's: the process in torch.save's native writer while
     the others sit in WorkNCCL's wait never reached the collective (storage_io), and its rank comes from its pid."""
     world, odd = 8, 5
-    text = "".join(gdb(5120 + r, GDB_SAVING if r == odd else GDB_WAITING) for r in range(world))
+    text = "".join(gdb(5120 + r, GDB_SAVING if r == odd else GDB_WAITING, header) for r in range(world))
     stacks = parse("hang_stacks.txt", text)
     assert [s.pid for s in stacks] == [str(5120 + r) for r in range(world)]
     assert [s.in_collective() for s in stacks] == [r != odd for r in range(world)]

@@ -17,7 +17,7 @@ stuck before it" (../shared/DEVELOPERS.md protocol, step 3). Two kinds of frames
 
 import re
 
-from trainlog_debugger.tools.sources.declare import Detector, Head, Reader, json_head
+from trainlog_debugger.tools.sources.declare import Detector, Head, Reader, json_head, share
 from trainlog_debugger.tools.sources.pattern import P
 
 PYSPY = "pyspy"
@@ -64,6 +64,8 @@ _JSON = re.compile(r'"os_thread_id"\s*:.*?"frames"|"frames"\s*:.*?"os_thread_id"
 _NAME = re.compile(r"py-?spy", re.I)
 _NATIVE = re.compile(r'^(?:Thread \d+ \(Thread 0x[0-9a-fA-F]+ \(LWP \d+\)|#0 +(?:0x[0-9a-fA-F]+ in )?\S[^(\n]*\(|'
                      r'Traceback \(most recent call first\):$)', re.M)
+# any line of such a dump: a thread header, a frame (`#3  0x... in f (...) from lib`), py-bt's header and frames
+_NATIVE_LINE = re.compile(r'(?:Thread \d+ \(Thread 0x|#\d+ +\S|Traceback \(most recent call first\)|\s+File ")')
 # faulthandler's thread header (the dump's reader parses with it too: report.py): which thread, and its id
 FH_THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]{1,16}) \(most recent call first\):", re.M)
 
@@ -74,8 +76,9 @@ def _content(h: Head) -> str | None:
     # `Thread N (active+gil): ...`, or faulthandler's own header (a dump saved on its own)
     if "hread " in h.text and (_THREAD.search(h.text) or FH_THREAD.search(h.text)):
         return PYSPY
-    # gdb's (pstack's) thread header or a frame of its backtrace, gdb's py-bt (tools/sources/pyspy/report.py reads them)
-    return PYSPY if _NATIVE.search(h.text) else None
+    # gdb's (pstack's) thread headers and backtrace frames, gdb's py-bt (tools/sources/pyspy/report.py reads them):
+    # most of the head, not one backtrace a crash handler printed into a worker's log
+    return PYSPY if _NATIVE.search(h.text) and share(_NATIVE_LINE, [ln for ln in h.lines if ln.strip()]) >= 0.3 else None
 
 
 DETECT = (Detector("content", 30, _content,  # after Cloud Logging's JSON export, which also starts with `[`/`{`

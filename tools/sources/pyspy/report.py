@@ -57,12 +57,13 @@ _FH_FRAME = re.compile(r'^\s+File "([^"]+)", line (\d+),? in (\S+)')
 # the pid); frames from gdb/stack.c print_frame (`#1  0x00007f1c... in caffe2::...::writeRecord(...) () from
 # /.../libtorch_cpu.so`, `#3  train_step (x=...) at train.cc:42`); py-bt's own header; lldb's thread and frame
 # lines (`* thread #1, name = 'python'`, `frame #1: 0x00007f3b... libnccl.so.2`ncclGroupEnd + 12`)
-_GDB_PROC = re.compile(r"^(?:\$ )?(?:gdb|pstack|gstack|eu-stack)\b.*?(?:-p|--pid[= ]|pstack|gstack)\s*(\d+)\b|"
+_GDB_PROC = re.compile(r"^(?:\$ )?(?:(?:gdb|eu-stack)\b[^\n]*?(?:-p\s*|--pid[= ])|(?:pstack|gstack)\s+)(\d+)\b|"
                        r"^Attaching to process (\d+)")
 _GDB_THREAD = re.compile(r'^Thread (\d+) \(Thread 0x[0-9a-fA-F]+ \(LWP (\d+)\)(?: "[^"]*")?\):')
 _PYBT_HEAD = re.compile(r"^Traceback \(most recent call first\):")
 _LLDB_THREAD = re.compile(r"^\s*\*?\s*thread #(\d+)\b")
-_GDB_FRAME = re.compile(r"^#\d+\s+(?:0x[0-9a-fA-F]+ in )?([^\s(][^(]*?)\s*\((?:.*\) (?:at (\S+:\d+)|from (\S+))|.*)$")
+_GDB_FRAME = re.compile(r"^#\d+\s+(?:0x[0-9a-fA-F]+ in )?([^\s(][^(]*)\(")
+_GDB_WHERE = re.compile(r"\) (?:at (\S+:\d+)|from (\S+))\s*$")  # the frame's source line or library, at its end
 _LLDB_FRAME = re.compile(r"^\s*\*?\s*frame #\d+: 0x[0-9a-fA-F]+ ([^`\s]+)`([^\s(]+)")
 DEPTH = 3  # frames (innermost first) that name where a process is
 COLLECTIVE = re.compile(r"^(?:all_reduce|all_gather\w*|reduce_scatter\w*|broadcast\w*|barrier|all_to_all\w*|"
@@ -136,8 +137,10 @@ def _parse_text(rel: str, text: str) -> list[Stack]:
             if g is not None:  # gdb/lldb: thread 1 is the main thread (its LWP is the pid); py-bt shows the main one
                 lwp = g.group(2) if g.re is _GDB_THREAD else None
                 is_main = g.re is _PYBT_HEAD or g.group(1) == "1" or (lwp is not None and lwp == pid)
-                if is_main and lwp is not None and pid is None:
-                    pid = lwp
+                if is_main and lwp is not None:
+                    pid = lwp  # a main thread's LWP is its process's pid: another process's record starts
+                    if cur is not None and cur.pid is None and not main:
+                        cur.pid = pid  # the threads gdb printed before it were this process's
             else:
                 is_main = (m is not None and (m.group(3) == "MainThread")) or (fh is not None and fh.group(1) == "Current thread")
             # a new process record starts with its first thread when the previous one already had its main thread
@@ -162,7 +165,8 @@ def _parse_text(rel: str, text: str) -> list[Stack]:
         elif (f := _FH_FRAME.match(line)):
             func, where = f.group(3), f"{f.group(1)}:{f.group(2)}"
         elif (f := _GDB_FRAME.match(line)):
-            func, where = f.group(1).split()[-1], f.group(2) or f.group(3) or "?"
+            w = _GDB_WHERE.search(line, f.end())
+            func, where = f.group(1).split()[-1], (w.group(1) or w.group(2)) if w else "?"
         elif (f := _LLDB_FRAME.match(line)):
             func, where = f.group(2), f.group(1)
         else:

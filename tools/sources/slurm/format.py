@@ -81,9 +81,19 @@ PATTERNS = [
       ("OUT_OF_ME", "NODE_FAIL", "TIMEOUT", "PREEMPTED", "BOOT_FAIL"),
       "4891784.0        python               ml-team        256 OUT_OF_ME+    0:125",
       "the scheduler's record of how the job ended (sacct, scontrol, seff, its mail)",
-      fields=r"(?P<state>OUT_OF_ME(?:MORY|\+)|NODE_FAIL|TIMEOUT|PREEMPTED|BOOT_FAIL)",
+      fields=r"^(?:\s*(?P<job>\d{1,12})(?:_\d+)?(?:\.\S+)?\s)?.*?(?P<state>OUT_OF_ME(?:MORY|\+)|NODE_FAIL|TIMEOUT|PREEMPTED|"
+             r"BOOT_FAIL)",
       verify=_STATE.format(s=r"(?:OUT_OF_ME\+|OUT_OF_MEMORY|NODE_FAIL|TIMEOUT|PREEMPTED|BOOT_FAIL)",
                            w=r"(?:OUT_OF_MEMORY|NODE_FAIL|TIMEOUT|PREEMPTED|BOOT_FAIL)")),
+    # `sinfo -R`'s row for a node Slurm set down when its slurmd stopped answering (src/slurmctld/ping_nodes.c:243
+    # `Not responding`: REASON, USER, TIMESTAMP, NODELIST): a job fact; tools/rules/scheduler.node_not_responding
+    # reads it only for the job's own nodes (sinfo lists the whole cluster)
+    P("slurm.node_not_responding", 0, None, "context",
+      r"Not responding[ \t]+\S+[ \t]+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[ \t]+\S", "Not responding",
+      "Not responding       slurm     2025-03-04T02:11:09 gpu-h032",
+      "sinfo -R: Slurm set these nodes down (slurmd not responding)",
+      fields=r"Not responding\s+\S+\s+(?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\s+(?P<nodes>\S{1,4096})",
+      verify=r"^Not responding\s+\S+\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\s+\S"),
     P("slurm.node_failure", 1, "infrastructure", "root_candidate",
       r"srun: error: Node failure on", "Node failure on",
       "srun: error: Node failure on gpu-node-17",
