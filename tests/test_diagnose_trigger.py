@@ -1152,25 +1152,3 @@ def test_another_job_s_sacct_row_or_another_node_s_sinfo_row_is_not_this_job_s(t
                         "Not responding       slurm     2025-03-01T02:11:09 gpu-h032"],
         "slurm-5530913.out": ["2: [rank2]: KeyError: 'input_ids'", "srun: error: gpu-e001: task 2: Exited with exit code 1"]})
     assert d.category == "software", d.headline
-
-
-def test_a_straggler_s_node_storage_line_days_before_the_hang_explains_nothing(tmp_path):
-    """A Lustre disconnect on the straggler's node three days before the hang (it reconnected) is no reason for it:
-    the node's storage failure must fall within NODE_STORAGE_S of the hang."""
-    def timed_out(r: int, t: str) -> list[str]:
-        return [f"{r}: [rank{r}]:[E1129 01:10:{t}.002100000 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught "
-                "collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLGATHER, NumelIn=16, NumelOut=16, "
-                "Timeout(ms)=600000) ran for 600019 milliseconds before timing out.",
-                f"{r}: [rank{r}]:[E1129 01:10:{t}.002100000 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) "
-                f"Rank {r}] Exception (either an error or timeout) detected by watchdog at work: 9, last enqueued NCCL "
-                "work: 9, last completed NCCL work: 8."]
-    d = _investigate(tmp_path, {
-        "slurm-812004.out": timed_out(0, "40") + timed_out(1, "41") + timed_out(2, "42") + [
-            "3: [rank3]:[E1129 01:10:49.100412006 ProcessGroupNCCL.cpp:2109] [PG ID 0 PG GUID 0(default_pg) Rank 3] "
-            "Received a dump signal due to a collective timeout from  rank 0 and we will try our best to dump the debug "
-            "info. Last enqueued NCCL work: 8, last completed NCCL work: 8.",
-            "srun: error: gpu-m01: tasks 0-2: Aborted (core dumped)", "srun: error: gpu-m02: task 3: Aborted"],
-        "gpu-m02.dmesg.txt": ["[Wed Nov 26 14:00:40 2025] Lustre: work-OST0021-osc-ffff91a2c00d6000: Connection to "
-                              "work-OST0021 (at 10.60.3.33@o2ib) was lost; in progress operations using this service "
-                              "will wait for recovery to complete"]})
-    assert d.category != "storage_io", d.headline

@@ -440,28 +440,6 @@ FIRE += [
 ]
 
 
-def _timed_out(r: int, t: str) -> list[str]:
-    return [f"{r}: [rank{r}]:[E1129 01:10:{t}.002100000 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective "
-            "operation timeout: WorkNCCL(SeqNum=9, OpType=ALLGATHER, NumelIn=16, NumelOut=16, Timeout(ms)=600000) ran "
-            "for 600019 milliseconds before timing out.",
-            f"{r}: [rank{r}]:[E1129 01:10:{t}.002100000 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank "
-            f"{r}] Exception (either an error or timeout) detected by watchdog at work: 9, last enqueued NCCL work: 9, "
-            "last completed NCCL work: 8."]
-
-
-FIRE += [
-    # the straggler's node logged that its Lustre client lost a storage target 10 minutes before the others timed out
-    # (its own log says nothing): the filesystem it reads from stopped answering (storage_io), not a data loader
-    ("collective.straggler", {
-        "slurm-812004.out": _timed_out(0, "40") + _timed_out(1, "41") + _timed_out(2, "42") + [
-            "3: [rank3]:[E1129 01:10:49.100412006 ProcessGroupNCCL.cpp:2109] [PG ID 0 PG GUID 0(default_pg) Rank 3] "
-            "Received a dump signal due to a collective timeout from  rank 0 and we will try our best to dump the debug "
-            "info. Last enqueued NCCL work: 8, last completed NCCL work: 8.",
-            "srun: error: gpu-m01: tasks 0-2: Aborted (core dumped)", "srun: error: gpu-m02: task 3: Aborted"],
-        "gpu-m02.dmesg.txt": ["[Sat Nov 29 01:00:40 2025] Lustre: work-OST0021-osc-ffff91a2c00d6000: Connection to "
-                              "work-OST0021 (at 10.60.3.33@o2ib) was lost; in progress operations using this service "
-                              "will wait for recovery to complete"]}, "storage_io", 0.8),
-]
 FIRE += [
     # sinfo -R's `Not responding` for one of the job's nodes (its host list, expanded): the node went down
     ("scheduler.node_not_responding", {"job.out": ["SLURM_JOB_NODELIST=gpu-h[031-032]"],

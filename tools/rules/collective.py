@@ -94,34 +94,6 @@ def _own_trigger(f: RuleInputs, rank: int):
     return None
 
 
-NODE_STORAGE_S = 3600.0  # how long before a straggler's hang its node's storage failure may be (twice the default
-# 30-minute collective timeout: the read that never returned started before the timeout's window)
-
-
-def _node_storage(f: RuleInputs, nodes: set[str], hang: list[Evidence]):
-    """(table row, line): the first line a straggler's node logged itself (no rank of its own: the kernel's, a
-    filesystem client's, in a file the node's name is on or whose lines name it) that an upstream table calls a
-    storage_io trigger, not after the hang's own line (Lustre's `Connection to work-OST0021 ... was lost`, the kernel's
-    hung task): what kept that rank from the collective. None without one."""
-    from trainlog_debugger.tools.rules.meaning import error_lines, tables_of
-    if not nodes or f.messages is None:
-        return None
-    # a node's name as a word of the file's path (`gpu-m02.dmesg.txt`, `gpu-m02/kern.log`)
-    named = re.compile(r"(?<![A-Za-z0-9])(?:" + "|".join(map(re.escape, sorted(nodes, key=len, reverse=True)))
-                       + r")(?![A-Za-z0-9])")
-    # dated, and within NODE_STORAGE_S before the hang's own line (an outage days before, that recovered, is none)
-    end = hang[0].time.job_seconds() if hang and hang[0].time is not None else None
-    if end is None:
-        return None
-    mine = [e for e in error_lines(f) if e.rank is None
-            and (e.node in nodes or (e.node is None and named.search(e.file) is not None))
-            and e.time is not None and (t := e.time.job_seconds()) is not None and 0 <= end - t <= NODE_STORAGE_S]
-    for e, m in zip(mine, tables_of(f, mine)):
-        if m is not None and m.role == "trigger" and m.category == "storage_io":
-            return m, e
-    return None
-
-
 def straggler(f: RuleInputs):
     rep = f.nccl
     if rep is None or rep.verdict not in ("straggler", "gloo_straggler"):
@@ -145,13 +117,8 @@ def straggler(f: RuleInputs):
     base = (f"{who} never entered the stuck collective ({rep.found_ranks} ranks checked, "
             f"{len(culprits)} differ): stuck outside NCCL")
     said = _own_trigger(f, r0)
-    node_io = _node_storage(f, {n for r in culprits if (n := rep.ranks[r].node)}, rs.evidence[:1])
     if own:
         cat, why, s = "storage_io", f"{base}, after storage errors on the same rank", 0.85
-    elif node_io is not None:  # its node's own log: the filesystem it reads from stopped answering
-        row, line = node_io
-        cat, why, s = "storage_io", f"{base}, after its node's storage failed: {row.meaning} ({row.table})", 0.8
-        ev = [line] + [e for e in ev if e is not line]
     elif said is not None:  # what the rank itself said went wrong before it stopped (an upstream table's trigger)
         row, line = said
         cat, why, s = row.category, f"{base}: before it stopped it said: {row.meaning} ({row.table})", 0.75
