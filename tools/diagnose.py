@@ -801,10 +801,12 @@ def _requeued(inputs: RuleInputs) -> list[Evidence]:
     not the job; it is a restart for _last_attempts_own and _restarted_away."""
     got = inputs.__dict__.get("_requeued")
     if got is None:
+        kills = inputs.hits(*_KILLS)
         starts: dict[str, int] = {}
-        for e in _starts(inputs):
+        # (the starts only where a kill is: every rank's init line is thousands of lines at scale)
+        for e in _starts(inputs) if kills else ():
             starts[e.file] = max(starts.get(e.file, 0), e.line)
-        got = inputs.__dict__["_requeued"] = [k for k in inputs.hits(*_KILLS) if starts.get(k.file, 0) > k.line]
+        got = inputs.__dict__["_requeued"] = [k for k in kills if starts.get(k.file, 0) > k.line]
     return got
 
 

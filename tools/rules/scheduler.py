@@ -181,8 +181,9 @@ def node_not_responding(f: RuleInputs):
     """sinfo -R's `Not responding` row for one of the job's own nodes (job_nodes): Slurm set the node down when its
     slurmd stopped answering (a crash, a hang, a reboot, its network): the platform, whatever its peers printed.
     A row for another node of the cluster says nothing of this job."""
-    ours = job_nodes(f)
-    for e in f.hits("slurm.node_not_responding"):
+    rows = f.hits("slurm.node_not_responding")
+    ours = job_nodes(f) if rows else set()
+    for e in rows:
         down = [n for n in expand_hostlist(str(f.fields_of(e, "slurm.node_not_responding").get("nodes") or ""))
                 if n in ours]
         if down:
