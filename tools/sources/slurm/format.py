@@ -19,8 +19,10 @@ _CANCEL = _BANNER + r"CANCELLED AT (?P<at>\S+)"
 # a job's end state on the lines its tools print: a sacct row (`<jobid>[.step] ... <State> <exit>:<signal>` at the
 # line's end), scontrol's `JobState=`, seff's `State: `, the mail subject's last word ({s}: the state as sacct may
 # cut it; {w}: whole)
-_STATE = (r"^\s*\d+(?:_\d+)?(?:\.\S+)?\s.*?\s{s}\s+\d+:\d+\s*$|\bJobState={w}\b|^State: {w}\b|"
-          r"^(?:Subject: )?Slurm (?:Array (?:Summary|Task) )?Job_id=\S+.*, {w}(?:, ExitCode \d+)?\s*$")
+_ENDED = r"OUT_OF_MEMORY|NODE_FAIL|TIMEOUT|PREEMPTED|BOOT_FAIL"  # job_state_string's failure states
+_ENDED_CUT = r"OUT_OF_ME\+|" + _ENDED  # and sacct's 10-column cut of the one longer than its column
+_STATE = (r"^\s*\d+(?:_\d+)?(?:\.\S+)?\s.*?\s(?:{s})\s+\d+:\d+\s*$|\bJobState=(?:{w})\b|^State: (?:{w})\b|"
+          r"^(?:Subject: )?Slurm (?:Array (?:Summary|Task) )?Job_id=\S+.*, (?:{w})(?:, ExitCode \d+)?\s*$")
 
 PATTERNS = [
     P("slurm.cancelled_time_limit", 1, "infrastructure", "root_candidate",
@@ -77,14 +79,12 @@ PATTERNS = [
     # subject (src/slurmctld/agent.c:2412 `Slurm Job_id=%u Name=%s %s%s%s`, the state last). A job fact, no trigger
     # of its own: the rules read it as the scheduler's word (tools/rules/scheduler.slurm_cancel, infra.memory_kills)
     P("slurm.job_state", 0, None, "context",
-      r"(?:OUT_OF_ME\+|OUT_OF_MEMORY|NODE_FAIL|TIMEOUT|PREEMPTED|BOOT_FAIL)",
+      r"(?:" + _ENDED_CUT + ")",
       ("OUT_OF_ME", "NODE_FAIL", "TIMEOUT", "PREEMPTED", "BOOT_FAIL"),
       "4891784.0        python               ml-team        256 OUT_OF_ME+    0:125",
       "the scheduler's record of how the job ended (sacct, scontrol, seff, its mail)",
-      fields=r"^(?:\s*(?P<job>\d{1,12})(?:_\d+)?(?:\.\S+)?\s)?.*?(?P<state>OUT_OF_ME(?:MORY|\+)|NODE_FAIL|TIMEOUT|PREEMPTED|"
-             r"BOOT_FAIL)",
-      verify=_STATE.format(s=r"(?:OUT_OF_ME\+|OUT_OF_MEMORY|NODE_FAIL|TIMEOUT|PREEMPTED|BOOT_FAIL)",
-                           w=r"(?:OUT_OF_MEMORY|NODE_FAIL|TIMEOUT|PREEMPTED|BOOT_FAIL)")),
+      fields=r"^(?:\s*(?P<job>\d{1,12})(?:_\d+)?(?:\.\S+)?\s)?.*?(?P<state>" + _ENDED_CUT + ")",
+      verify=_STATE.format(s=_ENDED_CUT, w=_ENDED)),
     # `sinfo -R`'s row for a node Slurm set down when its slurmd stopped answering (src/slurmctld/ping_nodes.c:243
     # `Not responding`: REASON, USER, TIMESTAMP, NODELIST): a job fact; tools/rules/scheduler.node_not_responding
     # reads it only for the job's own nodes (sinfo lists the whole cluster)
