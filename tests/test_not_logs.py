@@ -122,7 +122,12 @@ def test_a_one_file_paste_that_speaks_of_training_is_read(tmp_path):
     path, or a hosts file whose host names hold `gpu`, is still refused."""
     for i, line in enumerate(["Total steps: 1000", "processed 120 batches", "torch.cuda.is_available() returns False",
                               "nvidia-smi shows 0% utilization on all GPUs",
-                              "the loss jumped after the second epoch and never came back"]):  # two loop words
+                              "the loss jumped after the second epoch and never came back",  # two loop words
+                              # another stack's start-up, no failure word (absl's glog INFO lines of a multi-host JAX
+                              # job that hung after them; a ROCm job's RCCL banner)
+                              "I1105 10:00:01.000000  1234 distributed.py:90] Connecting to JAX distributed service "
+                              "on 10.0.0.1:1234",
+                              "RCCL version 2.18.3+hip6.0 HEAD:2d4d2d5"]):
         root = _write(tmp_path / f"t{i}", {"paste.txt": line + "\n"})
         with open_bundle(root) as b:
             d = investigate(b)
@@ -132,6 +137,7 @@ def test_a_one_file_paste_that_speaks_of_training_is_read(tmp_path):
     for i, (name, text) in enumerate([("cuda.conf", "/usr/local/cuda-12.4/targets/x86_64-linux/lib\n"),
                                       ("hosts", ETC["hosts"]),
                                       ("constraints.txt", "torch<=2.4.1\ntorchvision<=0.19.1\n"),
+                                      ("requirements.txt", "jax==0.4.30\nkeras>=3.0\n"),
                                       ("inputrc", "# allow the use of the Home/End keys to step to the next word\n"),
                                       ("COPYING", "IN NO EVENT SHALL THE AUTHORS BE LIABLE FOR ANY DAMAGES (INCLUDING "
                                                   "LOSS OF USE, DATA, OR PROFITS)\n")]):

@@ -114,8 +114,11 @@ _HEAD_FILES = 512
 # a host name or a file name: `/usr/local/cuda-12.4/lib`, `gpu-node-12`, `cuda.conf` name no job), and the loop's
 # quantities only counted (`120 batches`, `steps: 1000`): as bare English words (`to step to`, `LOSS OF USE`) they are
 # every manual's and licence's. Read on lines that are neither a setting nor a comment (_SETTING_LINE).
+# The other stacks' own names count the same: JAX, XLA and TPUs (absl/glog INFO lines of a multi-host start-up,
+# `Connecting to JAX distributed service`), AMD's ROCm and RCCL, gloo, MPI's launcher, TensorFlow and Keras.
 _PASTE_TRAINING = re.compile(rb"(?i)(?<![\w/-])(?:(?:py)?torch(?:run)?|cuda|nccl|gpus?|dataloader|deepspeed|megatron|"
-                             rb"nvidia-smi|horovod|slurm|srun|sbatch)(?![\w/-])(?!\s*[<>=!~])"  # not `torch<=2.4` (pip)
+                             rb"nvidia-smi|horovod|slurm|srun|sbatch|jax|xla|tpus?|rocm|rccl|gloo|mpirun|tensorflow|"
+                             rb"keras)(?![\w/-])(?!\s*[<>=!~])"  # not `torch<=2.4` (pip)
                              rb"(?!\.(?:conf|cfg|ini|so|h|hpp|cc?|py|txt|ya?ml|json|toml|log|sh|deb|rpm)\b)"
                              rb"|\b\d+ (?:ranks|epochs|steps|batches|iterations)\b"
                              rb"|\b(?:ranks?|epochs?|steps?|loss|batch(?:es)?|iterations?)\s*[:=]\s*\d")
