@@ -80,6 +80,7 @@ class Source:
     partial: str = ""   # why this source is known to be incomplete ('' = whole); also in Bundle.notes
     within: str = ""    # the real path of the walked directory it was found in: open() refuses a file outside it
     utf16: str = ""     # 'utf-16', 'utf-16-le', 'utf-16-be': the file is UTF-16 text, open() gives it as UTF-8
+    notebook: bool = False  # a Jupyter notebook: open() gives its outputs' lines, line for line (tools.bundle.notebook)
 
     def open(self) -> BinaryIO:
         """Binary stream of the (decompressed) content, opened read-only, never through a link, at most `size`
@@ -94,6 +95,8 @@ class Source:
             raw = _NoNul(raw)
         if self.utf16:
             raw = _Utf8Of(raw, self.utf16)
+        if self.notebook:
+            raw = _NotebookOutputs(raw)
         return io.BufferedReader(raw, 1 << 16)
 
 
@@ -276,6 +279,34 @@ class _Utf8Of(_Converted):
 
     def _convert(self, data: bytes) -> bytes:
         return self.dec.decode(data, final=not data).encode("utf-8")
+
+
+class _NotebookOutputs(_Converted):
+    """A notebook's JSON read as its outputs' lines, one line out for each line in (tools.bundle.notebook): a line
+    cut between two reads is held until its end comes; one longer than notebook.LINE_MAX is dropped as it comes."""
+
+    def __init__(self, inner):
+        from trainlog_debugger.tools.bundle.notebook import NotebookLines
+        super().__init__(inner)
+        self.lines, self.held, self.dropping = NotebookLines(), b"", False
+
+    def _convert(self, data: bytes) -> bytes:
+        from trainlog_debugger.tools.bundle.notebook import LINE_MAX
+        if not data:
+            held, self.held = self.held, b""
+            return b"" if not held or self.dropping else self.lines.line(held)
+        parts = (self.held + data).split(b"\n")
+        self.held = parts.pop()
+        out = []
+        for i, raw in enumerate(parts):
+            if i == 0 and self.dropping:  # the rest of a line too long to hold: its end, now
+                self.dropping = False
+                out.append(b"")
+                continue
+            out.append(self.lines.line(raw.rstrip(b"\r")))
+        if len(self.held) > LINE_MAX:
+            self.held, self.dropping = b"", True
+        return b"\n".join(out) + b"\n" if out else b""
 
 
 _NULS = re.compile(rb"\x00{16,}")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable
 
 from trainlog_debugger.tools.bundle.budget import Budget, human as _human
+from trainlog_debugger.tools.bundle.notebook import NotebookLines, looks_like_notebook
 from trainlog_debugger.tools.sources.detect import GENERIC, HEAD_BYTES, sniff
 from trainlog_debugger.tools.sources.flight_recorder.format import FR_DUMP
 from trainlog_debugger.tools.bundle.archives import (_OPENERS, _UNREADABLE, _clean, _looks_tar, _magic, _printable,
@@ -82,7 +83,10 @@ def _utf16(head: bytes) -> str:
 # error ...")`), so scanning it would cite code as if a rank had printed it. Shell scripts and configs stay: the
 # environment and the launch command they set are evidence.
 SOURCE_CODE_SUFFIXES = (".py", ".pyi", ".pyx", ".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", ".cu", ".cuh",
-                        ".go", ".rs", ".java", ".scala", ".kt", ".js", ".ts", ".rb", ".swift", ".ipynb")
+                        ".go", ".rs", ".java", ".scala", ".kt", ".js", ".ts", ".rb", ".swift")
+# A notebook is both: its code cells are source, its outputs the run's console. It is read as its outputs only
+# (tools.bundle.notebook); a `.ipynb` that is not a notebook's JSON is source as before.
+NOTEBOOK_SUFFIX = ".ipynb"
 
 
 # Documentation, not output (issue 30: /usr/share/doc got a confident verdict from an HTML page that explains
@@ -116,7 +120,7 @@ def _source_code_reason(rel: str, kind: str, head: bytes = b"") -> str | None:
     name = rel.rsplit("!", 1)[-1].lower()
     if kind == FR_DUMP:
         return None
-    if name.endswith(SOURCE_CODE_SUFFIXES):
+    if name.endswith(SOURCE_CODE_SUFFIXES) or (name.endswith(NOTEBOOK_SUFFIX) and not looks_like_notebook(head)):
         return "program source, not a log (its strings would read as log lines)"
     bare = name[:-3] if name.endswith(".gz") else name
     if kind == GENERIC and (bare.endswith(DOC_SUFFIXES) or _DOC_NAME.search(bare)
@@ -179,6 +183,8 @@ def _preclassify(items: list[tuple[str, str, tuple[int, int]]], within: str) -> 
     no byte-order mark) in its first HEAD_BYTES, with its kind and, where the walk would refuse it, why."""
     out: dict[str, tuple] = {}
     for path, rel, ident in items:
+        if rel.lower().endswith(NOTEBOOK_SUFFIX):
+            continue    # read through its outputs by the walk itself (_Loader._add_file)
         try:
             fd = _open_nofollow(Path(path), ident, within)
         except (OSError, ReadRefused):
@@ -384,14 +390,19 @@ class _Loader:
         utf16 = _utf16(head) if not kind else ""
         if utf16:  # sniffed and checked as the text it is; read decoded (Source.open)
             head, nul = head.decode(utf16, "replace").encode("utf-8"), False
+        notebook = rel.rsplit("!", 1)[-1].lower().endswith(NOTEBOOK_SUFFIX) and looks_like_notebook(head)
+        raw_head = head
+        if notebook:  # sniffed and checked as the outputs it is read as (Source.open)
+            lines = NotebookLines()
+            head = b"\n".join(lines.line(x) for x in head.split(b"\n")[:-1])
         src_kind = sniff(rel, head)
         nul = nul or (kind == "gz" and b"\x00" in head)
         why = None if src_kind == FR_DUMP else (_binary_reason(head.replace(b"\x00", b"") if nul else head)
-                                                 or _source_code_reason(rel, src_kind, head) or _doc_head(head, src_kind))
+                                                 or _source_code_reason(rel, src_kind, raw_head) or _doc_head(head, src_kind))
         if why:
             return self.skip(rel, why)
         src = Source(rel, path, src_kind, size, gzip=kind == "gz", ident=ident, nul=nul and src_kind != FR_DUMP,
-                     within=within, utf16=utf16)
+                     within=within, utf16=utf16, notebook=notebook)
         if kind == "gz":
             src.max_out = max(self.budget.ratio_min_bytes, self.budget.max_ratio * size)
             if size <= GZIP_VERIFY_BYTES:

@@ -1,0 +1,118 @@
+"""A Jupyter notebook is read as the console its outputs hold, line for line with the file (tools/bundle/notebook.py):
+its code cells, which quote the messages we look for, are never read; a citation is the file's own line."""
+
+from __future__ import annotations
+
+import json
+
+from trainlog_debugger.tools.bundle.notebook import NotebookLines
+from trainlog_debugger.tools.bundle.open import open_bundle
+from trainlog_debugger.tools.bundle.source import Source
+from trainlog_debugger.tools.pipeline import investigate
+
+OOM = ("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 15.78 GiB total capacity; 13.91 GiB already "
+       "allocated; 1.02 GiB free; 14.12 GiB reserved in total by PyTorch)")
+# an IPython traceback as nbformat stores it: one string per frame, coloured with ANSI escapes
+TRACEBACK = ["\x1b[0;31m---------------------------------------------------------------------------\x1b[0m",
+             "\x1b[0;31mOutOfMemoryError\x1b[0m                          Traceback (most recent call last)",
+             "Cell \x1b[0;32mIn[2], line 3\x1b[0m\n\x1b[1;32m      1\x1b[0m from accelerate import notebook_launcher\n",
+             f"\x1b[0;31mOutOfMemoryError\x1b[0m: {OOM}"]
+
+
+def notebook(outputs: list, source: list | None = None) -> dict:
+    quoting = {"cell_type": "code", "execution_count": 1, "metadata": {}, "outputs": [],
+               "source": ["import torch\n", 'raise RuntimeError("NCCL error in: ProcessGroupNCCL.cpp:1970, '
+                          'unhandled cuda error")\n']}
+    run = {"cell_type": "code", "execution_count": 2, "metadata": {}, "outputs": outputs,
+           "source": source or ["from accelerate import notebook_launcher\n", "notebook_launcher(train, 2)\n"]}
+    return {"cells": [quoting, run], "metadata": {"kernelspec": {"name": "python3"}}, "nbformat": 4,
+            "nbformat_minor": 5}
+
+
+def write(path, nb: dict, indent: int | None = 1) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(nb, indent=indent, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def test_a_notebook_s_error_output_is_the_answer_and_its_code_is_not_read(tmp_path):
+    write(tmp_path / "run" / "train.ipynb", notebook([
+        {"name": "stderr", "output_type": "stream", "text": ["Launching training on 2 GPUs.\n",
+                                                            "  3%|▎         | 30/1000 [00:14<07:40,  2.11it/s]\n"]},
+        {"ename": "OutOfMemoryError", "evalue": OOM, "output_type": "error", "traceback": TRACEBACK}]))
+    raw = (tmp_path / "run" / "train.ipynb").read_text(encoding="utf-8").split("\n")
+    with open_bundle(tmp_path / "run") as b:
+        assert [s.rel for s in b.sources] == ["train.ipynb"] and b.sources[0].notebook
+        d = investigate(b)
+    assert d.category == "oom", d.headline
+    cited = [e for f in d.chain for e in f.evidence]
+    assert cited and all(e.file == "train.ipynb" for e in cited)
+    for e in cited:  # the file's own line: an editor shows the same text there, JSON-escaped
+        assert "CUDA out of memory" in raw[e.line - 1] and "\\u001b" in raw[e.line - 1]
+        assert e.text.startswith("OutOfMemoryError: CUDA out of memory")  # read without its colours
+    assert "NCCL error" not in json.dumps([e.text for e in cited])  # the code cell quotes it; nothing prints it
+
+
+def test_the_stream_output_of_a_launcher_is_read_line_by_line(tmp_path):
+    """A cell that ran torchrun (`!torchrun ...`) prints the ranks' lines to its stream output: they are the job's
+    log, with their ranks."""
+    lines = [f"[rank{r}]:[E1105 12:34:56.789012345 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective "
+             f"operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran "
+             f"for 600011 milliseconds before timing out.\n" for r in (1, 2, 3)]
+    write(tmp_path / "nb" / "run.ipynb", notebook([{"name": "stdout", "output_type": "stream", "text": lines}],
+                                                  ["!torchrun --nproc_per_node 4 train.py\n"]))
+    with open_bundle(tmp_path / "nb") as b:
+        with b.sources[0].open() as fh:
+            text = fh.read().decode()
+    raw = (tmp_path / "nb" / "run.ipynb").read_text().split("\n")
+    got = text.split("\n")
+    assert len(got) == len(raw)  # line for line
+    shown = [(i, ln) for i, ln in enumerate(got) if ln]
+    assert [ln for _i, ln in shown] == [ln.rstrip("\n") for ln in lines]
+    assert all("Watchdog caught" in raw[i] for i, _ln in shown)
+
+
+def test_what_is_not_a_notebook_stays_skipped_as_source(tmp_path):
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "x.ipynb").write_text('print("RuntimeError: CUDA error: an illegal memory access")\n')
+    (tmp_path / "b" / "rank0.log").write_text("[rank0]: RuntimeError: CUDA error: an illegal memory access was "
+                                              "encountered\n")
+    with open_bundle(tmp_path / "b") as b:
+        assert [s.rel for s in b.sources] == ["rank0.log"]
+        assert any(s.rel == "x.ipynb" and "program source" in s.reason for s in b.skipped)
+
+
+def test_the_conversion_keeps_lines_and_bounds_a_long_one():
+    """One line out per line in, whatever the reads' boundaries, and an embedded image (a base64 line longer than
+    notebook.LINE_MAX) is dropped as it streams, never held whole."""
+    from trainlog_debugger.tools.bundle import notebook as nbmod
+    from trainlog_debugger.tools.bundle.source import _NotebookOutputs
+    text = json.dumps(notebook([
+        {"output_type": "display_data", "data": {"image/png": "A" * (nbmod.LINE_MAX + 10),
+                                                 "text/plain": ["<Figure size 640x480 with 1 Axes>"]}},
+        {"name": "stderr", "output_type": "stream", "text": ["Killed\n"]}]), indent=1).encode()
+
+    class Pieces:  # a stream that hands out 1,000 bytes a read
+        def __init__(self, data):
+            self.data = data
+
+        def read(self, n):
+            out, self.data = self.data[:1000], self.data[1000:]
+            return out
+
+        def close(self):
+            pass
+
+    conv = _NotebookOutputs(Pieces(text))
+    out = b""
+    while chunk := conv.read(4096):
+        out += chunk
+    got = out.decode().split("\n")
+    assert len(got) == len(text.split(b"\n"))
+    assert [x for x in got if x] == ["<Figure size 640x480 with 1 Axes>", "Killed"]
+    assert NotebookLines().line(b'  "text": [') == b""
+
+
+def test_a_notebook_source_is_picklable_for_the_workers(tmp_path):
+    import pickle
+    src = Source("a.ipynb", tmp_path / "a.ipynb", "generic", 10, notebook=True)
+    assert pickle.loads(pickle.dumps(src)).notebook
