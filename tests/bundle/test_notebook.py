@@ -116,3 +116,57 @@ def test_a_notebook_source_is_picklable_for_the_workers(tmp_path):
     import pickle
     src = Source("a.ipynb", tmp_path / "a.ipynb", "generic", 10, notebook=True)
     assert pickle.loads(pickle.dumps(src)).notebook
+
+
+# -- JSON lines ------------------------------------------------------------------------------------------------------
+EXC_INFO = ('Traceback (most recent call last):\n  File "/app/train.py", line 88, in <module>\n    main()\n'
+            '  File "/app/train.py", line 80, in main\n    loss.backward()\n'
+            "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+            "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
+            "might be incorrect.\n")
+
+
+def test_a_structured_log_s_traceback_field_is_read_as_the_lines_it_holds(tmp_path):
+    """python-json-logger / structlog: one JSON object a line, the traceback one escaped string. On disk the
+    exception's class follows `\\n` (no word boundary): read with its escapes decoded, the exception is what the
+    traceback reader finds, on the file's own line."""
+    recs = [{"timestamp": "2024-05-01T12:00:00.120Z", "level": "INFO", "message": "step 1200 loss 2.31"},
+            {"timestamp": "2024-05-01T12:00:05.532Z", "level": "ERROR", "message": "training failed",
+             "exc_info": EXC_INFO}]
+    (tmp_path / "j").mkdir()
+    (tmp_path / "j" / "app.jsonl").write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    from trainlog_debugger.tools.scan.driver import scan_bundle
+    with open_bundle(tmp_path / "j") as b:
+        assert b.sources[0].json_lines
+        tb = [h for f in scan_bundle(b).files for h in f.hits if h.pattern == "python.traceback"]
+        d = investigate(b)
+    assert tb and tb[0].line == 2 and tb[0].fields["exception"] == "RuntimeError"
+    assert tb[0].fields["exception_line"] == 2 and tb[0].fields["frames"][-1].endswith(":main")
+    assert d.category == "gpu_cuda", d.headline
+    assert d.verified
+
+
+def test_a_container_runtime_s_json_log_keeps_its_lines_and_reads_decoded(tmp_path):
+    """Docker's json-file driver: each line of the process's output is one record; quotes, colours and the record's
+    own line end are decoded; an escaped backslash before an `n` stays a backslash and an `n`."""
+    recs = [{"log": '[rank3]: \x1b[31mtorch.OutOfMemoryError\x1b[0m: CUDA out of memory. Tried to allocate 20.00 MiB. '
+                    'GPU 3 has a total capacity of 79.10 GiB of which 6.88 MiB is free.\n', "stream": "stderr",
+             "time": "2024-05-01T12:00:05.2Z"},
+            {"log": 'saving to "C:\\new\\ckpt"\n', "stream": "stdout", "time": "2024-05-01T12:00:05.3Z"}]
+    (tmp_path / "k").mkdir()
+    (tmp_path / "k" / "pod-0-json.log").write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    with open_bundle(tmp_path / "k") as b:
+        with b.sources[0].open() as fh:
+            lines = fh.read().decode().split("\n")
+        d = investigate(b)
+    assert len(lines) == 3 and "[rank3]: torch.OutOfMemoryError: CUDA out of memory" in lines[0]
+    assert 'saving to "C:\\new\\ckpt"↵' in lines[1]
+    assert d.category == "oom" and d.culprit_ranks == [3]
+
+
+def test_only_json_lines_are_read_decoded():
+    from trainlog_debugger.tools.bundle.notebook import looks_like_json_lines
+    assert looks_like_json_lines(b'{"a": 1}\n{"b": "x\\ny"}\n')
+    assert not looks_like_json_lines(b'[rank0]: {"a": 1}\n{"b": 2}\n')  # a log line that prints a dict
+    assert not looks_like_json_lines(b'{"a": 1}\nplain text\nmore text\n')
+    assert not looks_like_json_lines(b'{\n "cells": []\n}\n')  # pretty-printed JSON is one document, not lines

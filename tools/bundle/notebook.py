@@ -1,4 +1,5 @@
-"""A Jupyter notebook read as the log its outputs are, line for line with the file.
+"""Structured files read as the console they hold, line for line with the file: a Jupyter notebook's outputs, and
+a JSON-lines log's escaped strings.
 
 Why: a run started from a notebook (Colab, Kaggle, a cluster's JupyterHub, Accelerate's `notebook_launcher`) keeps
 its console in the cells' outputs: the stream text a cell printed (`"name": "stderr"`, `"text": [...]`), the
@@ -20,6 +21,8 @@ from __future__ import annotations
 import json
 import re
 
+from trainlog_debugger.tools.lines import LINE_BREAK
+
 # a line that opens a list under a key (`"text": [`, `"traceback": [`, `"text/plain": [`, `"outputs": [`)
 _OPEN_LIST = re.compile(rb'\s*"((?:[^"\\]|\\.){1,64})":\s*\[\s*$')
 _CLOSE_LIST = re.compile(rb"\s*\],?\s*$")
@@ -38,7 +41,7 @@ NOTEBOOK_HEAD = re.compile(rb'^\s*\{\s*"(?:cells|metadata|nbformat|worksheets)"\
 def looks_like_notebook(head: bytes) -> bool:
     """Whether a file's first bytes are an nbformat notebook's JSON (a `.ipynb` that is not is program source or
     junk, and is skipped as before)."""
-    return head.lstrip()[:1] == b"{" and NOTEBOOK_HEAD.search(head) is not None
+    return _OPENS_OBJECT.match(head) is not None and NOTEBOOK_HEAD.search(head) is not None
 
 
 def _text(literal: bytes) -> str | None:
@@ -82,3 +85,50 @@ class NotebookLines:
             s = _text(m.group(2))
             return s.encode("utf-8", "surrogateescape") if s else b""
         return b""
+
+
+# -- JSON lines --------------------------------------------------------------------------------------------------
+# A structured logger (python-json-logger, structlog, loguru's `serialize`, Docker's json-file driver, Fluent Bit)
+# writes one JSON object a line, and a traceback is one string field: `"exc_info": "Traceback (most recent call
+# last):\n  File ...\nRuntimeError: CUDA error: an illegal memory access was encountered\n"`. As it is on disk, the
+# exception's class follows the two characters `\n`, so no word boundary opens it and no message pattern matches.
+# Such a file is read with its strings' escapes decoded in place: a line break as LINE_BREAK (JSON strings hold no
+# raw ones, so the file's lines stay its lines; the traceback reader splits a line on it: tools/sources/generic.py
+# final_exception), a tab as a space, `\"` and `\\` as the characters, an ASCII `\u00XX` as its character, an ANSI
+# colour as nothing.
+
+_ESCAPE = re.compile(rb'\\(?:u001[bB]\[[0-9;?]{0,32}[A-Za-z]|u00([2-7][0-9a-fA-F])|([nrt])|(["\\/]))')
+_JSON_LINE = re.compile(rb"[ \t]*\{[^\n]*\}[ \t]*,?\r?$", re.M)
+
+
+_BREAK = LINE_BREAK.encode()
+
+
+def _unescaped(m: re.Match) -> bytes:
+    if m.group(3) is not None:
+        return m.group(3)
+    if m.group(2) is not None:
+        return b" " if m.group(2) == b"t" else _BREAK if m.group(2) == b"n" else b""
+    if m.group(1) is not None:
+        return bytes([int(m.group(1), 16)])
+    return b""  # an ANSI escape
+
+
+def unescape_json_strings(data: bytes) -> bytes:
+    """`data` (whole lines of a JSON-lines file) with its strings' escapes decoded in place (see above)."""
+    return _ESCAPE.sub(_unescaped, data) if b"\\" in data else data
+
+
+_OPENS_OBJECT = re.compile(rb"[ \t\r\n]{0,256}\{")
+
+
+def looks_like_json_lines(head: bytes) -> bool:
+    """Whether a file's head is JSON lines: at least two lines, and nine in ten of its non-blank complete lines one
+    JSON object each (by their braces; no parse)."""
+    if _OPENS_OBJECT.match(head) is None:  # most files: one look (a log line opens with a stamp, a prefix, a word)
+        return False
+    body = head[: head.rfind(b"\n") + 1]
+    lines = [x for x in body.split(b"\n") if x.strip()]
+    if len(lines) < 2:
+        return False
+    return len(_JSON_LINE.findall(body)) * 10 >= len(lines) * 9

@@ -20,6 +20,7 @@ from typing import Any, cast
 
 from trainlog_debugger.tools.bundle.chunks import CHUNK, chunks
 from trainlog_debugger.tools.bundle.source import READ_ERRORS
+from trainlog_debugger.tools.lines import LINE_BREAK
 from trainlog_debugger.tools.model import Evidence
 
 MAX_WINDOW_LINES = 400  # a read window never holds more, whatever was asked
@@ -99,6 +100,12 @@ class _Prefixed(_CrAsLf):
             out, self.head = self.head, b""
             return out
         return self.fh.read(n)
+
+
+def _one_of_its_lines(line: str, cited: str) -> bool:
+    """Whether `cited` is one of the lines a line of the file holds escaped (a JSON-lines log's traceback string,
+    its breaks shown as tools.lines.LINE_BREAK): the traceback reader cites the exception's own line of it."""
+    return LINE_BREAK in line and cited in line.split(LINE_BREAK)
 
 
 @dataclass(frozen=True)
@@ -240,7 +247,7 @@ def check_citations(evidence: Iterable[Evidence], sources: Mapping[str, object])
             kind = None if verify(src, ev.line, ev.text) else ProblemKind.entry_differs
         elif (ev.file, ev.line) not in actual:
             kind = ProblemKind.no_such_line
-        elif actual[(ev.file, ev.line)] != ev.text:
+        elif actual[(ev.file, ev.line)] != ev.text and not _one_of_its_lines(actual[(ev.file, ev.line)], ev.text):
             kind = ProblemKind.text_differs
         if kind is not None:
             out.setdefault((ev.file, ev.line, ev.text), CitationProblem(ev.file, ev.line, kind, cited=ev.text))

@@ -81,6 +81,7 @@ class Source:
     within: str = ""    # the real path of the walked directory it was found in: open() refuses a file outside it
     utf16: str = ""     # 'utf-16', 'utf-16-le', 'utf-16-be': the file is UTF-16 text, open() gives it as UTF-8
     notebook: bool = False  # a Jupyter notebook: open() gives its outputs' lines, line for line (tools.bundle.notebook)
+    json_lines: bool = False  # JSON lines: open() gives them with their strings' escapes decoded (tools.bundle.notebook)
 
     def open(self) -> BinaryIO:
         """Binary stream of the (decompressed) content, opened read-only, never through a link, at most `size`
@@ -97,6 +98,8 @@ class Source:
             raw = _Utf8Of(raw, self.utf16)
         if self.notebook:
             raw = _NotebookOutputs(raw)
+        elif self.json_lines:
+            raw = _JsonLinesText(raw)
         return io.BufferedReader(raw, 1 << 16)
 
 
@@ -307,6 +310,31 @@ class _NotebookOutputs(_Converted):
         if len(self.held) > LINE_MAX:
             self.held, self.dropping = b"", True
         return b"\n".join(out) + b"\n" if out else b""
+
+
+class _JsonLinesText(_Converted):
+    """JSON lines with their strings' escapes decoded, whole lines at a time (an escape is never cut between two
+    reads); a line longer than notebook.LINE_MAX is passed on as it is, not held."""
+
+    def __init__(self, inner):
+        super().__init__(inner)
+        self.held = b""
+
+    def _convert(self, data: bytes) -> bytes:
+        from trainlog_debugger.tools.bundle.notebook import LINE_MAX, unescape_json_strings
+        if not data:
+            held, self.held = self.held, b""
+            return unescape_json_strings(held)
+        data = self.held + data
+        cut = data.rfind(b"\n") + 1
+        if not cut and len(data) <= LINE_MAX:
+            self.held = data
+            return b""
+        if not cut:
+            self.held = b""
+            return data
+        self.held = data[cut:]
+        return unescape_json_strings(data[:cut])
 
 
 _NULS = re.compile(rb"\x00{16,}")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable
 
 from trainlog_debugger.tools.bundle.budget import Budget, human as _human
-from trainlog_debugger.tools.bundle.notebook import NotebookLines, looks_like_notebook
+from trainlog_debugger.tools.bundle.notebook import NotebookLines, looks_like_json_lines, looks_like_notebook
 from trainlog_debugger.tools.sources.detect import GENERIC, HEAD_BYTES, sniff
 from trainlog_debugger.tools.sources.flight_recorder.format import FR_DUMP
 from trainlog_debugger.tools.bundle.archives import (_OPENERS, _UNREADABLE, _clean, _looks_tar, _magic, _printable,
@@ -196,6 +196,8 @@ def _preclassify(items: list[tuple[str, str, tuple[int, int]]], within: str) -> 
             if b"\x00" in head or _magic(head) or _utf16(head):
                 continue
             kind = sniff(rel, head)
+            if kind == GENERIC and looks_like_json_lines(head):
+                continue    # read with its escapes decoded: the walk indexes it itself (_Loader._add_file)
             why = None if kind == FR_DUMP else (_binary_reason(head) or _source_code_reason(rel, kind, head)
                                                 or _doc_head(head, kind))
         except Exception:  # noqa: BLE001 - the walk reads it again, and its last line of defence says why
@@ -402,7 +404,8 @@ class _Loader:
         if why:
             return self.skip(rel, why)
         src = Source(rel, path, src_kind, size, gzip=kind == "gz", ident=ident, nul=nul and src_kind != FR_DUMP,
-                     within=within, utf16=utf16, notebook=notebook)
+                     within=within, utf16=utf16, notebook=notebook,
+                     json_lines=src_kind == GENERIC and not notebook and looks_like_json_lines(head))
         if kind == "gz":
             src.max_out = max(self.budget.ratio_min_bytes, self.budget.max_ratio * size)
             if size <= GZIP_VERIFY_BYTES:

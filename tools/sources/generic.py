@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections import deque
 
+from trainlog_debugger.tools.lines import LINE_BREAK
 from trainlog_debugger.tools.lines.attribution import strip_prefixes
 from trainlog_debugger.tools.sources.pattern import HitContext, Hook, P
 
@@ -312,6 +313,15 @@ _FRAME = re.compile(r'^\s*File "([^"]+)", line \d+, in (\S+)')
 _TB_SKIP = ("Traceback", "During handling", "The above exception", "File ", "^", "~")
 
 
+def _flattened(text: str) -> list[str] | None:
+    """A whole traceback on one line, its line breaks shown as tools.bundle.notebook.LINE_BREAK (a JSON-lines log's
+    `exc_info` string read in place): the header's piece and the pieces after it; None for a traceback on lines."""
+    at = text.find("Traceback (most recent call last)")
+    if at < 0 or LINE_BREAK not in text[at:]:
+        return None
+    return text[at:].split(LINE_BREAK)
+
+
 def final_exception(ctx: HitContext) -> None:
     """The exception that ended a traceback, added to the `python.traceback` hit's facts (`exception`, `message`,
     `exception_line`, `exception_text`, `frames`): the first unindented line after the frames (same rank label),
@@ -334,18 +344,26 @@ def final_exception(ctx: HitContext) -> None:
     buf, end, rank = ctx.buf, ctx.end, ctx.line_rank
     pos = end + 1
     head = strip_prefixes(_decode(buf[buf.rfind(b"\n", 0, end) + 1:end]))
+    flat = _flattened(ctx.text)
+    if flat is not None:  # a structured log's one string (tools/bundle/notebook.py): its pieces are the lines
+        head, rank = flat[0], None
     base = len(head) - len(head.lstrip(" \t"))
     frames: deque[str] = deque(maxlen=MAX_FRAMES)
     calls: deque[str] = deque(maxlen=MAX_FRAMES)
     for k in range(1, LOOKAHEAD_LINES + 1):
-        if pos >= len(buf):
+        if flat is not None:
+            if k >= len(flat):
+                break
+            text = flat[k][:LINE_HEAD]
+        elif pos >= len(buf):
             if not ctx.final:  # a chunk's cut, not the file's end: the block goes on in the next buffer
                 return
             break
-        nxt = buf.find(b"\n", pos)
-        nxt = len(buf) if nxt == -1 else nxt
-        text = _decode(buf[pos:min(nxt, pos + LINE_HEAD)])
-        pos = nxt + 1
+        else:
+            nxt = buf.find(b"\n", pos)
+            nxt = len(buf) if nxt == -1 else nxt
+            text = _decode(buf[pos:min(nxt, pos + LINE_HEAD)])
+            pos = nxt + 1
         if rank is not None:
             r = ctx.rank_of(text)
             if r is not None and r != rank:
@@ -365,7 +383,8 @@ def final_exception(ctx: HitContext) -> None:
             continue
         m = _EXC_LINE.match(body) or (_EXC_QUALIFIED.match(body) if frames else None)
         if m:
-            ctx.fields.update({"exception": m.group(1), "message": (m.group(2) or "")[:500], "exception_line": ctx.line + k,
+            ctx.fields.update({"exception": m.group(1), "message": (m.group(2) or "")[:500],
+                               "exception_line": ctx.line + (k if flat is None else 0),
                                "exception_text": text, "frames": list(frames), "calls": list(calls)})
             return
         break
