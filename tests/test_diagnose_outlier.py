@@ -124,6 +124,44 @@ def test_every_rank_of_a_partial_bundle_is_not_every_rank_of_the_job(tmp_path):
     assert d.culprit_ranks, d.headline
 
 
+# -- the same error on every rank of one node --------------------------------------------------------------------
+
+def _node_fails(on: dict[int, str], world: int = 16) -> dict[str, list[str]]:
+    """16 ranks on two nodes (srun's task exits say which); the ranks in `on` raise a build's missing-kernel error,
+    untimed, after a dated line (its time is only the line before it)."""
+    out = {"slurm-77123.out": ["srun: error: gpu-b07: tasks 8-15: Exited with exit code 1",
+                               "srun: error: gpu-h03: tasks 0-7: Terminated"]}
+    for r in range(world):
+        lines = [f"[rank{r}]: [2025-06-11 14:02:31,500][INFO][pretrain] dataset: 412 shards"]
+        if r in on:
+            lines += [f"[rank{r}]: [2025-06-11 14:02:33,{on[r]}][INFO][pretrain] wrapping with DDP",
+                      f"[rank{r}]: Traceback (most recent call last):",
+                      f'[rank{r}]:   File "/home/svc/train/pretrain.py", line 212, in <module>',
+                      f"[rank{r}]:     model = DDP(model, device_ids=[local_rank])",
+                      f"[rank{r}]: RuntimeError: CUDA error: no kernel image is available for execution on the device"]
+        out[f"rank_{r}.log"] = lines
+    return out
+
+
+def test_the_same_error_on_every_rank_of_one_node_names_all_of_them(tmp_path):
+    """A build without this GPU's kernels fails every rank of that node alike: the culprit is the node and its eight
+    ranks, not the three whose untimed lines come after the earliest dated ones."""
+    d = _investigate(tmp_path, _node_fails({r: f"{900 - 100 * (r - 8):03d}" for r in range(8, 16)}))
+    assert d.culprit_nodes == ["gpu-b07"], d.headline
+    assert d.culprit_ranks == list(range(8, 16)), d.headline
+
+
+def test_the_same_error_on_some_ranks_of_a_node_names_those_only(tmp_path):
+    d = _investigate(tmp_path, _node_fails({9: "100", 12: "200"}))
+    assert d.culprit_ranks == [9, 12] and d.culprit_nodes == ["gpu-b07"], d.headline
+
+
+def test_the_same_error_on_two_nodes_keeps_the_rule_s_culprit(tmp_path):
+    """Ranks of the other node raised it too: it is no one node's failure, and the rule's first ranks stay."""
+    d = _investigate(tmp_path, _node_fails({r: f"{100 + r * 10:03d}" for r in (3, *range(8, 16))}))
+    assert len(d.culprit_ranks) <= 3, d.headline
+
+
 # -- rendezvous that never filled -------------------------------------------------------------------------------
 
 def _agent(pid: int, run_id: str, endpoint: str = "10.0.0.1:29400", min_nodes: int = 2) -> list[str]:

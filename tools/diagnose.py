@@ -416,6 +416,8 @@ def diagnose(inputs: RuleInputs) -> Diagnosis:
         culprit_ranks, culprit_nodes = [], []
         headline += f" ({every})"
         caps = caps + [f"no single culprit: {every}"]
+    else:
+        culprit_ranks = _the_node_s_ranks(inputs, trigger, culprit_ranks, culprit_nodes)
     recs = list(dict.fromkeys(trigger.recommendations + [r for c in supporting for r in c.recommendations]))
     if missing and confidence != "high":
         recs.append("collect the missing evidence listed below, then re-run `debugger ask`")
@@ -480,9 +482,24 @@ def _on_every_rank(inputs: RuleInputs, t: Candidate) -> str | None:
     cov = inputs.scan.coverage
     if len(seen) < 2 or cov.missing_ranks or (cov.expected_ranks and len(seen) < cov.expected_ranks):
         return None
+    first = _raised_the_same(inputs, t)
+    if set(first) != seen:
+        return None
+    spread = _spread(first)
+    if spread is not None and spread > SYSTEMIC_SPREAD_S:
+        return None
+    timed = sum(1 for e in first.values() if e.time is not None and e.time.job_seconds() is not None)
+    when = ("with no times to order them" if spread is None else f"within {spread:.1f} s" if timed == len(first)
+            else f"within {spread:.1f} s where a time is stated")
+    return f"every rank ({len(seen)} of {len(seen)}) raised the same error {when}: a shared cause, not one rank"
+
+
+def _raised_the_same(inputs: RuleInputs, t: Candidate) -> dict[int, Evidence]:
+    """Per rank, its first line of the trigger's very error (the same message once rank prefixes, digits and paths
+    are masked); {} when the trigger's line is too short to tell one message from another."""
     key = template_of(strip_prefixes(t.evidence[0].text))
     if len(key) < 12:
-        return None
+        return {}
     # only the trigger line's own patterns, and the lines that end a traceback: masking every hit of a large
     # bundle would be per-hit Python work on the whole scan
     at = (t.evidence[0].file, t.evidence[0].line)
@@ -497,15 +514,36 @@ def _on_every_rank(inputs: RuleInputs, t: Candidate) -> str | None:
             r = e.rank if (said := inputs.reported_for(e)) is None else said
             if r is not None and r not in first and template_of(strip_prefixes(e.text)) == key:
                 first[r] = e
-    if set(first) != seen:
-        return None
-    secs = [s for e in first.values() if e.time is not None and (s := e.time.job_seconds()) is not None]
-    spread = max(secs) - min(secs) if len(secs) >= 2 else None
-    if spread is not None and spread > SYSTEMIC_SPREAD_S:
-        return None
-    when = ("with no times to order them" if spread is None else f"within {spread:.1f} s" if len(secs) == len(first)
-            else f"within {spread:.1f} s where a time is stated")
-    return f"every rank ({len(seen)} of {len(seen)}) raised the same error {when}: a shared cause, not one rank"
+    return first
+
+
+def _spread(lines: dict[int, Evidence]) -> float | None:
+    """Seconds between the earliest and the latest of the lines that state a time; None with fewer than two."""
+    secs = [s for e in lines.values() if e.time is not None and (s := e.time.job_seconds()) is not None]
+    return max(secs) - min(secs) if len(secs) >= 2 else None
+
+
+NODE_RANKS_MAX = 64  # ranks named for one node's shared failure (a node holds 4-16 GPUs; a bound all the same)
+
+
+def _the_node_s_ranks(inputs: RuleInputs, t: Candidate, ranks: list[int], nodes: list[str]) -> list[int]:
+    """Every rank of the culprit node that raised the trigger's very error, when more of them did than the rule
+    named (it names the first few by time, and an untimed traceback line's time is only the line before it): a
+    build without this GPU's kernels, a driver or device fault, a setting of that node fails all its ranks alike,
+    and the engineer restarts without the node, not without its first rank. Only for one named node whose ranks
+    are all known to run there, all within SYSTEMIC_SPREAD_S; ranks elsewhere that raised it too leave the culprit
+    as it was (then it is no one node's)."""
+    if len(nodes) != 1 or not ranks or not t.evidence or t.status != "crashed" \
+            or t.rule.startswith(("collective.", "asymmetry.")):
+        return ranks
+    first = _raised_the_same(inputs, t)
+    if len(first) <= len(ranks) or not set(ranks) <= set(first) or len(first) > NODE_RANKS_MAX:
+        return ranks
+    known = inputs.scan.rank_nodes
+    if any(r not in known or known[r].node != nodes[0] for r in first):
+        return ranks
+    spread = _spread(first)
+    return sorted(first) if spread is None or spread <= SYSTEMIC_SPREAD_S else ranks
 
 
 def _nodes_of_ranks(inputs: RuleInputs, ranks: list[int]) -> list[str]:
