@@ -82,17 +82,19 @@ def test_a_rank_last_line_is_its_last_dated_line_not_an_undated_banner_in_anothe
 
 # -- the same error on every rank ------------------------------------------------------------------------------
 
+def _traceback(r: int, call: str, error: str) -> list[str]:
+    return [f"[rank{r}]: Traceback (most recent call last):", f'[rank{r}]:   File "/work/train.py", line 301, in <module>',
+            f"[rank{r}]:     {call}", f"[rank{r}]: {error}"]
+
+
 def _nan_on(ranks: list[int], times: dict[int, str] | None = None, world: int = 4) -> dict[str, list[str]]:
     out = {}
     for r in range(world):
         lines = [f"[rank{r}]: 2025-05-01 10:00:00,000 INFO train: step 99 loss 2.31"]
         if r in ranks:
             t = (times or {}).get(r)
-            lines += ([f"[rank{r}]: {t} INFO train: step 100"] if t else []) + [
-                f"[rank{r}]: Traceback (most recent call last):",
-                f'[rank{r}]:   File "/work/train.py", line 301, in <module>',
-                f"[rank{r}]:     loss.backward()",
-                f"[rank{r}]: RuntimeError: Function 'LogSoftmaxBackward0' returned nan values in its 0th output."]
+            lines += ([f"[rank{r}]: {t} INFO train: step 100"] if t else []) + _traceback(
+                r, "loss.backward()", "RuntimeError: Function 'LogSoftmaxBackward0' returned nan values in its 0th output.")
         out[f"rank_{r}.log"] = lines
     return out
 
@@ -134,11 +136,9 @@ def _node_fails(on: dict[int, str], world: int = 16) -> dict[str, list[str]]:
     for r in range(world):
         lines = [f"[rank{r}]: [2025-06-11 14:02:31,500][INFO][pretrain] dataset: 412 shards"]
         if r in on:
-            lines += [f"[rank{r}]: [2025-06-11 14:02:33,{on[r]}][INFO][pretrain] wrapping with DDP",
-                      f"[rank{r}]: Traceback (most recent call last):",
-                      f'[rank{r}]:   File "/home/svc/train/pretrain.py", line 212, in <module>',
-                      f"[rank{r}]:     model = DDP(model, device_ids=[local_rank])",
-                      f"[rank{r}]: RuntimeError: CUDA error: no kernel image is available for execution on the device"]
+            lines += [f"[rank{r}]: [2025-06-11 14:02:33,{on[r]}][INFO][pretrain] wrapping with DDP"] + _traceback(
+                r, "model = DDP(model, device_ids=[local_rank])",
+                "RuntimeError: CUDA error: no kernel image is available for execution on the device")
         out[f"rank_{r}.log"] = lines
     return out
 
