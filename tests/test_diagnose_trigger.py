@@ -497,6 +497,35 @@ def test_a_fault_after_the_last_restart_still_ends_the_job(tmp_path):
     assert d.category == "network", d.headline
 
 
+def _log_dir_attempts(tmp_path, last_attempt: list[str]) -> None:
+    """torchrun --log-dir: the agent's console, and each attempt's worker files under `attempt_<N>/<local rank>/`;
+    the workers' tracebacks are undated, so only their place says which attempt they belong to."""
+    (tmp_path / "console.log").write_text("\n".join(RESTART + LAUNCHER_END) + "\n")
+    oom = ["[rank1]: Traceback (most recent call last):", '[rank1]:   File "/work/train.py", line 301, in <module>',
+           "[rank1]:     batch = next(it)", "[rank1]: TimeoutError: timed out"]
+    for attempt, lines in ((0, oom), (1, last_attempt)):
+        d = tmp_path / "logs" / "run_x8k2m1qd" / f"attempt_{attempt}" / "1"
+        d.mkdir(parents=True)
+        (d / "stderr.log").write_text("\n".join(lines) + "\n")
+
+
+def test_a_fault_in_an_earlier_attempt_s_files_is_restarted_away(tmp_path):
+    _log_dir_attempts(tmp_path, ["[rank1]: step 4000 loss 1.1"])
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.status.value == "completed", d.headline
+    assert "restarted the workers" in d.headline
+
+
+def test_a_fault_in_the_last_attempt_s_files_ends_the_job(tmp_path):
+    _log_dir_attempts(tmp_path, ["[rank1]: Traceback (most recent call last):",
+                                 "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 1 "
+                                 "has a total capacity of 79.15 GiB of which 1.02 GiB is free."])
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.category == "oom", d.headline
+
+
 def test_peers_closing_their_sockets_at_the_end_of_a_run_that_finished_is_no_failure(tmp_path):
     d = _investigate(tmp_path, {"output.txt": ["[rank0]: Training completed. Do not forget to share your model on "
                                                "huggingface.co/models =)"] + CLOSED[:1] + LAUNCHER_END})

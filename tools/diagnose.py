@@ -815,7 +815,10 @@ def _restarted_away(inputs: RuleInputs, ev: Evidence, fin: list[Evidence]) -> bo
     after that restart (_recovered_by_restart); or before a scheduler's kill that the job was started again after
     (_requeued), with an end line after that kill in its file (the requeued run's trainer or launcher said it ended)."""
     ends = [e for e in fin if any(w in e.text for w in _LAUNCHER_END)]
-    if ends and any(_before(ev, r) and any(_before(r, e) for e in ends) for r in _last_restarts(inputs)):
+    restarts = _last_restarts(inputs)
+    if ends and any(_before(ev, r) and any(_before(r, e) for e in ends) for r in restarts):
+        return True
+    if ends and _in_earlier_attempt(inputs, ev) and any(_before(r, e) for r in restarts for e in ends):
         return True
     return any((ev.file, ev.line) == (k.file, k.line) or _before(ev, k)
                for k in _requeued(inputs) if any(e.file == k.file and e.line > k.line for e in fin))
@@ -854,6 +857,25 @@ def _starts(inputs: RuleInputs) -> list[Evidence]:
     return [e for e in inputs.hits("nccl.comm_init") if "Init " in e.text] + inputs.hits(*_STARTS[1:])
 
 
+def _attempts(inputs: RuleInputs) -> dict[str, int]:
+    """The attempt of each file that torchrun's `--log-dir` layout places under `attempt_<N>/` (N: the restarts
+    before it), by file."""
+    got = inputs.__dict__.get("_attempts")
+    if got is None:
+        got = inputs.__dict__["_attempts"] = {f.rel: a for f in inputs.scan.files
+                                              if isinstance(a := f.hint.get("attempt"), int)}
+    return got
+
+
+def _in_earlier_attempt(inputs: RuleInputs, ev: Evidence) -> bool:
+    """Whether line `ev` is in a worker's file of an attempt before the last one the bundle holds (`attempt_0/5/
+    stderr.log` beside `attempt_1/`): its place says it came before the restart that no time of its own can show
+    (a traceback line is undated)."""
+    attempts = _attempts(inputs)
+    a = attempts.get(ev.file)
+    return a is not None and a < max(attempts.values())
+
+
 def _last_restarts(inputs: RuleInputs) -> list[Evidence]:
     """Each agent's (each file's) last `will restart worker group`: the attempt after it is that agent's last; a line
     before it, in its own file or by the clock, belongs to an attempt that the launcher ended and restarted."""
@@ -879,12 +901,17 @@ def _last_attempts_own(inputs: RuleInputs, cands: list[Candidate]) -> list[Candi
         return cands
     ends = {(r.file, r.line) for r in restarts}
 
+    attempts = _attempts(inputs)
+
     def attempt(c: Candidate) -> int:
+        if c.evidence and (a := attempts.get(c.evidence[0].file)) is not None:
+            return a  # a worker's file of torchrun's `attempt_<N>/`: N restarts came before it
         return sum(1 for r in restarts if c.evidence and _before(r, c.evidence[0]) is True)
 
     def ended_by_one(c: Candidate) -> bool:
         return bool(c.evidence) and ((c.evidence[0].file, c.evidence[0].line) in ends
-                                     or any(_before(c.evidence[0], r) is True for r in restarts))
+                                     or any(_before(c.evidence[0], r) is True for r in restarts)
+                                     or _in_earlier_attempt(inputs, c.evidence[0]))
 
     # (a hang inferred from every rank's collective state is no attempt's own where a requeued job's attempts share
     # one file: the collective analysis reads the ranks' lines of all of them together)
