@@ -144,7 +144,10 @@ CHECK = ['File "/workspace/train.py", line 140, in <module>', "    trainer.step(
     (FORWARD, "ValueError: invalid literal for int() with base 10: ''", "software"),
     (CHECK, "ValueError: bad value at step 4410", "numerical"),
     (GETITEM, "OSError: [Errno 5] Input/output error", "storage_io"),  # the errno outranks where it was raised
-], ids=["decode-in-getitem", "value-in-getitem", "same-error-in-forward", "finiteness-check", "errno-first"])
+    # torch without a usable NumPy (a 1.x/2.x mismatch): the environment's, in a sample's code or not
+    (GETITEM, "RuntimeError: Numpy is not available", "config"),
+], ids=["decode-in-getitem", "value-in-getitem", "same-error-in-forward", "finiteness-check", "errno-first",
+        "numpy-missing-in-getitem"])
 def test_where_it_was_raised(tmp_path, frames, last, category):
     (tmp_path / "rank_5.log").write_text("\n".join(_traceback("[rank5]: ", frames, last)) + "\n")
     with open_bundle(tmp_path) as b:

@@ -54,6 +54,13 @@ BY_MESSAGE = (
     # a tensor passed between processes, a DataLoader worker's batch): /dev/shm is full, the container's, not a disk
     _r(r"unable to write to file </torch_\d+", "infrastructure",
        "shared memory (/dev/shm) is full: PyTorch could not grow a segment to pass a tensor between processes"),
+    # torch/csrc/utils/tensor_numpy.cpp (`TORCH_CHECK(is_numpy_available(), "Numpy is not available")`): torch found
+    # no usable NumPy when it started (its `Failed to initialize NumPy` warning: numpy missing, or an extension
+    # built for another NumPy major version), so every tensor<->array conversion fails, a sample's included: the
+    # environment's versions, chosen at install time (TAXONOMY config), not the record
+    _r(r"\bNumpy is not available\b", "config",
+       "torch could not load NumPy in this environment (a NumPy 1.x/2.x mismatch with a compiled module, or NumPy "
+       "missing): every tensor-array conversion fails, whichever sample it is"),
     _r(r"\[Errno 28\]|No space left on device|\bENOSPC\b", "storage_io", "the filesystem is full (ENOSPC)"),
     _r(r"\[Errno 122\]|Disk quota exceeded|\bEDQUOT\b", "storage_io", "a disk quota was exceeded (EDQUOT)"),
     _r(r"\[Errno 30\]|Read-only file system|\bEROFS\b", "storage_io", "the filesystem is read-only (EROFS)"),
