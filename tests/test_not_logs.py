@@ -188,6 +188,28 @@ def test_documentation_is_not_read_as_logs(tmp_path):
     assert all(r.startswith("documentation, not a log") for r in reasons.values()) and len(reasons) == 5, reasons
 
 
+def test_a_question_in_markdown_with_its_log_pasted_in_is_read_when_it_is_the_only_file(tmp_path):
+    """A user's issue text saved as `question.md`, the NCCL output pasted between its paragraphs: the only file
+    given is read (and said so); beside a log, or as one of a folder of documents, a .md is still documentation."""
+    question = ("EKS, two p5.48xlarge nodes, the same image works elsewhere. NCCL_DEBUG=INFO output of rank 0:\n\n"
+                "mistral-pt-worker-0:88:88 [0] NCCL INFO NET/Plugin: Loaded net plugin AWS Libfabric (v8)\n"
+                "mistral-pt-worker-0:88:88 [0] NCCL INFO NET/OFI Initializing aws-ofi-nccl 1.11.0-aws\n"
+                "mistral-pt-worker-0:88:88 [0] init.cc:118 NCCL WARN Error: network AWS Libfabric not found.\n\n"
+                "What am I missing?\n")
+    root = _write(tmp_path / "q", {"question.md": question})
+    with open_bundle(root) as b:
+        assert [s.rel for s in b.sources] == ["question.md"] and not b.skipped
+        assert any("only file given" in n for n in b.notes)
+        d = investigate(b)
+    assert d.category == "config", d.headline
+    root = _write(tmp_path / "two", {"question.md": question, "rank_0.log": "[rank0]: iteration 10 | loss 2.31\n"})
+    with open_bundle(root) as b:
+        assert [s.rel for s in b.sources] == ["rank_0.log"]
+    # a lone document that speaks of no training job is still refused by the gate
+    root = _write(tmp_path / "doc", {"README.md": "# Build\nRun `make` and then `make install`.\n"})
+    assert runner.invoke(app, ["ask", "--offline", str(root)]).exit_code == 2
+
+
 def test_a_rotated_log_is_read_though_its_number_is_a_man_section(tmp_path):
     """logrotate and Python's RotatingFileHandler name a log's older parts `train.log.1`, `syslog.3.gz`: the
     manual pages' section suffixes, but no roff inside; the rotated part may hold the failure."""

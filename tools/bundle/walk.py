@@ -96,6 +96,8 @@ DOC_SUFFIXES = (".html", ".htm", ".xhtml", ".css", ".svg", ".md", ".markdown", "
 # a manual page's section number (`nccl.7`, `srun.1`) is also how logrotate and Python's RotatingFileHandler name a
 # log's older parts (`train.log.1`, `syslog.1`, `messages.3.gz`): documentation only where the file is roff
 MAN_SUFFIXES = (".1", ".3", ".5", ".7", ".8")
+# documents of plain text that a user writes a question in, a log pasted between its paragraphs (not markup pages)
+PASTE_DOC_SUFFIXES = (".md", ".markdown", ".rst", ".adoc")
 _ROFF = re.compile(rb"^(?:\.TH |\.\\\"|'\\\"|\.Dd |\.SH )", re.M)
 _DOC_NAME = re.compile(r"(?:^|/)(?:changelog|changes|news|readme|copyright|license|licence|authors|thanks|todo|"
                        r"history)(?:[._-][\w.-]*)?$", re.I)
@@ -227,6 +229,7 @@ class _Loader:
         self.within = ""                # while a directory is walked: its real path (files outside it are refused)
         self.read_through = 0           # bytes of compressed-tar members decompressed only to reach later members
         self.pre: dict[str, tuple] = {}  # path -> what a worker read of it while the walk runs (_preclassify_dir)
+        self.doc_pastes: list[Source] = []  # plain-text documents skipped as such (finish reads a lone one)
 
     def budget_text(self, name: str, what: str) -> str:
         return f"{what}; {self.budget.hint(name)}"
@@ -401,11 +404,13 @@ class _Loader:
         nul = nul or (kind == "gz" and b"\x00" in head)
         why = None if src_kind == FR_DUMP else (_binary_reason(head.replace(b"\x00", b"") if nul else head)
                                                  or _source_code_reason(rel, src_kind, raw_head) or _doc_head(head, src_kind))
-        if why:
-            return self.skip(rel, why)
         src = Source(rel, path, src_kind, size, gzip=kind == "gz", ident=ident, nul=nul and src_kind != FR_DUMP,
                      within=within, utf16=utf16, notebook=notebook,
                      json_lines=src_kind == GENERIC and not notebook and looks_like_json_lines(head))
+        if why:
+            if why.startswith("documentation") and rel.lower().endswith(PASTE_DOC_SUFFIXES) and not nul:
+                self.doc_pastes.append(src)  # read after all if it is the only file given (finish)
+            return self.skip(rel, why)
         if kind == "gz":
             src.max_out = max(self.budget.ratio_min_bytes, self.budget.max_ratio * size)
             if size <= GZIP_VERIFY_BYTES:
@@ -597,6 +602,16 @@ class _Loader:
             self.notes.append(note)
         if self.files_note:
             self.notes.append(f"{self.files_note} ({self.files_over:,} more not read)")
+        docs = [s for s in self.skipped if s.reason.startswith("documentation")]
+        if not self.sources and len(self.doc_pastes) == 1 and len(docs) == 1:
+            # the one file given is a Markdown or plain-text document: a user's question with their log pasted in
+            # (an issue's text saved as question.md). A folder of documents still reads as documentation; one
+            # document alone is read, and the gate (tools.bundle.recognise) still refuses it unless it speaks of
+            # training
+            src = self.doc_pastes[0]
+            self.skipped = [s for s in self.skipped if s is not docs[0]]
+            self.sources.append(src)
+            self.notes.append(f"{src.rel}: read although its name says a document: it is the only file given")
         count: dict[str, int] = {}
         for src in self.sources:    # tar allows a name twice; rel must stay a unique key
             count[src.rel] = count.get(src.rel, 0) + 1
