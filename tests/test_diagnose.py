@@ -263,6 +263,28 @@ def test_megatrons_after_training_marker_is_no_proof_of_a_normal_end(tmp_path, a
         assert any("exit code" in m for m in d.missing) and d.verified
 
 
+@pytest.mark.parametrize("event, category", [
+    # NCCL's IB async event, read by the lexicon's words only: the loop ran on to its end after it
+    ("dgx-h100-17:1288:1412 [3] transport/net_ib.cc:101 NCCL WARN NET/IB : mlx5_3:1 Got async event : GID table change",
+     "none"),
+    # a decisive fault before the marker still decides (it is no weak reading)
+    ("[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 3 has a total capacity of "
+     "79.15 GiB of which 1.02 GiB is free.", "oom"),
+])
+def test_a_weak_reading_before_the_end_of_the_training_loop_did_not_stop_it(tmp_path, event, category):
+    root = _steps_generator()(tmp_path / "b", ranks=8, noise=0.05, spikes=False)
+    last = sorted(root.rglob("*.log"))[0]
+    text = last.read_text().splitlines()
+    text.insert(len(text) // 2, event)
+    last.write_text("\n".join(text + ["[after training is done] datetime: 2024-11-05 14:00:00"]) + "\n")
+    with open_bundle(root) as b:
+        d = investigate(b)
+    assert d.category == category, d.headline
+    if category == "none":
+        assert d.status == Status.inconclusive and d.alternatives
+        assert d.alternatives[0].category == "network" and "did not stop the training" in d.alternatives[0].rejected_because
+
+
 @pytest.mark.parametrize("quoted, status", [
     ("driver shutting down", Status.completed),  # cudaErrorCudartUnloading at interpreter exit: noise
     ("an illegal memory access was encountered", Status.crashed),  # a real fault, end line or not

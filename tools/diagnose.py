@@ -372,6 +372,13 @@ def diagnose(inputs: RuleInputs) -> Diagnosis:
              and "peer_closed" not in c.facts and not _recovered_by_restart(inputs, c, fin)]
         noticed = [c for c in cands if c not in kept]
         cands = kept
+    elif (done := inputs.hits("job.training_done")):
+        # no end line, but the trainer's own marker that its loop ran to its end (Megatron's `[after training is
+        # done]`): a reading too weak to decide that is shown to come before it did not stop the training (a fabric
+        # event the run rode through); the answer still says nothing proves the job's own end (_stops_after_training)
+        kept = [c for c in cands if c.strength >= DECISIVE or not _ends_after(c, done)]
+        noticed = [c for c in cands if c not in kept]
+        cands = kept
     else:
         noticed = []
     cands = _last_attempts_own(inputs, cands)
@@ -388,6 +395,11 @@ def diagnose(inputs: RuleInputs) -> Diagnosis:
                                              rejected_because=f"{_how_restarted(inputs)} after it and the "
                                              "restarted run ended normally" if _recovered_by_restart(inputs, c, fin)
                                              else "the job reports a normal end: not a failure of it")
+                                 for c in sorted(noticed, key=lambda c: -c.strength)[:5]]
+        elif noticed and not done.alternatives:  # set aside by the end of the training loop after them
+            done.alternatives = [Alternative(category=c.category, summary=c.summary, evidence=c.evidence[:1],
+                                             rejected_because="the training loop reports its end after it: it did "
+                                                              "not stop the training")
                                  for c in sorted(noticed, key=lambda c: -c.strength)[:5]]
         return done
     supporting = [c for c in cands if c is not trigger and _same_story(c, trigger)]
