@@ -372,11 +372,11 @@ def diagnose(inputs: RuleInputs) -> Diagnosis:
              and "peer_closed" not in c.facts and not _recovered_by_restart(inputs, c, fin)]
         noticed = [c for c in cands if c not in kept]
         cands = kept
-    elif (done := inputs.hits("job.training_done")):
+    elif (loop_done := inputs.hits("job.training_done")):
         # no end line, but the trainer's own marker that its loop ran to its end (Megatron's `[after training is
         # done]`): a reading too weak to decide that is shown to come before it did not stop the training (a fabric
         # event the run rode through); the answer still says nothing proves the job's own end (_stops_after_training)
-        kept = [c for c in cands if c.strength >= DECISIVE or not _ends_after(c, done)]
+        kept = [c for c in cands if c.strength >= DECISIVE or not _ends_after(c, loop_done)]
         noticed = [c for c in cands if c not in kept]
         cands = kept
     else:
