@@ -1181,3 +1181,22 @@ def test_another_job_s_sacct_row_or_another_node_s_sinfo_row_is_not_this_job_s(t
                         "Not responding       slurm     2025-03-01T02:11:09 gpu-h032"],
         "slurm-5530913.out": ["2: [rank2]: KeyError: 'input_ids'", "srun: error: gpu-e001: task 2: Exited with exit code 1"]})
     assert d.category == "software", d.headline
+
+
+def test_of_two_equally_strong_undated_faults_the_one_printed_first_is_the_trigger(tmp_path):
+    """One node's container never started (pyxis printed the enroot hook's error for its tasks, at the top of the
+    job's output); half an hour later rank 0's TCPStore gave up waiting for that node's ranks. Neither line has a
+    time: the file's order says which came first."""
+    pyxis = [f"{t}: slurmstepd: error: pyxis: container start failed with error code: 1" for t in (16, 19)] + [
+        f"{t}: slurmstepd: error: pyxis:     nvidia-container-cli: initialization error: nvml error: driver/library "
+        "version mismatch" for t in (16, 19)]
+    d = _investigate(tmp_path, {"slurm-551201.out": pyxis + [
+        " 0: Traceback (most recent call last):",
+        ' 0:   File "/usr/local/lib/python3.10/dist-packages/torch/distributed/rendezvous.py", line 189, in '
+        "_create_c10d_store",
+        " 0: torch.distributed.DistStoreError: Timed out after 1801 seconds waiting for clients. 24/32 clients joined.",
+        "srun: error: gpu-c03: task 0: Exited with exit code 1",
+        "slurmstepd: error: *** STEP 551201.0 ON gpu-c03 CANCELLED AT 2025-09-02T08:36:33 ***",
+        "srun: error: gpu-c05: tasks 16-23: Exited with exit code 1"]})
+    assert d.category == "infrastructure", d.headline
+    assert "gpu-c05" in d.culprit_nodes, d.headline

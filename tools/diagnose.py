@@ -112,7 +112,25 @@ def pick(cands: list[Candidate], before: dict[int, tuple] | None = None) -> Cand
                    and at is not None and (b < at or (b == at and _printed_before(c, first)))
                    and c.rule != "collective.straggler"]
         return max(earlier, key=lambda c: c.strength) if earlier else first
-    return max(eligible, key=lambda c: c.strength)
+    best = max(c.strength for c in eligible)
+    return _printed_first([c for c in eligible if c.strength == best], before or {}) or \
+        max(eligible, key=lambda c: c.strength)
+
+
+def _printed_first(tied: list[Candidate], before: dict[int, tuple]) -> Candidate | None:
+    """Equally strong candidates, none with a time: the one printed first, where their files order them. The ones
+    whose files date a line after them earliest (dated_after) came first; of those, in one file, the line above
+    came first (a container that failed to start on one node, above the rendezvous that timed out waiting for it).
+    None where nothing orders them (no bound, or the first ones in different files): the order they were found in
+    decides, as before. Only between equals: a weaker line printed first is often the summary of a stronger one
+    below it (NCCL's `ncclSystemError` above the `No route to host` it wraps)."""
+    bounds = [b for c in tied if (b := before.get(id(c))) is not None]
+    if len(tied) < 2 or len(bounds) < len(tied):
+        return None
+    first = [c for c in tied if before[id(c)] == min(bounds)]
+    if len({c.evidence[0].file for c in first}) != 1:
+        return None
+    return min(first, key=lambda c: c.evidence[0].line)
 
 
 def _printed_before(c: Candidate, rival: Candidate) -> bool:
