@@ -30,6 +30,14 @@ LINES = [
     ("stockout", "Resources are insufficient in region: europe-west4. Try a different region or use a different "
      "accelerator.", {"cloud.vertex_stockout": dict(region="europe-west4")}),
     ("internal error", "Internal error occurred for the current attempt.", {"cloud.vertex_internal": {}}),
+    # SageMaker's FailureReason, as the SDK raises it
+    ("SageMaker OOM", "sagemaker.exceptions.UnexpectedStatusException: Error for Training job bert-ft-2025-06-11: "
+     "Failed. Reason: ClientError: Please use an instance type with more memory, or reduce the size of job data "
+     "processed on an instance.", {"cloud.sagemaker_oom": {}}),
+    ("SageMaker capacity", "CapacityError: Unable to provision requested ML compute capacity. Please retry using a "
+     "different ML instance type.", {"cloud.sagemaker_capacity": {}}),
+    ("SageMaker internal", "InternalServerError: We encountered an internal error.  Please try again.",
+     {"cloud.sagemaker_internal": {}}),
 ]
 
 NEAR_MISSES = [
@@ -89,3 +97,30 @@ def test_vertex_exit_137_alone_is_infrastructure(tmp_path):
     with open_bundle(tmp_path) as b:
         d = run(b).diagnosis
     assert d.category == "infrastructure", d.headline
+
+
+def test_sagemaker_s_memory_verdict_names_the_killer_of_a_sigkilled_worker(tmp_path):
+    """A worker ended by SIGKILL with nothing of its own, and the service's FailureReason after it: SageMaker's
+    verdict is the memory evidence the kill needs (TAXONOMY: SIGKILL with memory evidence is oom)."""
+    (tmp_path / "notebook_output.txt").write_text("\n".join([
+        "2024-08-14 02:30:00,000 sagemaker-training-toolkit INFO     Invoking user script",
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+        "============================================================",
+        "train.py FAILED",
+        "------------------------------------------------------------",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2024-08-14_02:37:09",
+        "  host      : algo-1",
+        "  rank      : 1 (local_rank: 1)",
+        "  exitcode  : -9 (pid: 263)",
+        "  error_file: <N/A>",
+        "  traceback : Signal 9 (SIGKILL) received by PID 263",
+        "============================================================",
+        "2024-08-14 02:37:42 Failed - Training job failed",
+        "UnexpectedStatusException: Error for Training job llm-ft-2024-08-14-02-10-05-118: Failed. Reason: "
+        "ClientError: Please use an instance type with more memory, or reduce the size of job data processed on an "
+        "instance."]) + "\n")
+    with open_bundle(tmp_path) as b:
+        d = run(b).diagnosis
+    assert d.category == "oom" and "SageMaker" in d.headline, d.headline

@@ -114,7 +114,9 @@ def memory_kills(f: RuleInputs) -> list[Evidence]:
     srun's `Out Of Memory` task end, another scheduler's memory-limit kill as its table documents it
     (tools/rules/oom.host_oom cites them)."""
     out = (f.hits("kernel.oom_kill", "slurm.oom_kill")
-           + [e for e in f.hits("slurm.task_exit") if "Out Of Memory" in e.text])
+           + [e for e in f.hits("slurm.task_exit") if "Out Of Memory" in e.text]
+           # SageMaker's verdict on the job (its FailureReason): the instance ran out of host memory
+           + f.hits("cloud.sagemaker_oom"))
     # the scheduler's own record of the job's end, printed by its tools (sacct's `OUT_OF_ME+  0:125`, scontrol's
     # `JobState=OUT_OF_MEMORY`, seff, the job's mail), and another scheduler's memory kill that only its table knows
     # (a line the scan keeps by the table's trigger, tools/sources/upstream.py): none of them an error line

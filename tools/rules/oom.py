@@ -53,6 +53,9 @@ def host_oom(f: RuleInputs):
         "host (CPU) memory ran out: a process's own allocation failed (DefaultCPUAllocator, MemoryError, std::bad_alloc)"
     if killed_evs and all("xceeded" in e.text for e in evs[:killed_evs]):  # Slurm's own enforcement, no OOM killer
         said = "Slurm killed the step for exceeding its memory limit (host memory, JobAcctGather's enforcement)"
+    if killed_evs and all("instance type with more memory" in e.text or "Please use a larger instance" in e.text
+                          for e in evs[:killed_evs]):  # the service's verdict, not the kernel's line
+        said = "the managed training service (SageMaker) says the instance ran out of host memory"
     # the launcher's line that names the process the kill hit (srun's `task 5: Killed`, mpirun's `process rank 1
     # ... on node w1 exited on signal 9`) says whose process it was, where the kernel's line names only a pid
     # srun's `task 3: Out Of Memory` is the line of whose task it was: its host, and its task's rank where srun's

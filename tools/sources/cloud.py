@@ -1,5 +1,6 @@
 """Managed training services' own verdicts on a replica: Vertex AI custom jobs (and the legacy AI Platform
-Training), as the job's error and Cloud Logging print them.
+Training), as the job's error and Cloud Logging print them; SageMaker training jobs' FailureReason (out of host
+memory, no capacity, an internal error), as the SDK's UnexpectedStatusException and the console print it.
 
 Format note. Vertex AI's documented error messages ("Understand the custom training service", docs.cloud.google.com
 …/training/understanding-training-service, table "Handle common errors"):
@@ -98,6 +99,33 @@ PATTERNS = [
       "node was drained", weight=0.7, status="cancelled",
       advice="move the job off that node before the window (or onto a fresh instance after it) and resume from the "
              "last checkpoint"),
+    # SageMaker's training job FailureReason (the DescribeTrainingJob field; the SDK raises it as `UnexpectedStatusException:
+    # Error for Training job <name>: Failed. Reason: <FailureReason>`, the console and CloudWatch show it): the
+    # service's own wordings for a job that ran out of host memory on its instance, found no capacity, or failed
+    # inside the service (the strings AWS's own retry logic matches, e.g. SageMaker components' failure handling)
+    P("cloud.sagemaker_oom", 1, "oom", "root_candidate",
+      r"Please use an instance type with more memory, or reduce the size of job data processed on an instance|"
+      r"Out of Memory\. Please use a larger instance",
+      ("Please use an instance type with more memory", "Out of Memory. Please use a larger instance"),
+      "ClientError: Please use an instance type with more memory, or reduce the size of job data processed on an "
+      "instance.",
+      "the managed training service (SageMaker) says the job ran out of host memory on its instance", weight=0.85,
+      advice="use an instance type with more host memory, or cut the job's host memory (DataLoader workers and "
+             "prefetch, a dataset held in memory, every process loading a full checkpoint on the CPU)"),
+    P("cloud.sagemaker_capacity", 1, "infrastructure", "root_candidate",
+      r"Unable to provision requested ML compute capacity", "Unable to provision requested ML compute capacity",
+      "CapacityError: Unable to provision requested ML compute capacity. Please retry using a different ML instance "
+      "type.",
+      "the cloud had no capacity for the requested instances (SageMaker): the job never ran", weight=0.8,
+      status="cancelled",
+      advice="retry later, in another region or availability zone, or with another instance type; a capacity "
+             "reservation or training plan avoids it"),
+    P("cloud.sagemaker_internal", 1, "infrastructure", "root_candidate",
+      r"InternalServerError: We encountered an internal error\. +Please try again",
+      "We encountered an internal error.",
+      "InternalServerError: We encountered an internal error.  Please try again.",
+      "the managed training service failed internally (SageMaker)", weight=0.5,
+      advice="resubmit the job; if it repeats, open a support case with the training job's ARN"),
     P("cloud.vertex_internal", 1, "infrastructure", "root_candidate",
       r"Internal error occurred for the current attempt", "Internal error occurred for the current attempt",
       "Internal error occurred for the current attempt.",
