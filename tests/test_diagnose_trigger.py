@@ -3,6 +3,8 @@ handled warnings never trigger however early, and a line without a time does not
 
 from __future__ import annotations
 
+import pytest
+
 from trainlog_debugger.tools.bundle.open import open_bundle
 from trainlog_debugger.tools.model import Status
 from trainlog_debugger.tools.pipeline import investigate
@@ -588,6 +590,35 @@ def test_fabric_errors_shortly_before_a_node_failure_are_its_consequence(tmp_pat
     The failed node is srun's, not the banner's (the step's own host)."""
     d = _investigate(tmp_path, _node_failure("2024-11-05 14:31:07"))
     assert d.category == "infrastructure" and d.culprit_nodes == ["gpu-node-12"], d.headline
+
+
+@pytest.mark.parametrize("gone", [
+    ["2m23s       Normal    NodeNotReady   node/gpu-node-12   Node gpu-node-12 status is now: NodeNotReady"],
+    ["5m   Warning   Evict   podgroup/llm-pt   Pod is evicted, because of preempt"],
+    ['{"DocumentIncarnation": 4, "Events": [{"EventId": "A1B2", "EventType": "Preempt", "ResourceType": '
+     '"VirtualMachine", "Resources": ["gpu-node-12"], "EventStatus": "Scheduled"}]}'],
+], ids=["k8s-node-not-ready", "volcano-preempted", "azure-spot-preempt"])
+def test_fabric_errors_beside_a_platform_s_word_that_a_member_went_away_are_its_consequence(tmp_path, gone):
+    """The peers of a machine that went away (its node stopped reporting, its pod was preempted, the cloud took the
+    instance) see IB retries run out: the platform's record, untimed, explains them (TAXONOMY: the peer is down)."""
+    files = _node_failure("2024-11-05 14:31:07")
+    files["slurm-4911770.out"] = files["slurm-4911770.out"][:1]
+    files["events.txt"] = gone
+    d = _investigate(tmp_path, files)
+    assert d.category == "infrastructure", d.headline
+
+
+def test_a_container_that_never_started_explains_the_rendezvous_that_waited_for_it(tmp_path):
+    d = _investigate(tmp_path, {
+        "events.txt": ["  Warning  Failed   2m   kubelet  Error: failed to create containerd task: failed to create shim "
+                       "task: OCI runtime create failed: runc create failed: unable to start container process: error "
+                       "during container init: error running hook #0: error running hook: exit status 1, stdout: , "
+                       "stderr: Auto-detected mode as 'legacy' nvidia-container-cli: initialization error: nvml error: "
+                       "driver/library version mismatch: unknown"],
+        "master-0.log": ["[2024-11-05 14:01:07,000] INFO train: rendezvous",
+                         "torch.distributed.DistStoreError: Timed out after 1801 seconds waiting for clients. 3/4 "
+                         "clients joined."]})
+    assert d.category == "infrastructure", d.headline
 
 
 def test_fabric_errors_hours_before_a_node_failure_stay_the_fabrics(tmp_path):

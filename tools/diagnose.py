@@ -187,7 +187,11 @@ def _exit_times(inputs: RuleInputs) -> dict[int, tuple]:
     return out
 
 
-NODE_FAILED = ("scheduler.cancelled_node_failure", "scheduler.node_failure")
+NODE_FAILED = ("scheduler.cancelled_node_failure", "scheduler.node_failure",
+               # the platforms' word that a member's machine or pod went away under the job: a Kubernetes node that
+               # stopped reporting, a batch scheduler's preemption of the pod, the cloud reclaiming the instance
+               "infra.k8s_node_lost", "catalog.k8s.volcano_evicted", "catalog.cloud.instance_preempted",
+               "catalog.cloud.instance_scheduled_event")
 # Slurm declares a node down once its slurmd has not answered for SlurmdTimeout (300 s by default): the fabric errors
 # that a dead node's peers print come that long before the declaration, or less; a rendezvous gives up after its
 # join timeout (torchrun's default 600 s), and its traceback is often dated by the line before it (the round's start)
@@ -197,7 +201,9 @@ EXPLAINED_BY_NODE_FAILURE = ("network", "config")  # fabric errors, and a rendez
 
 # a member that never started: its pod could not mount a volume or was never placed (Kubernetes' FailedMount,
 # FailedScheduling); the rendezvous that waited for it timed out because of it
-NEVER_STARTED = ("catalog.k8s.failed_mount", "catalog.k8s.failed_mount_config", "scheduler.k8s_unschedulable")
+NEVER_STARTED = ("catalog.k8s.failed_mount", "catalog.k8s.failed_mount_config", "scheduler.k8s_unschedulable",
+                 # its container could not start: the node's NVIDIA driver or toolkit failed in the runtime's hook
+                 "catalog.k8s.nvidia_container_cli")
 
 
 def _without_what_a_node_failure_explains(cands: list[Candidate]) -> list[Candidate]:
