@@ -96,6 +96,9 @@ STATES = [
      {"slurm.job_state": dict(state="OUT_OF_ME+")}),
     ("sacct row, whole state", "7710452        llm-sft       h100   research        224  NODE_FAIL      0:0",
      {"slurm.job_state": dict(state="NODE_FAIL")}),
+    # `sacct --format=JobID,State,ExitCode,Elapsed,NodeList`: columns after the exit code
+    ("sacct row, columns after the exit code", "882193        NODE_FAIL      1:0   02:44:02      gpu-a[01-04] ",
+     {"slurm.job_state": dict(state="NODE_FAIL", job="882193")}),
     ("scontrol show job", "   JobState=TIMEOUT Reason=TimeLimit Dependency=(null)",
      {"slurm.job_state": dict(state="TIMEOUT")}),
     ("seff", "State: OUT_OF_MEMORY (exit code 0)", {"slurm.job_state": dict(state="OUT_OF_MEMORY")}),
@@ -106,6 +109,7 @@ STATES = [
 NEAR_MISSES = [
     ("a timeout's name in a config dump", "timeouts: {NCCL_TIMEOUT: 1800, PREEMPTED_RETRIES: 3}", {}),
     ("a state word inside a message", "WARNING: request TIMEOUT after 3 retries, NODE_FAIL ignored", {}),
+    ("a numbered log line that names a state", "4096 ranks: TIMEOUT 3:0 reached in allreduce", {}),
     ("optional follow-up reason line", "slurmstepd: error: *** REASON: node gpu-node-17 unresponsive ***", {}),
     ("memory limit hit is info, not a kill",
      "slurmstepd: error: StepId=123456.0 hit memory limit at least once during execution. This may or may not result in some failure.",
