@@ -29,6 +29,8 @@ FACTS = [
 NEAR_MISSES = [
     ("an explanation, no number", "set WORLD_SIZE to the number of processes", {}),
     ("world size spelled out in prose", "the world size is unknown until rendezvous", {}),
+    # a script's own banner in other words (a KiCad jobset run) is no JobSet condition
+    ("another tool's jobset", "Jobset completed successfully.", {}),
     # Ray Tune's report of one iteration (tune/experimental/output.py) is progress, not the end of the run
     ("Ray Train's per-iteration report",
      "Training finished iteration 3 at 2025-08-20 08:40:43. Total running time: 10min 34s", {}),
@@ -45,6 +47,8 @@ ENDS = [
     ("training operator, job name", "  Normal  PyTorchJobSucceeded  2m  pytorchjob-controller  PyTorchJob t5-pt is "
      "successfully completed.", {"job.finished": {}}),
     ("training operator, namespace/name", "MPIJob default/bert-mpi successfully completed.", {"job.finished": {}}),
+    # JobSet's condition once every child Job completed (kubectl describe jobset / get jobset -o wide)
+    ("JobSet completed", "Completed=True AllJobsCompleted: jobset completed successfully", {"job.finished": {}}),
     ("verl's last step, under Ray's actor prefix", "(TaskRunner pid=91733) (\"Final validation metrics: {'val-core/"
      "openai/gsm8k/reward/mean@1': 0.781}\")", {"job.finished": {}}),
 ]

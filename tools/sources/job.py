@@ -29,9 +29,11 @@ PATTERNS = [
     # container exited 0: kubectl describe pod's `Status:`)
     P("job.finished", 0, None, "context",
       r"(?:worker group successfully finished|`Trainer\.fit` stopped: `max_(?:steps|epochs)=\d+` reached|[Tt]raining (?:completed|finished|complete)\b|\{'train_runtime': "
-      r"|COMPLETED +0:0|Status: +Succeeded|Job '[^'\n]{1,128}' succeeded|Job \S+ (?:is )?successfully completed\.|Final validation metrics: )",
+      r"|COMPLETED +0:0|Status: +Succeeded|Job '[^'\n]{1,128}' succeeded|Job \S+ (?:is )?successfully completed\.|Final validation metrics: "
+      r"|jobset completed successfully)",
       ("successfully finished", "Trainer.fit` stopped", "raining completed", "raining finished",
-       "raining complete", "{'train_runtime': ", "COMPLETED ", "Succeeded", "' succeeded", " successfully completed.", "Final validation metrics: "),
+       "raining complete", "{'train_runtime': ", "COMPLETED ", "Succeeded", "' succeeded", " successfully completed.", "Final validation metrics: ",
+       "jobset completed successfully"),
       "I1105 14:00:00.000000 2585 torch/distributed/elastic/agent/server/api.py:862] [default] worker group successfully finished. Waiting 300 seconds for other agents to finish.",
       "the job says it finished normally",
       # (not Ray Tune's per-report line `Training finished iteration 3 at 2025-08-20 08:40:43. Total running time:
@@ -49,7 +51,10 @@ PATTERNS = [
              r"|\b(?:PyTorch|TF|MPI|Paddle|JAX|XGBoost)Job [\w./-]{1,253} (?:is )?successfully completed\."
              # verl's PPO trainer on its last step, just before fit() returns (verl/trainer/ppo/ray_trainer.py:1713,
              # pprint: a long one as a quoted tuple, `("Final validation metrics: {...}")`)
-             r"|(?:^|[\s(\"'])Final validation metrics: (?:\{|None))"),
+             r"|(?:^|[\s(\"'])Final validation metrics: (?:\{|None))"
+             # JobSet's condition once every child Job completed (kubernetes-sigs/jobset pkg/constants
+             # AllJobsCompletedMessage, with reason AllJobsCompleted; kubectl describe jobset, its events)
+             r"|(?-i:\bjobset completed successfully\b)"),
     # Megatron-LM's phase marker (training.py pretrain(): print_datetime('after training is done')): the loop is over,
     # and the final checkpoint, the final evaluation and the async-save finalisation come after it in the same
     # function. The job got past set-up and training; it is no proof that the job ended (diagnose._stops_after_training)
