@@ -137,6 +137,10 @@ FIRE = [
     # gave another result (transient: that GPU) ...
     ("gpu.rerun_verdict", {"rank12.log": [_RERUN_NAN, _RERUN.format("gpu-a-0031", 4, "Possible transient error!")]},
      "gpu_cuda", 0.9),
+    # (core 0.10-0.12 print the verdict without the iteration: `Rank R, node N, device D: <what>!`)
+    ("gpu.rerun_verdict", {"rank41.log": [_RERUN_NAN, "ERROR:megatron.core.rerun_state_machine:Rank 41, node gpu-c-06, "
+                                                      "device 1: Possible transient error!!"]},
+     "gpu_cuda", 0.9),
     # ... it reproduced on the first GPU only (persistent: the FIRST GPU, named by its `First rerun` line, not the
     # second one that prints the verdict) ...
     ("gpu.rerun_verdict", {"rank12.log": [_RERUN_NAN, _RERUN.format("gpu-a-0031", 4, _FIRST_RERUN),

@@ -26,16 +26,17 @@ PATTERNS = [
       fields=r"Rank (?P<nan_rank>\d+): found NaN.*?(?:node: (?P<host>\S+))?$", ints=("nan_rank",),
       weight=0.85, advice=NAN_ADVICE),
     # Megatron-core's rerun state machine (megatron/core/rerun_state_machine.py, log_failure: `Rank R, node N, device
-    # D, iteration #I: <what>!`) re-runs a step whose result was rejected (a NaN, a spike), first on the same GPU,
+    # D, iteration #I: <what>!`; core 0.10-0.12 print no iteration: `Rank R, node N, device D: <what>!`) re-runs a step whose result was rejected (a NaN, a spike), first on the same GPU,
     # then from a checkpoint on another one, and says what it found: the verdict explains the NaN line before it
     # (tools/rules/gpu.rerun_verdict). `First rerun: ... is reproducible` names the GPU a later `persistent` blames.
     P("megatron.rerun_verdict", 2, None, "root_candidate",
-      r"iteration #\d+: (?:Possible (?:transient|persistent) error|Correct result \(but possible Application error\))",
+      r"device \d+(?:, iteration #\d+)?: (?:Possible (?:transient|persistent) error|Correct result \(but possible "
+      r"Application error\))",
       ("Possible transient error", "Possible persistent error", "Correct result (but possible Application error)"),
       "ERROR:megatron.core.rerun_state_machine:Rank 12, node node-0042, device 4, iteration #1201: Possible transient "
       "error!!",
       "Megatron's rerun of a rejected step gave its verdict (transient or persistent GPU fault, or a real result)",
-      fields=r"Rank (?P<rerun_rank>\d+), node (?P<host>\S+), device (?P<device>\d+), iteration #(?P<iteration>\d+): "
+      fields=r"Rank (?P<rerun_rank>\d+), node (?P<host>\S+), device (?P<device>\d+)(?:, iteration #(?P<iteration>\d+))?: "
              r"(?:Possible (?P<verdict>transient|persistent) error|(?P<correct>Correct result))",
       ints=("rerun_rank", "device", "iteration")),
     P("megatron.rerun_reproducible", 2, None, "context",
