@@ -484,6 +484,12 @@ QUIET += [
     # exit 137 next to a SystemOOM event: the OOM rules own it
     ("infra.container_sigkill", {"describe.txt": ["      Exit Code:    137", "  Warning  SystemOOM  3m  kubelet  System "
                                                   "OOM encountered, victim process: python, pid: 3419"]}),
+    # exit 137 after the kubelet killed the container for its failed liveness probe: the probe's reading names the killer
+    ("infra.container_sigkill", {"describe.txt": [
+        "      Exit Code:    137",
+        "  Warning  Unhealthy  3m (x3 over 4m)  kubelet  Liveness probe failed: Get \"http://10.8.0.12:8080/healthz\": "
+        "context deadline exceeded (Client.Timeout exceeded while awaiting headers)",
+        "  Normal   Killing    3m  kubelet  Container trainer failed liveness probe, will be restarted"]}),
     # the pod waited for the autoscaler, then was placed: FailedScheduling is history
     ("scheduler.k8s_unschedulable", {"describe.txt": [
         "  Warning  FailedScheduling  38m  default-scheduler  0/63 nodes are available: 63 Insufficient nvidia.com/gpu.",

@@ -187,14 +187,20 @@ def pod_nodes(f: RuleInputs, evs: list[Evidence]) -> list[str]:
     return out
 
 
+# the pod's events that say who killed its container (the kubelet for a failed liveness probe, an eviction, a batch
+# scheduler's preemption): each has its own reading
+NAMED_KILLERS = ("k8s.liveness_kill", "k8s.evicted_storage", "k8s.evicted_other", "k8s.volcano_evicted")
+
+
 def container_sigkill(f: RuleInputs):
     """A container (or a managed-service replica) ended by SIGKILL, exit 137 or signal 9, and no line anywhere in the
     bundle shows memory running out (no OOMKilled, memory eviction, SystemOOM, kernel or cgroup OOM kill): something
     outside the process killed it (TAXONOMY edge case). With memory evidence the OOM rules own it and this stays
-    quiet; the summary says what evidence would tell the two apart."""
+    quiet; the summary says what evidence would tell the two apart. A killer the pod's own events name (the kubelet
+    restarting it for a failed liveness probe, an eviction, a preemption) is that reading's, not an unknown one."""
     evs = [e for pid in ("k8s.exit_code", "k8s.signal", "cloud.vertex_exit") for e in f.hits(pid)
            if is_sigkill(f.fields_of(e, pid))]
-    if not evs or f.hits(*HOST_MEMORY):
+    if not evs or f.hits(*HOST_MEMORY) or f.hits(*NAMED_KILLERS):
         return []
     return [candidate("infra.container_sigkill", "infrastructure", "a container was killed with SIGKILL (exit 137) and "
                       "no line in the bundle shows memory running out: killed from outside the process (the node's "
