@@ -1231,3 +1231,28 @@ def test_of_two_equally_strong_undated_faults_the_one_printed_first_is_the_trigg
         "srun: error: gpu-c05: tasks 16-23: Exited with exit code 1"]})
     assert d.category == "infrastructure", d.headline
     assert "gpu-c05" in d.culprit_nodes, d.headline
+
+
+def _ds_sigterm(rank_failed_first: bool) -> dict[str, list[str]]:
+    """A two-node DeepSpeed job through pdsh: w-2's launcher logs the SIGTERM it got (printed only when none of its
+    own workers had failed), and w-1's ranks then see w-2's sockets close, undated under that line's time."""
+    first = ["w-1: [2025-01-27 10:32:10,001] [rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+             "4.00 GiB. GPU 3 has a total capacity of 79.15 GiB of which 1.02 GiB is free."] if rank_failed_first else []
+    return {"pdsh_console.log": ["w-1: [2025-01-27 10:30:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=3100, "
+                                 "skipped=0, lr=[0.0001]"] + first + [
+        "w-2: [2025-01-27 10:32:12,062] [INFO] [launch.py:328:sigkill_handler] Main process received SIGTERM, exiting",
+        "w-1: w-1:9120:9251 [0] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer "
+        "w-2.internal<43000>",
+        "w-1: w-1:9138:9269 [3] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer "
+        "w-2.internal<43393>"]}
+
+
+def test_a_launcher_signalled_from_outside_before_its_peers_sockets_closed_is_the_trigger(tmp_path):
+    d = _investigate(tmp_path, _ds_sigterm(False))
+    assert d.category == "infrastructure" and "DeepSpeed launcher received SIGTERM" in d.headline, d.headline
+
+
+def test_a_launcher_s_sigterm_after_a_rank_failed_is_not_the_trigger(tmp_path):
+    """A rank of the other node ran out of memory first: the SIGTERM is what stopping the job looked like."""
+    d = _investigate(tmp_path, _ds_sigterm(True))
+    assert d.category == "oom" and "received SIGTERM" not in d.headline, d.headline

@@ -103,6 +103,7 @@ def pick(cands: list[Candidate], before: dict[int, tuple] | None = None) -> Cand
     timed = [c for c in eligible if c.time_key is not None]
     if timed:
         first = min(timed, key=lambda c: (c.time_key, -c.strength))
+        first = _borrowed_from(first, timed) or first
         at = first.time_key
         # an undated line (a traceback) printed before a dated line of its own file came before that line's time: it
         # is proved earlier than a dated rival from after then, and is not dropped for having no stamp of its own
@@ -131,6 +132,26 @@ def _printed_first(tied: list[Candidate], before: dict[int, tuple]) -> Candidate
     if len({c.evidence[0].file for c in first}) != 1:
         return None
     return min(first, key=lambda c: c.evidence[0].line)
+
+
+def _borrowed_from(first: Candidate, timed: list[Candidate]) -> Candidate | None:
+    """A rival at the same time whose own dated line is the one `first`'s undated line borrowed its time from, or
+    above it in the same file, printed by another process: printed before it (DeepSpeed's launcher on one node
+    logging the SIGTERM it got, then the other node's undated socket warnings under that line's time). Not the same
+    process's: its dated summary above an undated reason is one failure (c10d's error, then NCCL's `Last error:`).
+    The strongest such rival; None without one."""
+    ev = first.evidence[0] if first.evidence else None
+    if ev is None or ev.time is None or not isinstance(src := ev.time.meta("inferred_from_line"), int):
+        return None
+    above = [c for c in timed if c is not first and c.time_key == first.time_key and c.evidence
+             and c.evidence[0].file == ev.file and c.evidence[0].line <= src and _another_process(c.evidence[0], ev)]
+    return max(above, key=lambda c: c.strength) if above else None
+
+
+def _another_process(a: Evidence, b: Evidence) -> bool:
+    """Whether two lines name different processes: different nodes, or different ranks, where both say."""
+    return bool((a.node and b.node and a.node != b.node) or (a.rank is not None and b.rank is not None
+                                                              and a.rank != b.rank))
 
 
 def _printed_before(c: Candidate, rival: Candidate) -> bool:
@@ -287,12 +308,23 @@ def _without_a_signal_another_reading_sent(cands: list[Candidate]) -> list[Candi
     """Set aside the agent's `Received SIGTERM death signal` where a decisive rule reads what sent it or why (the
     orchestrator killing the container for a failed liveness probe or its memory, the scheduler's time limit, another
     node's rank failing so that srun stopped this node's step): the signal is what that looks like from the agent.
-    SIGHUP and SIGINT name their sender themselves, and stay."""
-    if not any(c.rule == SIGNALLED and c.facts.get("signal") not in SENDER_SAYS for c in cands):
+    SIGHUP and SIGINT name their sender themselves, and stay. So does a signal that every such rule's line is shown
+    to come after (the peers' sockets closing once the signalled node's workers were stopped: its consequence)."""
+    signalled = [c for c in cands if c.rule == SIGNALLED and c.facts.get("signal") not in SENDER_SAYS]
+    if not signalled:
         return cands
-    if not any(c.rule != SIGNALLED and c.strength >= DECISIVE and not c.rule.startswith(READINGS) for c in cands):
+    rivals = [c for c in cands if c.rule != SIGNALLED and c.strength >= DECISIVE and not c.rule.startswith(READINGS)]
+    if not rivals:
         return cands
-    return [c for c in cands if not (c.rule == SIGNALLED and c.facts.get("signal") not in SENDER_SAYS)]
+    return [c for c in cands if c not in signalled or all(_after(r, c) for r in rivals)]
+
+
+def _after(r: Candidate, s: Candidate) -> bool:
+    """Whether candidate r's line is shown to come after s's: a later time, or the same time borrowed from s's own
+    line (or one below it) in the same file."""
+    if r.time_key is None or s.time_key is None:
+        return False
+    return r.time_key > s.time_key or (r.time_key == s.time_key and _borrowed_from(r, [s]) is s)
 
 
 SCHEDULER_KILLS = ("scheduler.cancelled_time_limit", "scheduler.cancelled_preemption", "scheduler.cancelled_requeue",

@@ -17,6 +17,8 @@ LINES = [
      "'--local_rank=3'] exits with return code = -7", {"deepspeed.exit_code": {"returncode": -7}}),
     ("a rank that exited 1, no rank in its command", "[2024-05-02 10:11:12,345] [ERROR] [launch.py:325:sigkill_handler]"
      " ['python', 'main.py'] exits with return code = 1", {"deepspeed.exit_code": {"returncode": 1}}),
+    ("the launcher itself signalled from outside", "[2025-01-27 10:32:12,062] [INFO] [launch.py:328:sigkill_handler] "
+     "Main process received SIGTERM, exiting", {"deepspeed.launcher_signalled": {"signal": "SIGTERM"}}),
 ]
 
 NEAR_MISSES = [

@@ -131,14 +131,16 @@ def slurm_cancel(f: RuleInputs):
 
 
 def death_signal(f: RuleInputs):
-    """The torchrun agent itself was signalled and shuts its workers down. Which signal says who sent it (the line
+    """The torchrun agent (or DeepSpeed's launcher) itself was signalled and shuts its workers down. Which signal says who sent it (the line
     prints its number, `Received 1 death signal`, or its name): SIGHUP is the launching terminal or SSH session
     closing, SIGTERM the scheduler or a kill, SIGINT a Ctrl-C (tools.statements.SIGNAL_WHY). Named, the reading
     is specific and outranks the table's generic one for the same line; unnamed, it stays the weak generic one."""
-    evs = f.hits("torchrun.death_signal")
+    evs = f.hits("torchrun.death_signal", "deepspeed.launcher_signalled")
     if not evs:
         return []
-    sig = signal_name(f.fields_of(evs[0], "torchrun.death_signal").get("signal") or "")
+    launcher = "the DeepSpeed launcher" if evs[0].text.find("Main process received") >= 0 else "the torchrun agent"
+    sig = signal_name(str(f.fields_of(evs[0], "torchrun.death_signal").get("signal")
+                          or f.fields_of(evs[0], "deepspeed.launcher_signalled").get("signal") or ""))
     why, action = SIGNAL_WHY.get(sig or "", (None, None))
     if sig is None or why is None:
         return [candidate("scheduler.launcher_signalled", "infrastructure", "the launcher itself received a termination "
@@ -146,7 +148,7 @@ def death_signal(f: RuleInputs):
                           restart="restart as is")]
     num = next((n for n, name in SIGNALS.items() if name == sig), None)
     return [candidate("scheduler.launcher_signalled", "infrastructure",
-                      f"the torchrun agent received {sig}{f' (signal {num})' if num else ''} and shut its workers "
+                      f"{launcher} received {sig}{f' (signal {num})' if num else ''} and shut its workers "
                       f"down: {why}", 0.6, evs[:2], f, status="cancelled", ranks=[],
                       restart="fix first" if sig == "SIGHUP" else "restart as is",
                       facts={"signal": sig}, recommendations=[action])]

@@ -43,6 +43,14 @@ PATTERNS = [
       r"sigkill_handler\] Killing subprocess", "Killing subprocess",
       "[2024-05-02 10:11:12,345] [INFO] [launch.py:319:sigkill_handler] Killing subprocess 41223",
       "DeepSpeed's launcher killed its workers after one failed"),
+    # launch.py sigkill_handler once the launcher itself was signalled: `Main process received {SIGTERM|SIGINT},
+    # exiting` is printed only when no worker had failed before (a worker's failure calls the same handler with its
+    # return code set, which exits after `exits with return code` instead): the stop came from outside (the scheduler,
+    # an operator, pdsh's Ctrl-C), as torchrun's `Received 15 death signal` (tools/rules/scheduler.death_signal)
+    P("deepspeed.launcher_signalled", 1, None, "context",
+      r"Main process received SIG[A-Z]{2,8}, exiting", "Main process received SIG",
+      "[2025-01-27 10:32:12,062] [INFO] [launch.py:328:sigkill_handler] Main process received SIGTERM, exiting",
+      "DeepSpeed's launcher itself was signalled and stops its workers", fields=r"received (?P<signal>SIG[A-Z]{2,8}),"),
     # launch.py sigkill_handler: `logger.error(f"{cmd} exits with return code = {last_return_code}")`; a negative
     # code is the signal that ended the rank (Popen's convention): -9 SIGKILL, -7 SIGBUS, -11 SIGSEGV, -6 SIGABRT.
     # `cmd` is left from the handler's loop over every process launched: the argv it prints is the last one
