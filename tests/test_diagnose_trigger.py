@@ -1256,3 +1256,20 @@ def test_a_launcher_s_sigterm_after_a_rank_failed_is_not_the_trigger(tmp_path):
     """A rank of the other node ran out of memory first: the SIGTERM is what stopping the job looked like."""
     d = _investigate(tmp_path, _ds_sigterm(True))
     assert d.category == "oom" and "received SIGTERM" not in d.headline, d.headline
+
+
+def test_torch_s_warning_that_cuda_did_not_initialise_explains_the_loud_error_after_it(tmp_path):
+    """A broken driver stack: torch.cuda warns that cuInit said `unknown error` and sees no GPU, and the Trainer's fp16
+    check then raises a ValueError about devices. The warning is the fault (gpu_cuda), the ValueError what followed."""
+    d = _investigate(tmp_path, {"paste.txt": [
+        "/home/u/env/lib/python3.10/site-packages/torch/cuda/__init__.py:141: UserWarning: CUDA initialization: CUDA "
+        "unknown error - this may be due to an incorrectly set up environment, e.g. changing env variable "
+        "CUDA_VISIBLE_DEVICES after program start. Setting the available devices to be zero. (Triggered internally at "
+        "../c10/cuda/CUDAFunctions.cpp:108.)",
+        "  return torch._C._cuda_getDeviceCount() > 0",
+        "Traceback (most recent call last):",
+        '  File "/home/u/ft/train.py", line 88, in <module>',
+        "    args = TrainingArguments(output_dir=out, fp16=True)",
+        "ValueError: FP16 Mixed precision training with AMP or APEX (`--fp16`) and FP16 half precision evaluation "
+        "(`--fp16_full_eval`) can only be used on CUDA or NPU devices or certain XPU devices (with IPEX)."]})
+    assert d.category == "gpu_cuda", d.headline
