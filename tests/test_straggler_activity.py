@@ -46,6 +46,8 @@ def _hang(tmp_path, doing: list[str], files: dict[str, list[str]] | None = None)
      "software"),
     # an evaluation loop on rank 0 only, its progress unlabelled (the main process's tqdm)
     (["Evaluating:  61%|######    | 305/500 [09:51<06:18,  1.94s/it]"], "software"),
+    # a generation loop on rank 0 only (summaries for a ROUGE eval)
+    (["Generating:  43%|████      | 860/2000 [09:58<13:12,  1.44it/s]"], "software"),
     # a long phase every rank goes through, still running when the timeout ran out
     (["[rank0]: Loading checkpoint shards:  53%|#####3    | 16/30 [12:40<11:05, 47.5s/it]"], "config"),
     # reading data

@@ -19,8 +19,9 @@ from trainlog_debugger.tools.sources.generic import SURVIVED
 _DATA = re.compile(r"(?i)data ?loader|dataset|loading|shard|lhotse|fetch|prefetch|batch|sampler|\.tar\b|read timed out")
 # work that one rank does alone while the others wait (TAXONOMY edge case: software): evaluation, metrics, logging,
 # sample generation. Checked before _DATA: a validation loop's own progress lines say "batch" and "DataLoader".
+# (not HF datasets' `Generating train split:`, a dataset being prepared)
 _ASYM = re.compile(r"(?i)\b(?:validat(?:ion|ing|e)|evaluat(?:ion|ing|e)|eval(?:uation)?[ _](?:loop|step|batch|epoch|loss)|"
-                   r"eval(?=[-:])|generation|"
+                   r"eval(?=[-:])|generation|generating(?=:)|"  # a generation loop's bar (`Generating: 43%|`),
                    r"running eval|test(?:ing)? (?:loop|batch|step)|comput(?:e|ing) metrics|generat(?:e|ing) samples|"
                    r"wandb|tensorboard|mlflow|profil(?:er|ing)|exporting)\b")
 # "building train, validation, and test datasets": preparing data, not evaluating
