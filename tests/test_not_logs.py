@@ -206,8 +206,13 @@ def test_a_question_in_markdown_with_its_log_pasted_in_is_read_when_it_is_the_on
     with open_bundle(root) as b:
         assert [s.rel for s in b.sources] == ["rank_0.log"]
     # a lone document that speaks of no training job is still refused by the gate
-    root = _write(tmp_path / "doc", {"README.md": "# Build\nRun `make` and then `make install`.\n"})
+    root = _write(tmp_path / "doc", {"question.md": "# Build\nRun `make` and then `make install`.\n"})
     assert runner.invoke(app, ["ask", "--offline", str(root)]).exit_code == 2
+    # a source tree's README, or any document beside program source, quotes the errors it explains: documentation
+    oom = "If you see `torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB`, lower the batch.\n"
+    for i, files in enumerate([{"README.md": oom}, {"NOTES.md": oom, "pkg/train.py": "import torch\n"}]):
+        root = _write(tmp_path / f"tree{i}", files)
+        assert runner.invoke(app, ["ask", "--offline", str(root)]).exit_code == 2, files
 
 
 def test_a_rotated_log_is_read_though_its_number_is_a_man_section(tmp_path):

@@ -110,6 +110,10 @@ NEAR_MISSES = [
     ("a timeout's name in a config dump", "timeouts: {NCCL_TIMEOUT: 1800, PREEMPTED_RETRIES: 3}", {}),
     ("a state word inside a message", "WARNING: request TIMEOUT after 3 retries, NODE_FAIL ignored", {}),
     ("a numbered log line that names a state", "4096 ranks: TIMEOUT 3:0 reached in allreduce", {}),
+    # a sacct row whose last column has no digit (User): not an end-state row of ours, and refused at once (each value
+    # is matched atomically; trying every digit of every datetime column took seconds a row)
+    ("sacct row ending in a user name", "4911770    OUT_OF_ME+    0:125 " + "2024-11-05T01:02:03 " * 7 + "04:00:00 "
+     "gpu-[001-004,010] alice", {}),
     ("optional follow-up reason line", "slurmstepd: error: *** REASON: node gpu-node-17 unresponsive ***", {}),
     ("memory limit hit is info, not a kill",
      "slurmstepd: error: StepId=123456.0 hit memory limit at least once during execution. This may or may not result in some failure.",

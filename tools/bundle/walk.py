@@ -603,11 +603,14 @@ class _Loader:
         if self.files_note:
             self.notes.append(f"{self.files_note} ({self.files_over:,} more not read)")
         docs = [s for s in self.skipped if s.reason.startswith("documentation")]
-        if not self.sources and len(self.doc_pastes) == 1 and len(docs) == 1:
+        others = [s for s in self.skipped if not s.reason.startswith(("documentation", "case label file"))]
+        if not self.sources and len(self.doc_pastes) == 1 and len(docs) == 1 and not others \
+                and not _DOC_NAME.search(self.doc_pastes[0].rel.rsplit("!", 1)[-1].lower()):
             # the one file given is a Markdown or plain-text document: a user's question with their log pasted in
-            # (an issue's text saved as question.md). A folder of documents still reads as documentation; one
-            # document alone is read, and the gate (tools.bundle.recognise) still refuses it unless it speaks of
-            # training
+            # (an issue's text saved as question.md). A folder of documents still reads as documentation, and so does
+            # a README or CHANGELOG, or a document beside program source (a source tree's lone README.md quotes the
+            # errors it explains); one document alone is read, and the gate (tools.bundle.recognise) still refuses it
+            # unless it speaks of training
             src = self.doc_pastes[0]
             self.skipped = [s for s in self.skipped if s is not docs[0]]
             self.sources.append(src)

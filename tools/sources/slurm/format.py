@@ -17,11 +17,12 @@ _BANNER = r"\*\*\* (?:JOB|STEP) (?P<step>\S+) ON (?P<node>\S+) "  # slurmstepd's
 _CANCEL = _BANNER + r"CANCELLED AT (?P<at>\S+)"
 
 # a job's end state on the lines its tools print: a sacct row (`<jobid>[.step] ... <State> <exit>:<signal>`, then
-# only values with digits: an elapsed time, a node list), scontrol's `JobState=`, seff's `State: `, the mail subject's last word ({s}: the state as sacct may
+# only values with digits: an elapsed time, a node list; each value matched atomically, so a row that ends in a word
+# fails at once instead of trying every digit of every value), scontrol's `JobState=`, seff's `State: `, the mail subject's last word ({s}: the state as sacct may
 # cut it; {w}: whole)
 _ENDED = r"OUT_OF_MEMORY|NODE_FAIL|TIMEOUT|PREEMPTED|BOOT_FAIL"  # job_state_string's failure states
 _ENDED_CUT = r"OUT_OF_ME\+|" + _ENDED  # and sacct's 10-column cut of the one longer than its column
-_STATE = (r"^\s*\d+(?:_\d+)?(?:\.\S+)?\s.*?\s(?:{s})\s+\d+:\d+(?:\s+[\w.:\[\],-]{{0,128}}\d[\w.:\[\],-]{{0,128}}){{0,8}}\s*$|\bJobState=(?:{w})\b|^State: (?:{w})\b|"
+_STATE = (r"^\s*\d+(?:_\d+)?(?:\.\S+)?\s.*?\s(?:{s})\s+\d+:\d+(?:\s+(?>[^\s\d]{{0,128}}\d\S{{0,256}})){{0,8}}\s*$|\bJobState=(?:{w})\b|^State: (?:{w})\b|"
           r"^(?:Subject: )?Slurm (?:Array (?:Summary|Task) )?Job_id=\S+.*, (?:{w})(?:, ExitCode \d+)?\s*$")
 
 PATTERNS = [
