@@ -602,10 +602,21 @@ def test_fabric_errors_beside_a_platform_s_word_that_a_member_went_away_are_its_
     """The peers of a machine that went away (its node stopped reporting, its pod was preempted, the cloud took the
     instance) see IB retries run out: the platform's record, untimed, explains them (TAXONOMY: the peer is down)."""
     files = _node_failure("2024-11-05 14:31:07")
-    files["slurm-4911770.out"] = files["slurm-4911770.out"][:1]
+    # the gone machine's own rank said where it ran before it went away (a job node, not another workload's)
+    files["slurm-4911770.out"] = [" 8: [2024-11-05 13:00:00] gpu-node-12:70300:70300 [0] NCCL INFO Bootstrap : Using "
+                                  "eth0:10.42.1.12<0>"] + files["slurm-4911770.out"][:1]
     files["events.txt"] = gone
     d = _investigate(tmp_path, files)
     assert d.category == "infrastructure", d.headline
+
+
+def test_another_node_s_notready_event_explains_nothing_of_this_job(tmp_path):
+    """A cluster's events name every node that went NotReady; the job ran on gpu-node-11, not cpu-pool-7."""
+    files = _node_failure("2024-11-05 14:31:07")
+    files["slurm-4911770.out"] = files["slurm-4911770.out"][:1]
+    files["events.txt"] = ["41m  Normal  NodeNotReady  node/cpu-pool-7  Node cpu-pool-7 status is now: NodeNotReady"]
+    d = _investigate(tmp_path, files)
+    assert d.category == "network" and "cpu-pool-7" not in d.culprit_nodes, d.headline
 
 
 def test_a_container_that_never_started_explains_the_rendezvous_that_waited_for_it(tmp_path):

@@ -10,7 +10,7 @@ from trainlog_debugger.tools.lines.attribution import strip_prefixes
 from trainlog_debugger.tools.model import Evidence
 from trainlog_debugger.tools.ranks import parse_ranges
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate, restart_without
-from trainlog_debugger.tools.rules.scheduler import job_records
+from trainlog_debugger.tools.rules.scheduler import job_nodes, job_records
 from trainlog_debugger.tools.sources.k8s import HOST_MEMORY, POD_NODE, is_sigkill
 
 
@@ -212,11 +212,16 @@ def container_sigkill(f: RuleInputs):
 
 def k8s_node_lost(f: RuleInputs):
     """A node went NotReady under the job: the platform lost it (kubelet down, reboot, network partition). The node
-    is named by the node event itself or, for the pod's `Node is not ready` event, by the pod's own node line."""
+    is named by the node event itself or, for the pod's `Node is not ready` event, by the pod's own node line. A
+    node event for a node the job did not run on (where the job's nodes are known) is another workload's."""
     evs = f.hits("k8s.node_not_ready")
     if not evs:
         return []
     nodes = [n for e in evs if (n := f.fields_of(e, "k8s.node_not_ready").get("node"))]
+    if nodes:  # a cluster's events name every node that went NotReady: only the job's own nodes are this job's
+        ours = job_nodes(f) | {str(n) for pid in POD_NODE for e in f.hits(pid) if (n := f.fields_of(e, pid).get("node"))}
+        if ours and not ours & set(nodes):
+            return []
     nodes = list(dict.fromkeys(nodes)) or pod_nodes(f, evs)
     return [candidate("infra.k8s_node_lost", "infrastructure", f"Kubernetes node {', '.join(nodes[:4]) or '(unnamed)'} "
                       "stopped being ready while the job ran on it", 0.75, evs[:2], f, ranks=[], nodes=nodes,
