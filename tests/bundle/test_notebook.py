@@ -147,8 +147,9 @@ def test_a_structured_log_s_traceback_field_is_read_as_the_lines_it_holds(tmp_pa
 
 
 def test_a_container_runtime_s_json_log_keeps_its_lines_and_reads_decoded(tmp_path):
-    """Docker's json-file driver: each line of the process's output is one record; quotes, colours and the record's
-    own line end are decoded; an escaped backslash before an `n` stays a backslash and an `n`."""
+    """Docker's json-file driver: each line of the process's output is one record, read as the line the process
+    printed (the envelope and the record's own line end go); quotes and colours are decoded; an escaped backslash
+    before an `n` stays a backslash and an `n`."""
     recs = [{"log": '[rank3]: \x1b[31mtorch.OutOfMemoryError\x1b[0m: CUDA out of memory. Tried to allocate 20.00 MiB. '
                     'GPU 3 has a total capacity of 79.10 GiB of which 6.88 MiB is free.\n', "stream": "stderr",
              "time": "2024-05-01T12:00:05.2Z"},
@@ -159,14 +160,56 @@ def test_a_container_runtime_s_json_log_keeps_its_lines_and_reads_decoded(tmp_pa
         with b.sources[0].open() as fh:
             lines = fh.read().decode().split("\n")
         d = investigate(b)
-    assert len(lines) == 3 and "[rank3]: torch.OutOfMemoryError: CUDA out of memory" in lines[0]
-    assert 'saving to "C:\\new\\ckpt"↵' in lines[1]
+    assert len(lines) == 3 and lines[0].startswith("[rank3]: torch.OutOfMemoryError: CUDA out of memory")
+    assert lines[1] == 'saving to "C:\\new\\ckpt"'
     assert d.category == "oom" and d.culprit_ranks == [3]
+
+
+def test_a_traceback_docker_split_into_records_reads_as_the_process_printed_it(tmp_path):
+    """One record a line of the traceback: read without the envelope, the traceback reader finds its frames and its
+    exception as in a plain log."""
+    lines = ["Traceback (most recent call last):\n", '  File "/app/train.py", line 88, in <module>\n', "    main()\n",
+             '  File "/app/data.py", line 41, in __getitem__\n', "    ids = rec['input_ids']\n",
+             "KeyError: 'input_ids'\n"]
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "c0ffee-json.log").write_text("".join(
+        json.dumps({"log": x, "stream": "stderr", "time": "2024-05-01T12:00:05.1Z"}, separators=(",", ":")) + "\n"
+        for x in lines))
+    from trainlog_debugger.tools.scan.driver import scan_bundle
+    with open_bundle(tmp_path / "d") as b:
+        tb = [h for f in scan_bundle(b).files for h in f.hits if h.pattern == "python.traceback"]
+        d = investigate(b)
+    assert tb and tb[0].fields.get("exception") == "KeyError" and tb[0].fields.get("exception_line") == 6
+    assert d.category == "data", d.headline  # raised in __getitem__
+
+
+def test_a_dataset_in_json_lines_is_not_read_decoded(tmp_path):
+    """A chat dataset whose sample quotes a traceback is data, not a log: its strings stay escaped (no failure line
+    of the job is made of them)."""
+    (tmp_path / "ds" / "data").mkdir(parents=True)
+    sample = {"messages": [{"role": "user", "content": "Why do I get this?\nTraceback (most recent call last):\n  File "
+                            "\"x.py\", line 1, in <module>\nModuleNotFoundError: No module named 'flash_attn'\n"}]}
+    (tmp_path / "ds" / "data" / "chat.jsonl").write_text((json.dumps(sample) + "\n") * 3)
+    with open_bundle(tmp_path / "ds") as b:
+        assert not b.sources[0].json_lines
+
+
+def test_a_plot_s_nested_lists_and_a_split_emoji_do_not_lose_the_error_output(tmp_path):
+    heat = {"output_type": "display_data", "data": {"application/vnd.plotly.v1+json": {"z": [[1, 2], [3, 4]]},
+                                                    "text/plain": ["Figure()"]}}
+    err = {"ename": "OutOfMemoryError", "evalue": OOM, "output_type": "error", "traceback": TRACEBACK}
+    emoji = {"name": "stdout", "output_type": "stream", "text": ["epoch 1 done \ud83d\n"]}
+    (tmp_path / "nb").mkdir()
+    (tmp_path / "nb" / "plots.ipynb").write_text(json.dumps(notebook([heat, emoji, err]), indent=1) + "\n")  # \ud83d
+    with open_bundle(tmp_path / "nb") as b:
+        d = investigate(b)
+    assert d.category == "oom", d.headline
 
 
 def test_only_json_lines_are_read_decoded():
     from trainlog_debugger.tools.bundle.notebook import looks_like_json_lines
-    assert looks_like_json_lines(b'{"a": 1}\n{"b": "x\\ny"}\n')
+    assert looks_like_json_lines(b'{"level": "info", "msg": "start"}\n{"level": "error", "msg": "x\\ny"}\n')
+    assert not looks_like_json_lines(b'{"a": 1}\n{"b": "x\\ny"}\n')  # no log record's key: a dataset's records
     assert not looks_like_json_lines(b'[rank0]: {"a": 1}\n{"b": 2}\n')  # a log line that prints a dict
     assert not looks_like_json_lines(b'{"a": 1}\nplain text\nmore text\n')
     assert not looks_like_json_lines(b'{\n "cells": []\n}\n')  # pretty-printed JSON is one document, not lines

@@ -26,6 +26,8 @@ from trainlog_debugger.tools.lines import LINE_BREAK
 # a line that opens a list under a key (`"text": [`, `"traceback": [`, `"text/plain": [`, `"outputs": [`)
 _OPEN_LIST = re.compile(rb'\s*"((?:[^"\\]|\\.){1,64})":\s*\[\s*$')
 _CLOSE_LIST = re.compile(rb"\s*\],?\s*$")
+_OPEN_ANONYMOUS = re.compile(rb"\s*\[\s*$")
+_PRINTED_KEY = re.compile(rb'\s*"(?:text|traceback|text/plain)":\s*"')
 # a list element that is a string, and a key whose value is a string on the same line
 _STRING = re.compile(rb'\s*("(?:[^"\\]|\\.)*")\s*,?\s*$')
 _KEY_STRING = re.compile(rb'\s*"((?:[^"\\]|\\.){1,64})":\s*("(?:[^"\\]|\\.)*")\s*,?\s*$')
@@ -73,17 +75,20 @@ class NotebookLines:
             if self.stack:
                 self.stack.pop()
             return b""
+        if _OPEN_ANONYMOUS.match(raw):  # a list inside a list (a plot's `"z": [` rows): its `],` closes it, not ours
+            self.stack.append(b"")
+            return b""
         in_outputs = b"outputs" in self.stack
         if not in_outputs:
             return b""
         m = _STRING.match(raw)
         if m is not None and self.stack and self.stack[-1] in _PRINTED:
             s = _text(m.group(1))
-            return s.encode("utf-8", "surrogateescape") if s else b""
-        m = _KEY_STRING.match(raw)
+            return s.encode("utf-8", "replace") if s else b""  # a lone surrogate (a split emoji) shown as ?
+        m = _KEY_STRING.match(raw) if _PRINTED_KEY.match(raw) else None  # the key first: an image's base64 is not read
         if m is not None and m.group(1) in _PRINTED:  # `"text": "one string"` (a writer that does not split lines)
             s = _text(m.group(2))
-            return s.encode("utf-8", "surrogateescape") if s else b""
+            return s.encode("utf-8", "replace") if s else b""
         return b""
 
 
@@ -114,18 +119,45 @@ def _unescaped(m: re.Match) -> bytes:
     return b""  # an ANSI escape
 
 
+# Docker's json-file driver writes each line a process printed as `{"log":"<line>\n","stream":"stderr","time":"..."}`
+# (moby daemon/logger/jsonfilelog, keys in that order): the line itself is what the process printed, read as such
+# (the record's own `\n` and its envelope go; the process's lines carry their own times and prefixes)
+_DOCKER_TAIL = re.compile(rb'", ?"stream": ?"(?:stdout|stderr)", ?"time": ?"[^"\n]{0,64}"\}')
+
+
 def unescape_json_strings(data: bytes) -> bytes:
-    """`data` (whole lines of a JSON-lines file) with its strings' escapes decoded in place (see above)."""
-    return _ESCAPE.sub(_unescaped, data) if b"\\" in data else data
+    """`data` (whole lines of a JSON-lines file) with its strings' escapes decoded in place (see above), Docker's
+    envelope taken off its records. Why not a callback per escape first: a line break, a tab and a quote are most of
+    a log's escapes, and C-level replaces decode them at memory speed; the callback runs only where a `\\` or a
+    `\\u` is left."""
+    if b'{"log":' in data:  # (a raw `{"log":"` opens a record: inside a string its quotes would be escaped)
+        data = _DOCKER_TAIL.sub(b"", data.replace(b'{"log":"', b"").replace(b'{"log": "', b"")).replace(b"\\n\n", b"\n")
+    if b"\\" not in data:
+        return data
+    if b"\\\\" not in data:  # no escaped backslash: each `\x` below is one escape, replaced without a callback
+        data = data.replace(b"\\n", _BREAK).replace(b"\\t", b" ").replace(b"\\r", b"").replace(b'\\"', b'"') \
+            .replace(b"\\/", b"/")
+        if b"\\" not in data:
+            return data
+    return _ESCAPE.sub(_unescaped, data)
 
 
 _OPENS_OBJECT = re.compile(rb"[ \t\r\n]{0,256}\{")
 
 
+# a log record's keys (Docker's `log`, a logger's `message`/`msg`/`level`/`levelname`/`severity`, a traceback's
+# `exc_info`/`stack_trace`/`traceback`): a dataset's records (`messages`, `text`, `prompt`) are not a log, and their
+# strings are not read decoded (a quoted traceback in a chat sample is no failure of the job)
+_LOG_KEY = re.compile(rb'"(?:log|message|msg|level|levelname|severity|exc_info|exception|stack_trace|traceback|'
+                      rb'textPayload)"\s*:')
+
+
 def looks_like_json_lines(head: bytes) -> bool:
-    """Whether a file's head is JSON lines: at least two lines, and nine in ten of its non-blank complete lines one
-    JSON object each (by their braces; no parse)."""
+    """Whether a file's head is a JSON-lines log: at least two lines, nine in ten of its non-blank complete lines one
+    JSON object each (by their braces; no parse), and a log record's key among them (_LOG_KEY)."""
     if _OPENS_OBJECT.match(head) is None:  # most files: one look (a log line opens with a stamp, a prefix, a word)
+        return False
+    if _LOG_KEY.search(head) is None:
         return False
     body = head[: head.rfind(b"\n") + 1]
     lines = [x for x in body.split(b"\n") if x.strip()]

@@ -319,7 +319,10 @@ def _flattened(text: str) -> list[str] | None:
     at = text.find("Traceback (most recent call last)")
     if at < 0 or LINE_BREAK not in text[at:]:
         return None
-    return text[at:].split(LINE_BREAK)
+    pieces = text[at:].split(LINE_BREAK)
+    # a header, a frame and more: a record's own line end after a header alone (one line of a traceback a record)
+    # is no traceback held in the line
+    return pieces if len(pieces) >= 3 and pieces[1].strip() else None
 
 
 def final_exception(ctx: HitContext) -> None:
