@@ -519,6 +519,19 @@ def test_a_fault_in_an_earlier_attempt_s_files_is_restarted_away(tmp_path):
     assert "restarted the workers" in d.headline
 
 
+def test_attempts_of_two_runs_are_not_one_run_s(tmp_path):
+    """torchrun keeps a folder per invocation: yesterday's run restarted and finished; today's crashed in its first
+    attempt. Today's attempt_0 is no earlier attempt of yesterday's run."""
+    _log_dir_attempts(tmp_path, ["[rank1]: step 4000 loss 1.1"])
+    today = tmp_path / "logs" / "run_nov06" / "attempt_0" / "1"
+    today.mkdir(parents=True)
+    (today / "stderr.log").write_text("[rank1]: Traceback (most recent call last):\n[rank1]: RuntimeError: CUDA error: "
+                                      "no kernel image is available for execution on the device\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.status.value != "completed", d.headline
+
+
 def test_a_fault_in_the_last_attempt_s_files_ends_the_job(tmp_path):
     _log_dir_attempts(tmp_path, ["[rank1]: Traceback (most recent call last):",
                                  "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 1 "

@@ -925,13 +925,19 @@ def _starts(inputs: RuleInputs) -> list[Evidence]:
     return [e for e in inputs.hits("nccl.comm_init") if "Init " in e.text] + inputs.hits(*_STARTS[1:])
 
 
+_ATTEMPT_DIR = re.compile(r"(?:^|/)attempt_\d{1,6}/")
+
+
 def _attempts(inputs: RuleInputs) -> dict[str, int]:
     """The attempt of each file that torchrun's `--log-dir` layout places under `attempt_<N>/` (N: the restarts
     before it), by file."""
     got = inputs.__dict__.get("_attempts")
     if got is None:
-        got = inputs.__dict__["_attempts"] = {f.rel: a for f in inputs.scan.files
-                                              if isinstance(a := f.hint.get("attempt"), int)}
+        got = {f.rel: a for f in inputs.scan.files if isinstance(a := f.hint.get("attempt"), int)}
+        # one run's log dir only: torchrun keeps a folder per invocation (`<log dir>/<run id>/attempt_N/`), and the
+        # launcher's restart and end lines do not say which run they are; two runs' attempts are not one run's
+        runs = {rel[:m.start()] for rel in got if (m := _ATTEMPT_DIR.search(rel))}
+        got = inputs.__dict__["_attempts"] = got if len(runs) <= 1 else {}
     return got
 
 
