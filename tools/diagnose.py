@@ -564,7 +564,16 @@ def _on_every_rank(inputs: RuleInputs, t: Candidate) -> str | None:
 
 def _raised_the_same(inputs: RuleInputs, t: Candidate) -> dict[int, Evidence]:
     """Per rank, its first line of the trigger's very error (the same message once rank prefixes, digits and paths
-    are masked); {} when the trigger's line is too short to tell one message from another."""
+    are masked); {} when the trigger's line is too short to tell one message from another. Made once per trigger
+    (_on_every_rank and _the_node_s_ranks both read it)."""
+    memo = inputs.__dict__.setdefault("_raised_the_same", {})
+    at = (t.rule, t.evidence[0].file, t.evidence[0].line)
+    if at not in memo:
+        memo[at] = _raised_the_same_now(inputs, t)
+    return memo[at]
+
+
+def _raised_the_same_now(inputs: RuleInputs, t: Candidate) -> dict[int, Evidence]:
     key = template_of(strip_prefixes(t.evidence[0].text))
     if len(key) < 12:
         return {}
