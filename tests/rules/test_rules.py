@@ -734,6 +734,25 @@ FIRE += [("software.native_crash", {"driver.log": [
     "(RayTrainWorker pid=4413, ip=10.20.0.11) *** SIGSEGV received at time=1730800000 on cpu 12 ***"]}, "software", 0.5)]
 
 
+_DS_MEM = ("[2024-07-24 02:13:16,632] [INFO] [utils.py:789:see_memory_usage] CPU Virtual Memory:  used = {} GB, "
+           "percent = {}%")
+
+FIRE += [
+    # a SIGKILLed worker after DeepSpeed's last host-memory reading showed the host nearly full: memory evidence (oom)
+    ("oom.host_memory_full", {"launcher.log": [_DS_MEM.format("241.18", "96.2"), _DS_EXIT.format(-9)]}, "oom", 0.75),
+]
+QUIET += [
+    ("oom.host_memory_full", {"launcher.log": [_DS_MEM.format("41.18", "16.2"), _DS_EXIT.format(-9)]}),  # not full
+    ("oom.host_memory_full", {"launcher.log": [_DS_MEM.format("241.18", "96.2"), _DS_EXIT.format(1)]}),  # no kill
+    # memory rose and fell again: only the file's last reading counts
+    ("oom.host_memory_full", {"launcher.log": [_DS_MEM.format("241.18", "96.2"), _DS_MEM.format("41.18", "16.2"),
+                                               _DS_EXIT.format(-9)]}),
+    ("oom.host_memory_full", {"launcher.log": [_DS_MEM.format("1.0", "960.2"), _DS_EXIT.format(-9)]}),  # no percentage
+    # with the reading near full the unknown-killer reading steps aside for the memory one
+    ("infra.killed_from_outside", {"launcher.log": [_DS_MEM.format("241.18", "96.2"), _DS_EXIT.format(-9)]}),
+]
+
+
 @pytest.mark.parametrize("rule,files,category,strength", FIRE, ids=[f"{r[0]}-{i}" for i, r in enumerate(FIRE)])
 def test_rule_fires(facts_from, rule, files, category, strength):
     got = BY_NAME[rule](facts_from(files))
@@ -804,4 +823,5 @@ _ASYNC = "dgx-142:4356:4611 [2] transport/net_ib.cc:101 NCCL WARN NET/IB : mlx5_
 def test_an_ib_async_event_is_read_by_its_name(facts_from, events, strength):
     got = BY_NAME["network.ib_async"](facts_from({"node1.out": [_ASYNC.format(e) for e in events]}))
     assert (got[0].strength if got else None) == strength
+
 

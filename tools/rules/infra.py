@@ -131,6 +131,29 @@ def memory_kills(f: RuleInputs) -> list[Evidence]:
     return out
 
 
+HOST_MEMORY_FULL = 90.0  # percent of host memory in use from which a reading before a SIGKILL is memory evidence
+
+
+def host_memory_full(f: RuleInputs) -> list[Evidence]:
+    """Each file's last host-memory reading when it shows the host nearly out of memory (DeepSpeed's
+    see_memory_usage: `CPU Virtual Memory:  used = 481.2 GB, percent = 97.1%`, psutil's share not available), highest
+    first. Why the last one only: memory that rose and then fell again says nothing about a later kill. A percentage
+    outside 0-100 is no reading."""
+    last: dict[str, Evidence] = {}
+    for e in f.hits("deepspeed.host_memory"):
+        if e.file not in last or e.line > last[e.file].line:
+            last[e.file] = e
+    out = []
+    for e in last.values():
+        try:
+            pct = float(f.fields_of(e, "deepspeed.host_memory").get("percent", ""))
+        except ValueError:
+            continue
+        if HOST_MEMORY_FULL <= pct <= 100:
+            out.append((pct, e))
+    return [e for _p, e in sorted(out, key=lambda pe: -pe[0])]
+
+
 def memory_killed(f: RuleInputs) -> bool:
     """Whether the bundle shows a kill for host memory: then a worker's SIGKILL has its killer named."""
     return bool(memory_kills(f))
@@ -140,8 +163,10 @@ def killed_from_outside(f: RuleInputs):
     """A worker ended by SIGKILL (exit -9) whose own log shows no error: something outside the process killed it
     (the kernel OOM killer, a cgroup limit, an operator, a node agent). -15 is the launcher's own stop and -6 the
     NCCL watchdog's abort: both are cascade, not this."""
-    if memory_killed(f):
-        return []  # the killer is in the bundle: tools/rules/oom.host_oom names it, and whom the kill hit
+    if memory_killed(f) or host_memory_full(f):
+        # the killer is in the bundle (tools/rules/oom.host_oom names it, and whom the kill hit), or memory was all but
+        # gone just before (tools/rules/oom.host_memory_full)
+        return []
     every = sigkilled_workers(f)
     killed = [e for e in every if e.rank is not None]
     if not killed:

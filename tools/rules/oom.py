@@ -5,7 +5,8 @@ from __future__ import annotations
 from trainlog_debugger.tools.model import Finding, Role
 from trainlog_debugger.tools.lines.attribution import named_in_text
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate
-from trainlog_debugger.tools.rules.infra import srun_task_rank, memory_kills, pod_nodes, sigkilled_workers
+from trainlog_debugger.tools.rules.infra import (host_memory_full as full_readings, srun_task_rank, memory_kills,
+                                                 pod_nodes, sigkilled_workers)
 from trainlog_debugger.tools.sources.k8s import MEMORY_KILLED, is_sigkill
 
 
@@ -76,6 +77,27 @@ def host_oom(f: RuleInputs):
                                        "request more memory per task"])]
 
 
+def host_memory_full(f: RuleInputs):
+    """A worker ended by SIGKILL after the host's last memory reading showed it nearly full (DeepSpeed's
+    `CPU Virtual Memory: ... percent = 97.1%`, tools.rules.infra.host_memory_full), and no kill line in the bundle:
+    the kernel's OOM killer, almost certainly, whose own line (dmesg) is not here. TAXONOMY: a SIGKILL with memory
+    evidence is oom. Weaker than the kill line itself (host_oom), which owns the story when it is there."""
+    if memory_kills(f):
+        return []
+    full = full_readings(f)
+    killed = sigkilled_workers(f)
+    if not full or not killed:
+        return []
+    pct = f.fields_of(full[0], "deepspeed.host_memory").get("percent")
+    ranks = sorted({e.rank for e in killed if e.rank is not None}) or None
+    return [candidate("oom.host_memory_full", "oom", f"a worker was killed with SIGKILL after host memory reached "
+                      f"{pct}% in use: the kernel's OOM killer, almost certainly (its own line, in the kernel log, is "
+                      f"not in the bundle)", 0.75, full[:1] + killed[:2], f, ranks=ranks,
+                      recommendations=["cut host memory: ZeRO offload to NVMe instead of CPU, fewer DataLoader "
+                                       "workers, load the checkpoint on one rank per node or memory-mapped",
+                                       "confirm with the node's kernel log at that time (dmesg -T | grep -i oom)"])]
+
+
 def container_oom(f: RuleInputs):
     """The platform says a container or replica was killed for memory: Kubernetes `OOMKilled` (whatever exit code
     it shows: a worker killed under torchrun leaves the agent to exit 1), a memory eviction, the kubelet's SystemOOM,
@@ -108,4 +130,4 @@ def container_oom(f: RuleInputs):
     return [c]
 
 
-RULES = [cuda_oom, accelerator_alloc, host_oom, container_oom]
+RULES = [cuda_oom, accelerator_alloc, host_oom, host_memory_full, container_oom]

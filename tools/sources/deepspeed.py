@@ -74,6 +74,16 @@ PATTERNS = [
       r"\] Process \d+ exits successfully\.", "exits successfully.",
       "[2025-02-21 12:05:41,123] [INFO] [launch.py:351:main] Process 48213 exits successfully.",
       "a local rank started by DeepSpeed's launcher exited 0", fields=r"Process (?P<pid>\d+) exits", ints=("pid",)),
+    # runtime/utils.py see_memory_usage (DeepSpeed 0.3-0.16, and the copies of it in Megatron-DeepSpeed and many
+    # training scripts): `CPU Virtual Memory:  used = {used_GB} GB, percent = {vm_stats.percent}%`, psutil's share of
+    # host memory not available. A fact, no failure: a worker SIGKILLed after a reading near 100 % is the kernel's OOM
+    # kill whose own line the bundle lacks (tools/rules/oom.host_memory_full)
+    P("deepspeed.host_memory", 0, None, "context",
+      r"CPU Virtual Memory: +used = [0-9.]+ GB, percent = [0-9.]+%", "CPU Virtual Memory:",
+      "[2024-07-24 02:13:16,632] [INFO] [utils.py:789:see_memory_usage] CPU Virtual Memory:  used = 17.18 GB, "
+      "percent = 6.8%",
+      "host memory in use, as DeepSpeed's see_memory_usage reads it (psutil)",
+      fields=r"used = (?P<used_gb>[0-9.]{1,12}) GB, percent = (?P<percent>[0-9.]{1,8})%"),
 ]
 
 # every process of a node is counted against its exit (a node of 16 GPUs prints 16 of each)
