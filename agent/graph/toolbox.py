@@ -21,7 +21,6 @@ sent are recorded as shown: the verifier accepts a citation only of a line the m
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Annotated, Any, Callable, Sequence
@@ -36,8 +35,8 @@ from trainlog_debugger.agent.graph.result import ToolResult, error
 from trainlog_debugger.agent.llm.tokens import cap, count
 from trainlog_debugger.tools.groups import per_rank_listing
 from trainlog_debugger.tools.sources import resolve
+from trainlog_debugger.tools.lines.ansi import strip_ansi
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 SHOWN_HEAD = 40  # characters of a line's text (as JSON) that must survive the cap for the line to count as shown
 
 
@@ -187,7 +186,7 @@ class Toolbox:
         colours dropped (they hide a name from the patterns), secrets redacted on the raw text (JSON would turn a
         tab into `\\t` and defeat them), hosts masked when asked."""
         if isinstance(value, str):
-            return self.redact(_ANSI.sub("", value))
+            return self.redact(strip_ansi(value))
         if isinstance(value, dict):
             return {k: self.scrub(v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):

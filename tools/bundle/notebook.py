@@ -22,6 +22,7 @@ import json
 import re
 
 from trainlog_debugger.tools.lines import LINE_BREAK
+from trainlog_debugger.tools.lines.ansi import strip_ansi
 
 # a line that opens a list under a key (`"text": [`, `"traceback": [`, `"text/plain": [`, `"outputs": [`)
 _OPEN_LIST = re.compile(rb'\s*"((?:[^"\\]|\\.){1,64})":\s*\[\s*$')
@@ -31,7 +32,6 @@ _PRINTED_KEY = re.compile(rb'\s*"(?:text|traceback|text/plain)":\s*"')
 # a list element that is a string, and a key whose value is a string on the same line
 _STRING = re.compile(rb'\s*("(?:[^"\\]|\\.)*")\s*,?\s*$')
 _KEY_STRING = re.compile(rb'\s*"((?:[^"\\]|\\.){1,64})":\s*("(?:[^"\\]|\\.)*")\s*,?\s*$')
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 # the output lists whose strings are what the run printed (nbformat v4: stream `text`, error `traceback`,
 # execute_result / display_data `text/plain`); v3's `text` in outputs is the same
 _PRINTED = (b"text", b"traceback", b"text/plain")
@@ -53,7 +53,7 @@ def _text(literal: bytes) -> str | None:
         return None
     if not isinstance(s, str):
         return None
-    s = _ANSI.sub("", s) if "\x1b" in s else s
+    s = strip_ansi(s)
     return s.rstrip("\n").replace("\r\n", "  ").replace("\n", "  ").replace("\r", "  ")
 
 

@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass
 
 from trainlog_debugger.tools.lines.memo import remember
+from trainlog_debugger.tools.lines.ansi import ANSI as _ANSI
 
 __all__ = ["Attribution", "attribute_line", "c10_headed", "strip_prefixes"]
 
@@ -44,7 +45,6 @@ class Attribution:
 
 
 _EMPTY = Attribution()
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 # One wrapper layer at the current position; applied repeatedly (outer -> inner).
 _WRAP = re.compile(

@@ -24,13 +24,13 @@ construction.
 from __future__ import annotations
 
 import re
+from trainlog_debugger.tools.lines.ansi import ANSI_BYTES as _ANSI
 
 __all__ = ["template_of", "template_of_key", "ZERO", "RANK_LABEL0", "MAX_TEMPLATE_BYTES"]
 
 MAX_TEMPLATE_BYTES = 1024
 
 ZERO = bytes.maketrans(b"123456789", b"000000000")
-_ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
 # wrappers at the start: srun ' 3: ', torchrun '[default3]:', elastic '[12]:' (zeroed digits)
 _PREFIX = re.compile(rb"^(?: {0,6}0{1,7}: )?(?:\[[A-Za-z_][A-Za-z_]*0+\]:|\[0+\]:(?=.*\S))*")
 RANK_LABEL0 = re.compile(rb"\[rank0+\]: ?")      # a c10 label, digits zeroed

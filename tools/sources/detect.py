@@ -18,11 +18,11 @@ from functools import lru_cache
 
 from trainlog_debugger.tools.sources import declared
 from trainlog_debugger.tools.sources.declare import TIERS, Detector, Head
+from trainlog_debugger.tools.lines.ansi import strip_ansi
 
 GENERIC = "generic"  # nothing recognised the file: still scanned, as worker output
 HEAD_BYTES = 8192
 _COMPRESSED_SUFFIX = re.compile(r"\.(?:gz|bz2|xz|zst)$", re.I)
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def _kinds() -> dict[str, str]:
@@ -67,7 +67,7 @@ def head_of(rel: str, head: bytes) -> Head:
     head = head[:HEAD_BYTES]
     path = _COMPRESSED_SUFFIX.sub("", rel.replace("\\", "/").replace("!", "/"))
     text = head.decode("utf-8", "replace")
-    text = _ANSI.sub("", text) if "\x1b" in text else text
+    text = strip_ansi(text)
     return Head(rel, path, path.rsplit("/", 1)[-1], head, text, _lines(text))
 
 

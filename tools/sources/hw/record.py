@@ -8,15 +8,14 @@ stored without its Evidence. Pure: text in, records out.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from trainlog_debugger.tools.model import Evidence
+from trainlog_debugger.tools.lines.ansi import strip_ansi
 
 MAX_LINES = 200_000  # a snapshot is a few thousand lines; anything past this is not one tool's output
 MAX_COUNT = 1 << 62  # counters are 64-bit at most: anything larger is misread, never a count
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 @dataclass(frozen=True)
@@ -50,7 +49,7 @@ class Record:
 
 def lines_of(text: str) -> list[str]:
     """Physical lines (colour codes dropped: `nvidia-smi topo -m` underlines its header on a terminal), capped."""
-    return [_ANSI.sub("", ln).rstrip("\r") for ln in text.split("\n")[:MAX_LINES]]
+    return [strip_ansi(ln).rstrip("\r") for ln in text.split("\n")[:MAX_LINES]]
 
 
 def evidence(file: str, lineno: int, raw: str, kind: str | None = None) -> Evidence:
