@@ -424,6 +424,21 @@ def test_a_failure_dcp_reports_for_one_rank_is_that_ranks_whoever_prints_it(tmp_
     assert d.category == "storage_io" and d.culprit_ranks == [3], d.headline
 
 
+def test_the_node_of_a_rank_dcp_reports_is_that_ranks_not_the_printers(tmp_path):
+    """Per-node files (torchrun --tee, one file per node): rank 0 on dgx-01 prints rank 3's full disk
+    first, but the disk that filled is rank 3's, on dgx-02: the culprit's node is where rank 3 ran, never dgx-01
+    because its copy of the traceback came first."""
+    def init(host: str, local: int, rank: int) -> str:  # NCCL's communicator line names the host of each rank
+        return (f"[default{local}]:{host}:{48213 + local}:{48213 + local} [{local}] NCCL INFO comm 0x55d1c0e0 rank "
+                f"{rank} nranks 4 cudaDev {local} nvmlDev {local} busId 1b000 commId 0x9f2c7e11 - Init COMPLETE")
+    d = _investigate(tmp_path, {
+        "first.out": [init("dgx-01", 0, 0), init("dgx-01", 1, 1), *_dcp_block(0)],
+        "second.out": [init("dgx-02", 0, 2), init("dgx-02", 1, 3)]
+        + [x.replace("[default3]:[rank3]", "[default1]:[rank3]") for x in _dcp_block(3)]})
+    assert d.category == "storage_io" and d.culprit_ranks == [3], d.headline
+    assert d.culprit_nodes == ["dgx-02"], (d.culprit_nodes, d.headline)
+
+
 def test_a_straggler_that_said_what_went_wrong_is_read_by_what_it_said(tmp_path):
     """torchtitan's rank 5 ran out of data (its shard was shorter), ended its loop and destroyed its process group;
     the others timed out in the next all-gather. The rank that never entered said why before it stopped: the

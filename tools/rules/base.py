@@ -467,9 +467,17 @@ class RuleInputs:
         return blocks.at(ev) is not None
 
     def nodes_of(self, evs: list[Evidence]) -> list[str]:
+        """The nodes of these lines: each line's own, else its rank's. A line that reports another rank's failure
+        (DCP's `(RANK n)` block, printed by every rank: reported_for) is that rank's node, where the bundle states
+        it, never the printer's: rank 0's copy of rank 4's ESTALE does not put the stale mount on rank 0's node."""
         out = []
+        known = self.scan.rank_nodes
         for e in evs:
-            n = e.node or (self.scan.rank_nodes[e.rank].node if e.rank in self.scan.rank_nodes else None)
+            said = self.reported_for(e)
+            if said is not None and said != e.rank:
+                n = known[said].node if said in known else None
+            else:
+                n = e.node or (known[e.rank].node if e.rank in known else None)
             if n and n not in out:
                 out.append(n)
         return out
