@@ -251,6 +251,9 @@ PATHS = [
     ("job-123-task-7.out", dict(job_id="123", rank=7)),
     ("node_H100-1.log", dict(node="H100-1")),
     ("node-gpu17.log", dict(node="gpu17")),
+    # a rank label after the node's name is the rank's, not part of the node's (16 rank files are 2 nodes, not 16)
+    ("logs/node-b14.rank10.err", dict(node="b14", rank=10)),
+    ("node-a1-local_rank3.out", dict(node="a1", local_rank=3)),
     ("nccl-socket-ifname-docker-bridges/node_dgxa100.log", dict(node="dgxa100")),
     ("aistarget.ais-target-3.INFO.0821-191752.4171", dict(node="ais-target-3")),
     ("aislogs-x/aistarget-WBvt8081.tar.gz!aistarget.ais-target.INFO.0821-191752.4171", dict(node="WBvt8081")),

@@ -39,8 +39,10 @@ _RANK = re.compile(
     r"(?i)(?:^|[_\-.])(?P<kind>local[_\-]?rank|node[_\-]?rank|global[_\-]?rank|rank|task)[_\-]?(?P<n>\d{1,7})(?=[_\-.]|$)"
 )
 # 'node_H100-1.log', 'host-gpu7.out'; a trailing word that names what the file holds (`node_48_pyspy.log`,
-# `host-a_dmesg.txt`) is not part of the node's name.
+# `host-a_dmesg.txt`) is not part of the node's name, nor is a rank label after it (`node-b14.rank10.err`: the node
+# is b14 and the rank 10, which _RANK reads; one node per rank file made a 16-rank job "16 nodes").
 _NODE = re.compile(r"(?i)(?:node|host)[_\-](?!rank)(?P<n>[A-Za-z0-9][\w.\-]*?)"
+                   r"(?:[_\-.](?:local[_\-]?|global[_\-]?)?(?:rank|task)[_\-]?\d{1,7})?"
                    r"(?:[_\-](?:py-?spy|stacks?|traces?|dmesg|kern|syslog|nvidia[_\-]?smi|smi|stdout|stderr|logs?))?"
                    r"\.(?:log|txt|out|err)")
 _RANK_KEY = {"local_rank": "local_rank", "localrank": "local_rank", "node_rank": "node_index",
