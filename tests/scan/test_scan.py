@@ -89,6 +89,23 @@ def test_missing_rank_file_is_reported(tmp_path):
     assert res.coverage.missing_ranks == [3]
 
 
+def test_a_part_of_the_world_is_not_its_size(tmp_path):
+    """torchrun's rendezvous result states `group_world_size=2` (its agents: one per node), LOCAL_WORLD_SIZE one
+    node's ranks and Megatron its parallel groups' sizes: none of them is the job's world size (16 ranks seen were
+    "ranks above the expected world size: 2-15")."""
+    d = _rank_files(tmp_path / "b", 16, world=False)
+    api = "I1203 04:00:02.990000 3300 torch/distributed/elastic/agent/server/api.py:525]"
+    (d / "agent.log").write_text("\n".join([
+        f"{api} [default] Rendezvous complete for workers. Result:", f"{api}   restart_count=0",
+        f"{api}   master_addr=ib-c06", f"{api}   group_rank=0", f"{api}   group_world_size=2",
+        "LOCAL_WORLD_SIZE=8", " tensor_model_parallel_world_size=4"]) + "\n")
+    res = _scan(d)
+    assert res.coverage.expected_ranks == 16 and res.coverage.expected_from != "world size in the logs"
+    (d / "agent.log").write_text(f"{api}   group_world_size=2\nWORLD_SIZE=16\n")
+    res = _scan(d)
+    assert (res.coverage.expected_ranks, res.coverage.expected_from) == (16, "world size in the logs")
+
+
 def test_1024_ranks_interleaved_exact_coverage(tmp_path):
     """One rank appears only in the middle of an interleaved file: the label count check must still find it."""
     d = tmp_path / "b"
