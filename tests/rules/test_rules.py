@@ -752,6 +752,15 @@ QUIET += [
     ("infra.killed_from_outside", {"launcher.log": [_DS_MEM.format("241.18", "96.2"), _DS_EXIT.format(-9)]}),
 ]
 
+# NCCL's RAS could not bind its client port (another job's RAS on the node holds 28028): the job goes on without it
+QUIET += [("config.port_in_use", {"train_output.txt": [
+    "[2025-08-30 20:11:06] lambda-h100x8:61510:61510 [0] ras/client_support.cc:160 NCCL WARN Call to bind failed: "
+    "Address already in use",
+    "lambda-h100x8:61510:61510 [0] NCCL INFO RAS failed to establish a client listening socket at localhost:28028"]})]
+FIRE += [("config.port_in_use", {"rank0.log": [
+    "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. The "
+    "server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use)."]}, "config", 0.9)]
+
 
 @pytest.mark.parametrize("rule,files,category,strength", FIRE, ids=[f"{r[0]}-{i}" for i, r in enumerate(FIRE)])
 def test_rule_fires(facts_from, rule, files, category, strength):

@@ -100,7 +100,12 @@ PATTERNS = [
       r"(?:Address already in use|failed to listen on any local network address)",
       ("Address already in use", "failed to listen on any local network address"),
       "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).",
-      "rendezvous port already in use", fields=r"bind to (?P<address>\S+?) \(errno"),
+      "rendezvous port already in use", fields=r"bind to (?P<address>\S+?) \(errno",
+      # not NCCL's RAS failing to bind its client port (ras/client_support.cc: `Call to bind failed: Address already
+      # in use`, then `RAS failed to establish a client listening socket`): RAS serves only the ncclras query tool,
+      # and the job goes on without it (another job's RAS on the node holds the shared port 28028)
+      verify=r"^(?!.*\bras/client_support\.cc:).*(?:Address already in use|failed to listen on any local network "
+             r"address)"),
 ]
 # steps over the per-file scans (tools.scan.summary): local → global ranks from the failure report and the log-dir
 # layout (rankmap), and the failure report's host of each failed rank (nodes)
