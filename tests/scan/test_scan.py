@@ -141,6 +141,45 @@ def test_traceback_gets_its_final_exception(tmp_path):
     assert (oom.rank, oom.fields["gpu"], oom.fields["requested"]) == (3, 3, "2.00 GiB")
 
 
+_RAY_WRAPPED = """Traceback (most recent call last):
+  File "/workspace/verl/verl/trainer/main_ppo.py", line 64, in run_ppo
+    ray.get(runner.run.remote(config))
+  File "/usr/local/lib/python3.10/dist-packages/ray/_private/worker.py", line 930, in get_objects
+    raise value.as_instanceof_cause()
+ray.exceptions.RayTaskError(RuntimeError): ray::TaskRunner.run() (pid=66120, ip=10.3.1.4, actor_id=52f3d8b0c1e9)
+  File "/workspace/verl/verl/trainer/ppo/ray_trainer.py", line 1047, in fit
+    for batch_dict in self.train_dataloader:
+  File "/usr/local/lib/python3.10/dist-packages/torch/_utils.py", line 733, in reraise
+    raise exception
+RuntimeError: Caught RuntimeError in DataLoader worker process 5.
+Original Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/torch/utils/data/_utils/fetch.py", line 52, in <listcomp>
+    data = [self.dataset[idx] for idx in possibly_batched_index]
+  File "/workspace/verl/verl/utils/dataset/rl_dataset.py", line 308, in __getitem__
+    raise RuntimeError(f"Prompt length {len(raw_prompt_ids)} is longer than {self.max_prompt_length}.")
+RuntimeError: Prompt length 1387 is longer than 1024.
+
+Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.
+"""
+
+
+def test_a_wrappers_traceback_ends_at_the_exception_it_carries(tmp_path):
+    """Ray's RayTaskError line is followed by the remote task's frames, and a DataLoader worker's re-raised error by
+    `Original Traceback`: the traceback ends at the exception after them (the cause, raised in the dataset's
+    __getitem__), not at the first wrapper's line. A chained exception after a blank line stays its own."""
+    d = tmp_path / "b"
+    d.mkdir()
+    (d / "console.log").write_text(_RAY_WRAPPED + "\nDuring handling of the above exception, another exception "
+                                   "occurred:\n\nTraceback (most recent call last):\n  File \"x.py\", line 1, in "
+                                   "<module>\nSystemExit: 1\n")
+    res = _scan(d)
+    tbs = sorted((h for f in res.files for h in f.hits if h.pattern == "python.traceback"), key=lambda h: h.line)
+    assert tbs[0].fields["exception"] == "RuntimeError"
+    assert tbs[0].fields["message"] == "Prompt length 1387 is longer than 1024."
+    assert tbs[0].fields["exception_line"] == 17 and tbs[0].fields["frames"][-1].endswith("rl_dataset.py:__getitem__")
+    assert tbs[-1].fields["exception"] == "SystemExit"
+
+
 def test_cut_traceback_keeps_its_frames_and_calls(tmp_path):
     """A paste that stops inside its traceback still says where the code was: each frame's function and the source
     line it was running (a `with` that entered a barrier shows only as contextlib's __enter__ otherwise)."""

@@ -389,10 +389,40 @@ def final_exception(ctx: HitContext) -> None:
             ctx.fields.update({"exception": m.group(1), "message": (m.group(2) or "")[:500],
                                "exception_line": ctx.line + (k if flat is None else 0),
                                "exception_text": text, "frames": list(frames), "calls": list(calls)})
+            if flat is None and _goes_on(buf, pos, base, rank, ctx):
+                continue  # a wrapper's line: the traceback it carries follows (below)
             return
+        if body.startswith("Original Traceback (most recent call last)"):
+            continue  # the DataLoader worker's own traceback, under the message that re-raised it (_goes_on)
         break
     if frames:  # cut before its exception line: where it was raised is still known
         ctx.fields.update({"frames": list(frames), "calls": list(calls)})
+
+
+def _goes_on(buf: bytes, pos: int, base: int, rank: int | None, ctx: HitContext) -> bool:
+    """Whether the exception line just read is a wrapper's, with the traceback it carries right after it: Ray's
+    `ray.exceptions.RayTaskError(RuntimeError): ray::TaskRunner.run() (pid=..., ip=...)` is followed by the remote
+    task's frames (python/ray/exceptions.py RayTaskError.__str__), and a DataLoader worker's error re-raised in the
+    main process by `Original Traceback (most recent call last):` and the worker's frames (torch/_utils.py
+    ExceptionWrapper). The exception that ended the traceback is then the one after those frames, the cause; the
+    wrapper's line names only who carried it. The next line of the same rank decides (a blank line, another
+    traceback's header after `During handling of the above exception` or anything else ends it, as before)."""
+    for _ in range(4):  # lines of other ranks interleaved in a shared console are skipped, a few
+        if pos >= len(buf):
+            return False
+        nxt = buf.find(b"\n", pos)
+        nxt = len(buf) if nxt == -1 else nxt
+        text = _decode(buf[pos:min(nxt, pos + LINE_HEAD)])
+        pos = nxt + 1
+        if rank is not None and (r := ctx.rank_of(text)) is not None and r != rank:
+            continue
+        body = strip_prefixes(text)
+        if base:
+            if body[:base].strip():
+                return False
+            body = body[base:]
+        return bool(_FRAME.match(body)) or body.startswith("Original Traceback (most recent call last)")
+    return False
 
 
 def count_retry(ctx: HitContext) -> None:
