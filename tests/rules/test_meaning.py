@@ -596,3 +596,14 @@ def test_fairseq_s_nan_rank_is_the_rank_the_block_names_not_the_log_s(tmp_path):
     """The block names the rank whose norm is nan; the log that printed it (rank 0's) is not the culprit."""
     d = _diagnose(tmp_path, {"rank_0.log": _fairseq_inconsistent(["0.87712401"] * 3 + ["nan"] + ["0.87712401"] * 4)})
     assert (d.category, d.culprit_ranks) == ("numerical", [3]), d.headline
+
+
+@pytest.mark.parametrize("head", ["[ 1211.000212] ", "[Fri Apr  4 01:17:09 2025] ",
+                                  "Apr  4 01:17:09 cn-117 kernel: "])
+def test_a_kernel_line_a_table_calls_context_is_no_fault_however_dmesg_was_read(facts_from, head):
+    """The kernel's `Machine check events logged` is context in its table (corrected events were recorded): read
+    with `dmesg -T`'s date or syslog's host before it, its timestamp is a header, not words the entry must cover (the
+    longer line was read by its words as an unknown program error)."""
+    files = {"paste.txt": ["[after training is done] datetime: 2025-04-04 05:48:33",
+                           f"{head}mce: [Hardware Error]: Machine check events logged"]}
+    assert meaning.read_by_meaning(facts_from(files)) == []

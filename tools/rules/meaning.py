@@ -426,12 +426,19 @@ def _onset_pool(f: RuleInputs, evs: list[Evidence]) -> tuple[list[Evidence], boo
     return [e for e, m in pairs if m is not None and m.role == "cascade"], True
 
 
+# what the kernel puts before its message, however the log was read: dmesg's `[ 1211.000212]` or `dmesg -T`'s
+# `[Fri Apr  4 01:17:09 2025]`, syslog's `Apr  4 01:17:09 cn-117 kernel: `, and a subsystem's tag before its
+# bracketed one (`mce: [Hardware Error]: `): headers, not words of the message a table entry must cover
+_KERNEL_HEAD = re.compile(r"^(?:\[[^\]\n]{1,40}\]:?\s*|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S{1,64} kernel: |"
+                          r"[a-z][\w-]{0,15}: (?=\[))+")
+
+
 def _covers(m, text: str, messages=None) -> bool:
     """Whether a table entry speaks for the whole line, not for a word in it: an enum name (`ncclSuccess`) inside
     a failed CHECK does not make the CHECK context. At least 16 literal characters, and 40 % of the line's body or
     the line's whole message after its headers (c10d's retry warning with a long address and errno in its
     placeholders: catalog.spans_whole)."""
-    body = strip_prefixes(text).strip()
+    body = _KERNEL_HEAD.sub("", strip_prefixes(text).strip(), count=1)
     if m.specificity >= max(16, 0.4 * len(body)):
         return True
     return m.specificity >= 16 and messages is not None and messages.spans_whole(m, body)
