@@ -761,6 +761,16 @@ FIRE += [("config.port_in_use", {"rank0.log": [
     "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. The "
     "server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use)."]}, "config", 0.9)]
 
+# torchrun's own teardown SIGKILLed the worker that ignored its SIGTERM (stuck in a hung NFS write): its -9 is the
+# launcher's, no killer from outside; the same report without the escalation line still is one
+_REPORT_9 = ["Root Cause (first observed failure):", "[0]:", "  time      : 2025-10-22_14:29:46",
+             "  host      : h100-node-04", "  rank      : 0 (local_rank: 0)", "  exitcode  : -9 (pid: 77188)",
+             "  error_file: <N/A>", "  traceback : Signal 9 (SIGKILL) received by PID 77188"]
+QUIET += [("infra.killed_from_outside", {"launcher.log": [
+    "W1022 14:29:46.120000 77120 torch/distributed/elastic/multiprocessing/api.py:917] Unable to shutdown process "
+    "77188 via Signals.SIGTERM, forcefully exiting via Signals.SIGKILL", *_REPORT_9]})]
+FIRE += [("infra.killed_from_outside", {"launcher.log": _REPORT_9}, "infrastructure", 0.6)]
+
 
 @pytest.mark.parametrize("rule,files,category,strength", FIRE, ids=[f"{r[0]}-{i}" for i, r in enumerate(FIRE)])
 def test_rule_fires(facts_from, rule, files, category, strength):

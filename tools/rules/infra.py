@@ -70,10 +70,25 @@ def signalled_workers(f: RuleInputs, signo: int) -> list[Evidence]:
     return out
 
 
+# torch elastic's teardown (multiprocessing/api.py _close): `Unable to shutdown process 77188 via Signals.SIGTERM,
+# forcefully exiting via Signals.SIGKILL`: the launcher's own SIGKILL of a worker that ignored its SIGTERM
+_ESCALATED = re.compile(r"Unable to shutdown process (\d{1,10}) via \S+, forcefully exiting via (?:Signals\.)?SIGKILL")
+_PID = re.compile(r"\b(?:pid:? |PID )(\d{1,10})\b")
+
+
+def escalated_pids(f: RuleInputs) -> set[str]:
+    """The workers' pids that torchrun itself SIGKILLed in its teardown, after they ignored its SIGTERM (a worker in
+    an uninterruptible wait: a hung NFS write, a CUDA call): their exit -9 is the launcher's, not a killer's."""
+    return {m.group(1) for e in f.hits("process.killed") if (m := _ESCALATED.search(e.text))}
+
+
 def sigkilled_workers(f: RuleInputs) -> list[Evidence]:
     """The launchers' lines that say a worker died of SIGKILL (signalled_workers), and srun's `task 5: Killed` (with
-    the task's rank, where srun's tasks are the job's ranks: srun_task_rank)."""
+    the task's rank, where srun's tasks are the job's ranks: srun_task_rank). Not a worker torchrun SIGKILLed itself
+    in its teardown (escalated_pids): that kill is a consequence of the teardown, whatever started it."""
     out = signalled_workers(f, 9)
+    if out and (own := escalated_pids(f)):
+        out = [e for e in out if not ((m := _PID.search(e.text)) and m.group(1) in own)]
     # srun names how a task ended by strsignal(): `srun: error: gpu-node-12: task 5: Killed` is SIGKILL
     for e in f.hits("slurm.task_exit"):
         if f.fields_of(e, "slurm.task_exit").get("how", "").strip().startswith("Killed"):
