@@ -638,6 +638,22 @@ def test_fabric_errors_beside_a_platform_s_word_that_a_member_went_away_are_its_
     assert d.category == "infrastructure", d.headline
 
 
+def test_fabric_errors_beside_mpiruns_lost_daemon_are_the_lost_nodes(tmp_path):
+    """Open MPI's [node-died] help text: mpirun's daemon on gpu-node-12 stopped answering (the node is gone); the IB
+    retries its peers ran out of are consequences, and the node is the one the text names as the remote daemon's,
+    not mpirun's own (HNP)."""
+    files = _node_failure("2024-11-05 14:31:07")
+    files["slurm-4911770.out"] = files["slurm-4911770.out"][:1] + [
+        "--------------------------------------------------------------------------",
+        "ORTE has lost communication with a remote daemon.", "",
+        "  HNP daemon   : [[18771,0],0] on node gpu-node-11", "  Remote daemon: [[18771,0],1] on node gpu-node-12", "",
+        "This is usually due to either a failure of the TCP network", "connection to the node, or possibly an "
+        "internal failure of", "the daemon itself. We cannot recover from this failure, and",
+        "therefore will terminate the job."]
+    d = _investigate(tmp_path, files)
+    assert d.category == "infrastructure" and d.culprit_nodes == ["gpu-node-12"], d.headline
+
+
 def test_another_node_s_notready_event_explains_nothing_of_this_job(tmp_path):
     """A cluster's events name every node that went NotReady; the job ran on gpu-node-11, not cpu-pool-7."""
     files = _node_failure("2024-11-05 14:31:07")

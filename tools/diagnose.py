@@ -212,7 +212,9 @@ NODE_FAILED = ("scheduler.cancelled_node_failure", "scheduler.node_failure",
                # the platforms' word that a member's machine or pod went away under the job: a Kubernetes node that
                # stopped reporting, a batch scheduler's preemption of the pod, the cloud reclaiming the instance
                "infra.k8s_node_lost", "catalog.k8s.volcano_evicted", "catalog.cloud.instance_preempted",
-               "catalog.cloud.instance_scheduled_event")
+               "catalog.cloud.instance_scheduled_event",
+               # mpirun's daemon on a node stopped answering (Open MPI's [node-died]: the node is gone)
+               "catalog.mpi.daemon_lost")
 # Slurm declares a node down once its slurmd has not answered for SlurmdTimeout (300 s by default): the fabric errors
 # that a dead node's peers print come that long before the declaration, or less; a rendezvous gives up after its
 # join timeout (torchrun's default 600 s), and its traceback is often dated by the line before it (the round's start)

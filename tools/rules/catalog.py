@@ -20,8 +20,11 @@ def weighted_patterns(f: RuleInputs):
             continue
         evs = f.hits(p.id)
         if evs:
+            # a line that names the node it is about (`Remote daemon: ... on node gpu-node-12`, Megatron's `found NaN
+            # ... node: gpu-b02`): that node, not the one of the file that printed it (mpirun's own)
+            hosts = list(dict.fromkeys(h for e in evs[:3] if (h := f.fields_of(e, p.id).get("host"))))
             out.append(candidate(f"catalog.{p.id}", p.category, p.summary, p.weight, evs[:3], f, status=p.status,
-                                 recommendations=[p.advice] if p.advice else []))
+                                 nodes=hosts or None, recommendations=[p.advice] if p.advice else []))
     return out
 
 

@@ -26,6 +26,16 @@ PATTERNS = [
       r"Primary job +terminated normally, but \d+ process(?:es)? returned", "terminated normally, but",
       "Primary job  terminated normally, but 1 process returned",
       "mpirun: a process returned a non-zero exit code"),
+    # Open MPI's [node-died] help text (orte/mca/errmgr/base/help-errmgr-base.txt; PRTE's in Open MPI 5): `ORTE has
+    # lost communication with a remote daemon.`, then `  HNP daemon   : [[18771,0],0] on node node-c11` (mpirun's own)
+    # and `  Remote daemon: [[18771,0],1] on node node-c12`: the launcher's daemon on that node stopped answering, the
+    # node died or dropped off the network: its ranks' peers' fabric errors are consequences (diagnose.NODE_FAILED)
+    P("mpi.daemon_lost", 1, "infrastructure", "root_candidate",
+      r"Remote daemon: +\[\[\d+,\d+\],\d+\] on node \S", "Remote daemon:",
+      "  Remote daemon: [[18771,0],1] on node node-c12",
+      "mpirun lost its link to the launcher daemon of a node: the node died, rebooted or left the network",
+      fields=r"on node (?P<host>[A-Za-z0-9][\w.-]{0,127})", weight=0.8,
+      advice="check that node (is it up? its kernel log and the scheduler's view of it); restart without it"),
     P("horovod.shutdown", 1, None, "cascade",
       r"Horovod has been shut down\. This was caused by an exception on one of the ranks", "Horovod has been shut down",
       "Horovod has been shut down. This was caused by an exception on one of the ranks or an asynchronous completion "
