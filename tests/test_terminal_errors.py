@@ -134,6 +134,12 @@ GETITEM = ['File "/workspace/train.py", line 88, in <module>', "    for step, ba
            'File "/workspace/data/shards.py", line 141, in __getitem__', "    rec = json.loads(raw)"]
 FORWARD = ['File "/workspace/train.py", line 88, in <module>', "    loss = model(batch)",
            'File "/workspace/model.py", line 61, in forward', "    h = self.proj(x)"]
+# HF datasets' JSON builder parsing a data file (pandas tried after pyarrow's own error)
+READER = ['File "/home/rl/dpo/train_dpo.py", line 96, in main', '    ds = load_dataset("json", data_files=files)',
+          'File "/opt/conda/lib/python3.10/site-packages/datasets/packaged_modules/json/json.py", line 153, in '
+          '_generate_tables', '    df = pd.read_json(f, dtype_backend="pyarrow")',
+          'File "/opt/conda/lib/python3.10/site-packages/pandas/io/json/_json.py", line 1403, in _parse',
+          "    ujson_loads(json, precise_float=self.precise_float), dtype=None"]
 CHECK = ['File "/workspace/train.py", line 140, in <module>', "    trainer.step(loss)",
          'File "/workspace/trainer/guards.py", line 17, in check_finite', '    raise ValueError(f"bad value at step {s}")']
 
@@ -143,10 +149,12 @@ CHECK = ['File "/workspace/train.py", line 140, in <module>', "    trainer.step(
     (GETITEM, "ValueError: invalid literal for int() with base 10: ''", "data"),
     (FORWARD, "ValueError: invalid literal for int() with base 10: ''", "software"),
     (CHECK, "ValueError: bad value at step 4410", "numerical"),
+    (READER, "ValueError: Trailing data", "data"),
     (GETITEM, "OSError: [Errno 5] Input/output error", "storage_io"),  # the errno outranks where it was raised
     # torch without a usable NumPy (a 1.x/2.x mismatch): the environment's, in a sample's code or not
     (GETITEM, "RuntimeError: Numpy is not available", "config"),
-], ids=["decode-in-getitem", "value-in-getitem", "same-error-in-forward", "finiteness-check", "errno-first",
+], ids=["decode-in-getitem", "value-in-getitem", "same-error-in-forward", "finiteness-check", "dataset-file-reader",
+        "errno-first",
         "numpy-missing-in-getitem"])
 def test_where_it_was_raised(tmp_path, frames, last, category):
     (tmp_path / "rank_5.log").write_text("\n".join(_traceback("[rank5]: ", frames, last)) + "\n")

@@ -136,6 +136,11 @@ SAMPLE_PATHS = ("torch/utils/data/_utils/fetch.py", "torch/utils/data/_utils/col
 BY_FRAME = (
     (lambda path, fn: fn in SAMPLE_FUNCTIONS or any(s in path for s in SAMPLE_PATHS), "data",
      "raised while producing a sample (dataset, decoder or collate)"),
+    # the datasets library's file-format builders (packaged_modules/json, csv, parquet, text, ...: _generate_tables)
+    # parse the data files themselves: what they raise is the file's content (a record that does not parse), whichever
+    # parser raised it (pandas' `Trailing data` tried after pyarrow's own error)
+    (lambda path, fn: "/datasets/packaged_modules/" in path, "data",
+     "raised while reading a dataset file (the datasets library's format reader: a record that does not parse)"),
     (lambda path, fn: re.search(r"(?i)check_?finite|check_?nan|nan_?check|check_?numerics|assert_?finite|isfinite",
                                 fn) is not None, "numerical", "raised by a finiteness check"),
 )
