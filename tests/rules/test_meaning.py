@@ -25,6 +25,8 @@ def _diagnose(tmp_path, files: dict[str, str]):
 
 @pytest.mark.parametrize("line, category", [
     ("Task was killed due to the node running low on memory.", "oom"),
+    # a run-time build (Triton's launcher stub, a JIT extension) without the Python headers: the environment's
+    ("/tmp/tmpq2c8v0nk/main.c:5:10: fatal error: Python.h: No such file or directory", "config"),
     # a Japanese shell's `Killed` (bash 5.2 bash.mo / glibc libc.mo msgstr): killed from outside, as in English
     ("./train.sh: 9 行:  3011 強制終了            python3 finetune.py --config cfg.yaml", "infrastructure"),
     # the schedulers' kills for a job's memory: Slurm's cgroup handler, LSF, PBS
