@@ -771,6 +771,14 @@ QUIET += [("infra.killed_from_outside", {"launcher.log": [
     "77188 via Signals.SIGTERM, forcefully exiting via Signals.SIGKILL", *_REPORT_9]})]
 FIRE += [("infra.killed_from_outside", {"launcher.log": _REPORT_9}, "infrastructure", 0.6)]
 
+# horovodrun's gloo launcher ran the worker through a shell: status 137 is SIGKILL (128 + 9), 135 SIGBUS; its process
+# index is the rank
+FIRE += [("infra.killed_from_outside", {"horovodrun.txt": ["Process 2 exit with status code 137.",
+                                                            "Terminating remaining workers after failure of Process 2."]},
+          "infrastructure", 0.6),
+         ("infra.bus_error", {"horovodrun.txt": ["Process 1 exit with status code 135."]}, "infrastructure", 0.6)]
+QUIET += [("infra.killed_from_outside", {"horovodrun.txt": ["Process 2 exit with status code 1."]})]
+
 
 @pytest.mark.parametrize("rule,files,category,strength", FIRE, ids=[f"{r[0]}-{i}" for i, r in enumerate(FIRE)])
 def test_rule_fires(facts_from, rule, files, category, strength):

@@ -63,6 +63,10 @@ def signalled_workers(f: RuleInputs, signo: int) -> list[Evidence]:
             out.append(e)
     out += [e for e in f.hits("deepspeed.exit_code") if f.fields_of(e, "deepspeed.exit_code").get("returncode") == -signo]
     out += [e for e in f.hits("mpi.process_exited") if f.fields_of(e, "mpi.process_exited").get("signal") == signo]
+    # horovodrun's gloo launcher ran the worker through a shell: 128 + the signal (its process index is the rank)
+    out += [e if e.rank is not None else e.model_copy(update={"rank": fx.get("failed_rank")})
+            for e in f.hits("horovod.process_exit")
+            if (fx := f.fields_of(e, "horovod.process_exit")).get("status") in (128 + signo, -signo)]
     spawn = f"terminated with signal {name}"
     # spawn's exception line: alone (python.exception), or under the parent's traceback, where the signal's name has
     # the line read as a kill (process.killed) and the traceback holds it as its final exception

@@ -36,6 +36,14 @@ PATTERNS = [
       "mpirun lost its link to the launcher daemon of a node: the node died, rebooted or left the network",
       fields=r"on node (?P<host>[A-Za-z0-9][\w.-]{0,127})", weight=0.8,
       advice="check that node (is it up? its kernel log and the scheduler's view of it); restart without it"),
+    # horovodrun's gloo launcher on a worker's end (horovod/runner/gloo_run.py: `Process {idx} exit with status code
+    # {ec}.`): the process index is the Horovod rank, and it ran the worker through a shell, so a status above 128 is
+    # the signal that ended it (137: SIGKILL), as a shell reports it (tools.rules.infra.signalled_workers)
+    P("horovod.process_exit", 1, None, "cascade",
+      r"Process \d+ exit with status code -?\d", "exit with status code",
+      "Process 2 exit with status code 137.",
+      "horovodrun saw a worker process exit non-zero",
+      fields=r"Process (?P<failed_rank>\d+) exit with status code (?P<status>-?\d+)", ints=("failed_rank", "status")),
     P("horovod.shutdown", 1, None, "cascade",
       r"Horovod has been shut down\. This was caused by an exception on one of the ranks", "Horovod has been shut down",
       "Horovod has been shut down. This was caused by an exception on one of the ranks or an asynchronous completion "
