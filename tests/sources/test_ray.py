@@ -166,3 +166,21 @@ def test_nccls_init_line_of_the_world_communicator_states_the_rank_and_the_drive
     oom = sorted((h.line, h.rank) for h in f.hits if h.pattern == "cuda.oom")
     assert oom[0] == (7, 3), oom  # under the report: pid 22415's world rank, not its sub-communicator rank 1
     assert oom[1][1] is None, oom  # the next exception is not part of the report's traceback
+
+
+def test_a_ray_worker_log_file_is_its_process_s(tmp_path):
+    """The session's logs/ folder holds each worker's stdout and stderr as worker-<id>-<job>-<pid>.out/.err, lines
+    without Ray's prefix: the rank NCCL's init line states in the .out is the rank of the OOM in the .err (same pid);
+    another worker's files (another pid) stay its own."""
+    logs = tmp_path / "ray_logs"
+    logs.mkdir()
+    for rank, pid, wid in ((5, "58226", "f165c8ce36e2f24b43000de01b2ed40ed3addccb"),
+                           (3, "58220", "8534f45738d048ec0f1099c6c3e1b258fd724452")):
+        (logs / f"worker-{wid}-01000000-{pid}.out").write_text(
+            f"h100-pod-07:{pid}:{pid} [0] NCCL INFO comm 0x793d0e40 rank {rank} nranks 8 cudaDev 0 nvmlDev {rank} "
+            "busId ab000 commId 0x7c1f02a9d3be5518 - Init COMPLETE\n")
+    oom = [x.split(") ", 1)[1] for x in _oom(3)]  # the same traceback, without Ray's echo prefix
+    (logs / "worker-f165c8ce36e2f24b43000de01b2ed40ed3addccb-01000000-58226.err").write_text("\n".join(oom) + "\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.category == "oom" and d.culprit_ranks == [5], d.headline

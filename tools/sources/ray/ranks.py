@@ -39,6 +39,18 @@ _TASK = re.compile(r"\bray::[\w.<>:]+\(\) \(pid=(?P<pid>\d{1,10}), ip=(?P<ip>[\w
                    r"|Memory on the node \(IP: (?P<mip>[\w.:\-]+), ID: \w+\) where the \w+ \([^)]*?\bpid=(?P<mpid>\d{1,10})")
 
 
+# Ray's own per-process log files (the session's logs/ folder: `worker-<worker id>-<job id>-<pid>.out` and `.err`,
+# python/ray/_private/services.py get_log_file_names / worker log redirection): every line of one is that process's,
+# printed without Ray's `(Cls pid=P, ip=I)` prefix (the prefix is added only when the driver echoes them)
+_WORKER_FILE = re.compile(r"(?:^|/)(?:python-core-)?worker-[0-9a-f]{16,64}-[0-9a-f]{8}-(\d{1,10})\.(?:out|err|log)$")
+
+
+def _file_pid(f: FileScan) -> str | None:
+    """The pid a Ray worker log file's name states (all its lines are that process's), else None."""
+    m = _WORKER_FILE.search(f.rel)
+    return m.group(1) if m else None
+
+
 # a remote traceback's lines follow its header at most this far apart (frames and their source lines)
 _REPORT_LINES = 40
 # the line that ends a Python traceback: `torch.OutOfMemoryError: ...`, `RuntimeError: ...`
@@ -60,12 +72,14 @@ def _stated(files: list[FileScan], world: int | None = None) -> dict[tuple[str |
     out: dict[tuple[str | None, str], int | None] = {}
     comm = _world_comm(files, world)
     for f in files:
+        fpid = _file_pid(f)
         for h in f.hits:
             ip: str | None
             if h.pattern == "ray.train_worker_table":  # the trainer's line about another process
                 ip, pid, rank = h.fields.get("ip"), h.fields.get("pid"), h.fields.get("world_rank")
-            elif (m := _PREFIX.match(h.text)) is not None:
-                ip, pid = m.group("ip"), m.group("pid")
+            elif (m := _PREFIX.match(h.text)) is not None or fpid is not None:
+                # a prefixed line's own process, else the process whose log file this is (its name's pid)
+                ip, pid = (m.group("ip"), m.group("pid")) if m is not None else (None, fpid)
                 # the set-up line's own field; NCCL's init line of the world communicator (`ncclCommInitRank comm ..
                 # rank 5 nranks 8 cudaDev 5 ..`: in it the rank is the global rank); else the line's own `[rankN]:`
                 # (never its file's rank)
@@ -102,12 +116,18 @@ def actor_ranks(files: list[FileScan], world: int | None) -> list[str]:
     moved = 0
     for f in files:
         report: tuple[int, int] | None = None  # (rank, line) of the driver's last report of a failed task
+        fpid = _file_pid(f)
         for h in sorted(f.hits, key=lambda x: x.line):
             if h.rank is not None:
                 continue
             m = _PREFIX.match(h.text)
             own = m is not None
             m = m or _TASK.search(h.text)
+            if m is None and fpid is not None:  # a line of a Ray worker's own log file: that process's
+                if (rank := _lookup(stated, by_pid, None, fpid)) is not None:
+                    f.reattribute(h, rank)
+                    moved += 1
+                continue
             if m is None:
                 # the remote traceback the driver prints under its report of the task, with no prefix of its own
                 # (`Unhandled error ...: ray::WorkerDict.update_actor() (pid=.., ip=..)`, its frames, then
