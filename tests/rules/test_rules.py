@@ -779,6 +779,17 @@ FIRE += [("infra.killed_from_outside", {"horovodrun.txt": ["Process 2 exit with 
          ("infra.bus_error", {"horovodrun.txt": ["Process 1 exit with status code 135."]}, "infrastructure", 0.6)]
 QUIET += [("infra.killed_from_outside", {"horovodrun.txt": ["Process 2 exit with status code 1."]})]
 
+# an uncorrected PCIe error: the kernel names the device by its driver; a network adapter's is the fabric's
+FIRE += [("gpu.pcie_aer", {"c2-n18.journal": [
+    "Sep 30 16:42:08 c2-n18 kernel: pcieport 0000:a0:01.0: AER: Uncorrected (Non-Fatal) error received: 0000:a1:00.1",
+    "Sep 30 16:42:08 c2-n18 kernel: mlx5_core 0000:a1:00.1: AER: PCIe Bus Error: severity=Uncorrected (Non-Fatal), "
+    "type=Transaction Layer, (Requester ID)"]}, "network", 0.7),
+    ("gpu.pcie_aer", {"kern.log": [
+        "Sep 30 16:42:08 g-07 kernel: pcieport 0000:80:01.1: AER: Uncorrected (Fatal) error received: 0000:81:00.0",
+        "Sep 30 16:42:08 g-07 kernel: nvidia 0000:81:00.0: AER: PCIe Bus Error: severity=Uncorrected (Fatal), "
+        "type=Inaccessible, (Unregistered Agent ID)"]}, "gpu_cuda", 0.6)]
+QUIET += [("gpu.pcie_aer", {"kern.log": ["pcieport 0000:00:01.0: AER: Corrected error received: 0000:00:01.0"]})]
+
 
 @pytest.mark.parametrize("rule,files,category,strength", FIRE, ids=[f"{r[0]}-{i}" for i, r in enumerate(FIRE)])
 def test_rule_fires(facts_from, rule, files, category, strength):

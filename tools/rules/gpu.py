@@ -243,4 +243,30 @@ def rerun_verdict(f: RuleInputs):
                                        "from the last checkpoint on other hardware"])]
 
 
-RULES = [xid, ecc, cuda_error, device_assert, cuda_library, nccl_cuda_failure, rerun_verdict]
+# the kernel names the device an AER report is about by its driver (`mlx5_core 0000:a1:00.1: AER: PCIe Bus Error:
+# severity=Uncorrected ...`, drivers/pci/pcie/aer.c pci_err): a network adapter's driver makes it the fabric's
+_NIC_DRIVER = re.compile(r"\b(?:mlx[45]_core|mlx5_ib|bnxt_en|bnxt_re|ice|i40e|ixgbe|efa|ena|hfi1|irdma|qede|cxgb4|"
+                         r"cxi_core|cxi_ss1)\s+[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d: AER: ")
+
+
+def pcie_aer(f: RuleInputs):
+    """An uncorrected PCIe error (AER) on the node: the device's link failed. Whose: the kernel's lines about the
+    device name its driver; a network adapter's (mlx5_core, bnxt, EFA, ...) makes it the fabric's (the ranks' NCCL
+    errors on that NIC follow), anything else (the GPU, its PCIe switch, a device no line names) stays the GPU's
+    reading it always was, weakly: find the device at that address (`lspci -s`)."""
+    evs = f.hits("kernel.aer_uncorrected")
+    if not evs:
+        return []
+    nic = [e for e in evs if _NIC_DRIVER.search(e.text)]
+    if nic:
+        return [candidate("gpu.pcie_aer", "network", "uncorrected PCIe error (AER) on a network adapter (its driver "
+                          "reports it): the node's NIC or its link failed", 0.7, (nic + evs)[:3], f,
+                          recommendations=["drain the node and check the adapter at that PCI address (`lspci -s`, "
+                                           "`mlxlink`/`ibstat`, reseat or replace the card)"])]
+    return [candidate("gpu.pcie_aer", "gpu_cuda", "uncorrected PCIe error (AER) on a device's link", 0.6, evs[:3], f,
+                      recommendations=["find the device at that PCI address (`lspci -s`); a GPU or its switch port "
+                                       "with uncorrected AER errors needs the node drained and the link or card "
+                                       "checked"])]
+
+
+RULES = [xid, ecc, cuda_error, device_assert, cuda_library, nccl_cuda_failure, rerun_verdict, pcie_aer]

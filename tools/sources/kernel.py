@@ -55,8 +55,8 @@ PATTERNS = [
       ("AER: Uncorrected", "AER: Multiple Uncorrected", "severity=Uncorrected"),
       "pcieport 0000:80:01.1: AER: Uncorrected (Fatal) error received: 0000:81:00.0",
       "uncorrected PCIe error (AER) on a device's link", fields=r"(?P<pci>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d)",
-      weight=0.6, advice="find the device at that PCI address (`lspci -s`); a GPU or its switch port with uncorrected "
-                         "AER errors needs the node drained and the link or card checked"),
+      advice="find the device at that PCI address (`lspci -s`); a GPU or its switch port with uncorrected AER errors "
+             "needs the node drained and the link or card checked"),  # read by tools/rules/gpu.pcie_aer
     P("kernel.aer_corrected", 3, None, "noise",
       r"AER: (?:Multiple )?Corrected error received|PCIe Bus Error: severity=Corrected",
       ("AER: Corrected", "AER: Multiple Corrected", "severity=Corrected"),
