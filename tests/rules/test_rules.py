@@ -734,7 +734,7 @@ FIRE += [("software.native_crash", {"driver.log": [
     "(RayTrainWorker pid=4413, ip=10.20.0.11) *** SIGSEGV received at time=1730800000 on cpu 12 ***"]}, "software", 0.5)]
 
 
-_DS_MEM = ("[2024-07-24 02:13:16,632] [INFO] [utils.py:789:see_memory_usage] CPU Virtual Memory:  used = {} GB, "
+_DS_MEM = ("[2024-05-02 10:05:16,632] [INFO] [utils.py:789:see_memory_usage] CPU Virtual Memory:  used = {} GB, "
            "percent = {}%")
 
 FIRE += [
@@ -748,6 +748,9 @@ QUIET += [
     ("oom.host_memory_full", {"launcher.log": [_DS_MEM.format("241.18", "96.2"), _DS_MEM.format("41.18", "16.2"),
                                                _DS_EXIT.format(-9)]}),
     ("oom.host_memory_full", {"launcher.log": [_DS_MEM.format("1.0", "960.2"), _DS_EXIT.format(-9)]}),  # no percentage
+    # a reading dated after the kill explains nothing of it
+    ("oom.host_memory_full", {"launcher.log": [_DS_MEM.replace("2024-05-02 10:05", "2024-05-02 11:05").format(
+        "241.18", "96.2"), _DS_EXIT.format(-9)]}),
     # with the reading near full the unknown-killer reading steps aside for the memory one
     ("infra.killed_from_outside", {"launcher.log": [_DS_MEM.format("241.18", "96.2"), _DS_EXIT.format(-9)]}),
 ]
@@ -769,7 +772,15 @@ _REPORT_9 = ["Root Cause (first observed failure):", "[0]:", "  time      : 2025
 QUIET += [("infra.killed_from_outside", {"launcher.log": [
     "W1022 14:29:46.120000 77120 torch/distributed/elastic/multiprocessing/api.py:917] Unable to shutdown process "
     "77188 via Signals.SIGTERM, forcefully exiting via Signals.SIGKILL", *_REPORT_9]})]
-FIRE += [("infra.killed_from_outside", {"launcher.log": _REPORT_9}, "infrastructure", 0.6)]
+# Python 3.11+ prints the signals as numbers (`via 15, forcefully exiting via 9`): the same teardown
+QUIET += [("infra.killed_from_outside", {"launcher.log": [
+    "W1022 14:29:46.120000 77120 torch/distributed/elastic/multiprocessing/api.py:917] Unable to shutdown process "
+    "77188 via 15, forcefully exiting via 9", *_REPORT_9]})]
+FIRE += [("infra.killed_from_outside", {"launcher.log": _REPORT_9}, "infrastructure", 0.6),
+         # another node's agent escalated its own worker with the same pid: this node's -9 is still unexplained
+         ("infra.killed_from_outside", {"launcher-b.log": _REPORT_9, "launcher-a.log": [
+             "W1022 14:29:46.120000 77120 torch/distributed/elastic/multiprocessing/api.py:917] Unable to shutdown "
+             "process 77188 via Signals.SIGTERM, forcefully exiting via Signals.SIGKILL"]}, "infrastructure", 0.6)]
 
 # horovodrun's gloo launcher ran the worker through a shell: status 137 is SIGKILL (128 + 9), 135 SIGBUS; its process
 # index is the rank
@@ -788,7 +799,18 @@ FIRE += [("gpu.pcie_aer", {"c2-n18.journal": [
         "Sep 30 16:42:08 g-07 kernel: pcieport 0000:80:01.1: AER: Uncorrected (Fatal) error received: 0000:81:00.0",
         "Sep 30 16:42:08 g-07 kernel: nvidia 0000:81:00.0: AER: PCIe Bus Error: severity=Uncorrected (Fatal), "
         "type=Inaccessible, (Unregistered Agent ID)"]}, "gpu_cuda", 0.6)]
+# kernels before 4.20 print the device's line without `AER: `
+FIRE += [("gpu.pcie_aer", {"kern.log": [
+    "mlx5_core 0000:a1:00.1: PCIe Bus Error: severity=Uncorrected (Non-Fatal), type=Transaction Layer, id=00a1(Requester "
+    "ID)"]}, "network", 0.7)]
 QUIET += [("gpu.pcie_aer", {"kern.log": ["pcieport 0000:00:01.0: AER: Corrected error received: 0000:00:01.0"]})]
+
+# a container's exit 137 after a reading near full: memory evidence (oom), no unknown killer
+FIRE += [("oom.host_memory_full", {"worker-0.log": [_DS_MEM.format("241.18", "97.1")],
+                                   "describe-pod.txt": ["    State:          Terminated", "      Exit Code:    137"]},
+          "oom", 0.75)]
+QUIET += [("infra.container_sigkill", {"worker-0.log": [_DS_MEM.format("241.18", "97.1")],
+                                       "describe-pod.txt": ["    State:          Terminated", "      Exit Code:    137"]})]
 
 
 @pytest.mark.parametrize("rule,files,category,strength", FIRE, ids=[f"{r[0]}-{i}" for i, r in enumerate(FIRE)])

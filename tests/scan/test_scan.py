@@ -101,9 +101,10 @@ def test_a_part_of_the_world_is_not_its_size(tmp_path):
         "LOCAL_WORLD_SIZE=8", " tensor_model_parallel_world_size=4"]) + "\n")
     res = _scan(d)
     assert res.coverage.expected_ranks == 16 and res.coverage.expected_from != "world size in the logs"
-    (d / "agent.log").write_text(f"{api}   group_world_size=2\nWORLD_SIZE=16\n")
-    res = _scan(d)
-    assert (res.coverage.expected_ranks, res.coverage.expected_from) == (16, "world size in the logs")
+    for stated in ("WORLD_SIZE=16", "Namespace(distributed_world_size=16, fp16=True)", "args.world_size = 16"):
+        (d / "agent.log").write_text(f"{api}   group_world_size=2\n{stated}\n")
+        res = _scan(d)
+        assert (res.coverage.expected_ranks, res.coverage.expected_from) == (16, "world size in the logs"), stated
 
 
 def test_1024_ranks_interleaved_exact_coverage(tmp_path):
@@ -178,6 +179,23 @@ def test_a_wrappers_traceback_ends_at_the_exception_it_carries(tmp_path):
     assert tbs[0].fields["message"] == "Prompt length 1387 is longer than 1024."
     assert tbs[0].fields["exception_line"] == 17 and tbs[0].fields["frames"][-1].endswith("rl_dataset.py:__getitem__")
     assert tbs[-1].fields["exception"] == "SystemExit"
+
+
+def test_an_exception_that_carries_nothing_ends_its_traceback_even_before_frames(tmp_path):
+    """Two processes' tracebacks interleaved in one unlabelled console: the OOM line is followed by the other's
+    frames, but it is no carrier (Ray's or the DataLoader's re-raise): the first traceback ends at the OOM."""
+    d = tmp_path / "b"
+    d.mkdir()
+    (d / "console.log").write_text("\n".join([
+        "Traceback (most recent call last):", "Traceback (most recent call last):",
+        '  File "/workspace/train.py", line 88, in <module>', '  File "/workspace/train.py", line 88, in <module>',
+        "    main()", "    main()", '  File "/workspace/train.py", line 61, in main', "    loss = model(batch)",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+        '  File "/workspace/train.py", line 70, in main', "    dist.all_reduce(t)",
+        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, remote process exited"]) + "\n")
+    res = _scan(d)
+    tb = min((h for f in res.files for h in f.hits if h.pattern == "python.traceback"), key=lambda h: h.line)
+    assert tb.fields["exception"] == "torch.OutOfMemoryError" and tb.fields["exception_line"] == 9
 
 
 def test_cut_traceback_keeps_its_frames_and_calls(tmp_path):

@@ -33,9 +33,7 @@ PYTHON = [
     ("interpreter abort, segfault", "Fatal Python error: Segmentation fault",
      {"python.fatal_error": dict(what="Segmentation fault"), "process.segfault": {}}),
     ("interpreter abort", "Fatal Python error: Aborted", {"python.fatal_error": dict(what="Aborted")}),
-    ("elastic shutdown escalation, Python ≤3.10 names (process.killed fallback)",
-     "W0813 22:08:40.123000 2585 torch/distributed/elastic/multiprocessing/api.py:920] Unable to shutdown process 2711 via Signals.SIGTERM, forcefully exiting via Signals.SIGKILL",
-     {"process.killed": {}}),
+    ("Lightning's signal connector", "[rank: 0] Received SIGTERM: 15", {"process.killed": {}}),
 ]
 
 LOADER = [

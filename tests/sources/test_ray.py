@@ -184,3 +184,19 @@ def test_a_ray_worker_log_file_is_its_process_s(tmp_path):
     with open_bundle(tmp_path) as b:
         d = investigate(b)
     assert d.category == "oom" and d.culprit_ranks == [5], d.headline
+
+
+def test_a_pid_that_two_workers_share_is_no_link(tmp_path):
+    """Two nodes' workers may share a pid; the worker id in the file name is the cluster-wide key: another worker's
+    stated rank is not this worker's crash's."""
+    (tmp_path / "nodeA").mkdir()
+    (tmp_path / "nodeB").mkdir()
+    (tmp_path / "nodeA" / "worker-f165c8ce36e2f24b43000de01b2ed40ed3addccb-01000000-4242.out").write_text(
+        "h100-pod-07:4242:4242 [0] NCCL INFO comm 0x793d0e40 rank 5 nranks 8 cudaDev 0 nvmlDev 5 busId ab000 commId "
+        "0x7c1f02a9d3be5518 - Init COMPLETE\n")
+    oom = [x.split(") ", 1)[1] for x in _oom(3)]
+    (tmp_path / "nodeB" / "worker-8534f45738d048ec0f1099c6c3e1b258fd724452-01000000-4242.err").write_text(
+        "\n".join(oom) + "\n")
+    with open_bundle(tmp_path) as b:
+        d = investigate(b)
+    assert d.category == "oom" and d.culprit_ranks == [], d.headline

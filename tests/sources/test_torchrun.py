@@ -47,6 +47,15 @@ CHILD_FAILED_REPORT = [
 ]
 
 AGENT = [
+    # the teardown's escalation: `%s` of a signal is `Signals.SIGKILL` on Python ≤3.10 and `9` on ≥3.11
+    ("teardown escalation, Python ≤3.10",
+     "W0813 22:08:40.123000 2585 torch/distributed/elastic/multiprocessing/api.py:920] Unable to shutdown process 2711 "
+     "via Signals.SIGTERM, forcefully exiting via Signals.SIGKILL",
+     {"torchrun.escalated_kill": dict(pid="2711", signal="Signals.SIGKILL")}),
+    ("teardown escalation, Python ≥3.11",
+     "W0813 22:08:40.123000 2585 torch/distributed/elastic/multiprocessing/api.py:920] Unable to shutdown process 2711 "
+     "via 15, forcefully exiting via 9",
+     {"torchrun.escalated_kill": dict(pid="2711", signal="9")}),
     ("≥2.5 real closing signal",
      "W0813 22:08:39.776000 2585 torch/distributed/elastic/multiprocessing/api.py:898] Sending process 2711 closing signal SIGTERM",
      {CLOSE: dict(pid=2711, signal="SIGTERM")}),
@@ -111,9 +120,6 @@ INCIDENTS = [
 NEAR_MISSES = [
     ("worker group state line", "[default] Worker group in FAILED state", {}),
     ("rendezvous line", "[default] Rendezvous'ing worker group", {}),
-    ("python ≥3.11 shutdown escalation: numbers, no SIG names",
-     "W0813 22:08:40.123000 2585 torch/distributed/elastic/multiprocessing/api.py:920] Unable to shutdown process 2711 via 15, forcefully exiting via 9",
-     {}),
     ("a 'host:' line outside the failure report", "  host: gpu-node-17", {}),
     ("a 'Hostname :' line", "  Hostname      : gpu-node-17", {}),
     ("launcher config echo", "  rdzv_configs     : {'timeout': 900}", {}),

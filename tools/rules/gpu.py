@@ -244,9 +244,11 @@ def rerun_verdict(f: RuleInputs):
 
 
 # the kernel names the device an AER report is about by its driver (`mlx5_core 0000:a1:00.1: AER: PCIe Bus Error:
-# severity=Uncorrected ...`, drivers/pci/pcie/aer.c pci_err): a network adapter's driver makes it the fabric's
+# severity=Uncorrected ...`, drivers/pci/pcie/aer.c pci_err; kernels before 4.20 print it without `AER: `; a VMD
+# domain has five hex digits): a network adapter's driver makes it the fabric's
 _NIC_DRIVER = re.compile(r"\b(?:mlx[45]_core|mlx5_ib|bnxt_en|bnxt_re|ice|i40e|ixgbe|efa|ena|hfi1|irdma|qede|cxgb4|"
-                         r"cxi_core|cxi_ss1)\s+[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d: AER: ")
+                         r"cxi_core|cxi_ss1)\s+[0-9a-f]{4,5}:[0-9a-f]{2}:[0-9a-f]{2}\.\d: (?:AER: )?"
+                         r"(?:PCIe Bus Error|Uncorrected|Multiple Uncorrected)")
 
 
 def pcie_aer(f: RuleInputs):

@@ -74,16 +74,15 @@ def signalled_workers(f: RuleInputs, signo: int) -> list[Evidence]:
     return out
 
 
-# torch elastic's teardown (multiprocessing/api.py _close): `Unable to shutdown process 77188 via Signals.SIGTERM,
-# forcefully exiting via Signals.SIGKILL`: the launcher's own SIGKILL of a worker that ignored its SIGTERM
-_ESCALATED = re.compile(r"Unable to shutdown process (\d{1,10}) via \S+, forcefully exiting via (?:Signals\.)?SIGKILL")
 _PID = re.compile(r"\b(?:pid:? |PID )(\d{1,10})\b")
 
 
-def escalated_pids(f: RuleInputs) -> set[str]:
-    """The workers' pids that torchrun itself SIGKILLed in its teardown, after they ignored its SIGTERM (a worker in
-    an uninterruptible wait: a hung NFS write, a CUDA call): their exit -9 is the launcher's, not a killer's."""
-    return {m.group(1) for e in f.hits("process.killed") if (m := _ESCALATED.search(e.text))}
+def escalated_pids(f: RuleInputs) -> set[tuple[str, str]]:
+    """(file, pid) of the workers torchrun itself SIGKILLed in its teardown, after they ignored its SIGTERM (a worker
+    in an uninterruptible wait: a hung NFS write, a CUDA call): their exit -9, reported by the same agent in the same
+    file, is the launcher's, not a killer's. Per file: another node's worker may have the same pid."""
+    return {(e.file, str(pid)) for e in f.hits("torchrun.escalated_kill")
+            if (fx := f.fields_of(e, "torchrun.escalated_kill")).get("signal") and (pid := fx.get("pid"))}
 
 
 def sigkilled_workers(f: RuleInputs) -> list[Evidence]:
@@ -92,7 +91,7 @@ def sigkilled_workers(f: RuleInputs) -> list[Evidence]:
     in its teardown (escalated_pids): that kill is a consequence of the teardown, whatever started it."""
     out = signalled_workers(f, 9)
     if out and (own := escalated_pids(f)):
-        out = [e for e in out if not ((m := _PID.search(e.text)) and m.group(1) in own)]
+        out = [e for e in out if not ((m := _PID.search(e.text)) and (e.file, m.group(1)) in own)]
     # srun names how a task ended by strsignal(): `srun: error: gpu-node-12: task 5: Killed` is SIGKILL
     for e in f.hits("slurm.task_exit"):
         if f.fields_of(e, "slurm.task_exit").get("how", "").strip().startswith("Killed"):
@@ -173,6 +172,27 @@ def host_memory_full(f: RuleInputs) -> list[Evidence]:
     return [e for _p, e in sorted(out, key=lambda pe: -pe[0])]
 
 
+def full_before(f: RuleInputs, kills: list[Evidence]) -> list[Evidence]:
+    """The nearly-full host-memory readings (host_memory_full) that can explain one of these kills: not dated after
+    it, and not on another node than it where both name theirs (a reading at start-up on one node says nothing of an
+    operator's kill on another)."""
+    def explains(r: Evidence, k: Evidence) -> bool:
+        rt = r.time.job_seconds() if r.time is not None else None
+        kt = k.time.job_seconds() if k.time is not None else None
+        if rt is not None and kt is not None and rt > kt:
+            return False
+        rn, kn = f.nodes_of([r]), f.nodes_of([k])
+        return not (rn and kn and not set(rn) & set(kn))
+    return [r for r in host_memory_full(f) if any(explains(r, k) for k in kills)] if kills else []
+
+
+def container_kills(f: RuleInputs) -> list[Evidence]:
+    """A container's (or a managed replica's) exit by SIGKILL: exit 137 or signal 9 in the pod's or the service's
+    record."""
+    return [e for pid in ("k8s.exit_code", "k8s.signal", "cloud.vertex_exit") for e in f.hits(pid)
+            if is_sigkill(f.fields_of(e, pid))]
+
+
 def memory_killed(f: RuleInputs) -> bool:
     """Whether the bundle shows a kill for host memory: then a worker's SIGKILL has its killer named."""
     return bool(memory_kills(f))
@@ -182,7 +202,7 @@ def killed_from_outside(f: RuleInputs):
     """A worker ended by SIGKILL (exit -9) whose own log shows no error: something outside the process killed it
     (the kernel OOM killer, a cgroup limit, an operator, a node agent). -15 is the launcher's own stop and -6 the
     NCCL watchdog's abort: both are cascade, not this."""
-    if memory_killed(f) or host_memory_full(f):
+    if memory_killed(f) or full_before(f, sigkilled_workers(f)):
         # the killer is in the bundle (tools/rules/oom.host_oom names it, and whom the kill hit), or memory was all but
         # gone just before (tools/rules/oom.host_memory_full)
         return []
@@ -242,10 +262,9 @@ def container_sigkill(f: RuleInputs):
     outside the process killed it (TAXONOMY edge case). With memory evidence the OOM rules own it and this stays
     quiet; the summary says what evidence would tell the two apart. A killer the pod's own events name (the kubelet
     restarting it for a failed liveness probe, an eviction, a preemption) is that reading's, not an unknown one."""
-    evs = [e for pid in ("k8s.exit_code", "k8s.signal", "cloud.vertex_exit") for e in f.hits(pid)
-           if is_sigkill(f.fields_of(e, pid))]
-    if not evs or f.hits(*HOST_MEMORY) or f.hits(*NAMED_KILLERS):
-        return []
+    evs = container_kills(f)
+    if not evs or f.hits(*HOST_MEMORY) or f.hits(*NAMED_KILLERS) or full_before(f, evs):
+        return []  # memory evidence (a kill line, or a reading near full before it: oom's), or a named killer
     return [candidate("infra.container_sigkill", "infrastructure", "a container was killed with SIGKILL (exit 137) and "
                       "no line in the bundle shows memory running out: killed from outside the process (the node's "
                       "kernel log and the pod's events are missing)", 0.6, evs[:2], f, nodes=pod_nodes(f, evs),

@@ -429,8 +429,9 @@ def _onset_pool(f: RuleInputs, evs: list[Evidence]) -> tuple[list[Evidence], boo
 # what the kernel puts before its message, however the log was read: dmesg's `[ 1211.000212]` or `dmesg -T`'s
 # `[Fri Apr  4 01:17:09 2025]`, syslog's `Apr  4 01:17:09 cn-117 kernel: `, and a subsystem's tag before its
 # bracketed one (`mce: [Hardware Error]: `): headers, not words of the message a table entry must cover
-_KERNEL_HEAD = re.compile(r"^(?:\[[^\]\n]{1,40}\]:?\s*|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S{1,64} kernel: |"
-                          r"[a-z][\w-]{0,15}: (?=\[))+")
+_KERNEL_HEAD = re.compile(r"^(?:\[ *\d{1,10}\.\d{3,9}\] *|\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d "
+                          r"\d\d:\d\d:\d\d \d{4}\] *|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S{1,64} kernel: )+"
+                          r"(?:[a-z][\w-]{0,15}: )?(?:\[[A-Z][\w ]{0,30}\]: *)?")
 
 
 def _covers(m, text: str, messages=None) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from trainlog_debugger.tools.model import Finding, Role
 from trainlog_debugger.tools.lines.attribution import named_in_text
 from trainlog_debugger.tools.rules.base import RuleInputs, candidate
-from trainlog_debugger.tools.rules.infra import (host_memory_full as full_readings, srun_task_rank, memory_kills,
+from trainlog_debugger.tools.rules.infra import (container_kills, full_before, srun_task_rank, memory_kills,
                                                  pod_nodes, sigkilled_workers)
 from trainlog_debugger.tools.sources.k8s import MEMORY_KILLED, is_sigkill
 
@@ -78,15 +78,16 @@ def host_oom(f: RuleInputs):
 
 
 def host_memory_full(f: RuleInputs):
-    """A worker ended by SIGKILL after the host's last memory reading showed it nearly full (DeepSpeed's
-    `CPU Virtual Memory: ... percent = 97.1%`, tools.rules.infra.host_memory_full), and no kill line in the bundle:
-    the kernel's OOM killer, almost certainly, whose own line (dmesg) is not here. TAXONOMY: a SIGKILL with memory
-    evidence is oom. Weaker than the kill line itself (host_oom), which owns the story when it is there."""
+    """A worker (or a container: exit 137) ended by SIGKILL after the host's last memory reading showed it nearly
+    full (DeepSpeed's `CPU Virtual Memory: ... percent = 97.1%`, tools.rules.infra.host_memory_full; not dated after
+    the kill, not on another node: infra.full_before), and no kill line in the bundle: the kernel's OOM killer, almost
+    certainly, whose own line (dmesg) is not here. TAXONOMY: a SIGKILL with memory evidence is oom. Weaker than the
+    kill line itself (host_oom), which owns the story when it is there."""
     if memory_kills(f):
         return []
-    full = full_readings(f)
-    killed = sigkilled_workers(f)
-    if not full or not killed:
+    killed = sigkilled_workers(f) + container_kills(f)
+    full = full_before(f, killed)
+    if not full:
         return []
     pct = f.fields_of(full[0], "deepspeed.host_memory").get("percent")
     ranks = sorted({e.rank for e in killed if e.rank is not None}) or None

@@ -94,7 +94,9 @@ PATTERNS = [
       "process aborted (the NCCL watchdog aborts with SIGABRT)"),
     P("process.killed", 1, None, "cascade",
       r"(?:SIGKILL|SIGTERM)", ("SIGKILL", "SIGTERM"),
-      "W0813 22:08:40.123000 2585 torch/distributed/elastic/multiprocessing/api.py:920] Unable to shutdown process 2711 via Signals.SIGTERM, forcefully exiting via Signals.SIGKILL",
+      # Lightning's signal connector (`[rank: 0] Received SIGTERM: 15`); torch elastic's teardown escalation has its
+      # own pattern (torchrun.escalated_kill)
+      "[rank: 0] Received SIGTERM: 15",
       "process killed or terminated by a signal", fallback=True),
     P("loader.worker_killed", 2, "data", "root_candidate",
       r"DataLoader worker \(pid[ (]\S+\)? is killed by signal|DataLoader worker \(pid\(s\) [\d, ]+\) exited unexpectedly",
@@ -389,7 +391,12 @@ def final_exception(ctx: HitContext) -> None:
             ctx.fields.update({"exception": m.group(1), "message": (m.group(2) or "")[:500],
                                "exception_line": ctx.line + (k if flat is None else 0),
                                "exception_text": text, "frames": list(frames), "calls": list(calls)})
-            if flat is None and _goes_on(buf, pos, base, rank, ctx):
+            goes_on = _goes_on(body, buf, pos, base, rank, ctx) if flat is None else False
+            if goes_on is None:  # a chunk's cut right after a carrier's line: what follows is in the next buffer
+                for key in ("exception", "message", "exception_line", "exception_text", "frames", "calls"):
+                    ctx.fields.pop(key, None)
+                return
+            if goes_on:
                 continue  # a wrapper's line: the traceback it carries follows (below)
             return
         if body.startswith("Original Traceback (most recent call last)"):
@@ -399,17 +406,28 @@ def final_exception(ctx: HitContext) -> None:
         ctx.fields.update({"frames": list(frames), "calls": list(calls)})
 
 
-def _goes_on(buf: bytes, pos: int, base: int, rank: int | None, ctx: HitContext) -> bool:
+# the exception lines that carry another process's traceback right after them: Ray's re-raise of a remote task's
+# error (`ray.exceptions.RayTaskError(RuntimeError): ray::Cls.method() (pid=..`), and torch's re-raise of a
+# DataLoader worker's (`RuntimeError: Caught RuntimeError in DataLoader worker process 5.`, torch/_utils.py)
+_CARRIER = re.compile(r"\bRayTaskError\b|\bray::[\w.<>:]+\(\) \(pid=|\bCaught \w+ in DataLoader worker process \d")
+
+
+def _goes_on(exc: str, buf: bytes, pos: int, base: int, rank: int | None, ctx: HitContext) -> bool | None:
     """Whether the exception line just read is a wrapper's, with the traceback it carries right after it: Ray's
     `ray.exceptions.RayTaskError(RuntimeError): ray::TaskRunner.run() (pid=..., ip=...)` is followed by the remote
     task's frames (python/ray/exceptions.py RayTaskError.__str__), and a DataLoader worker's error re-raised in the
     main process by `Original Traceback (most recent call last):` and the worker's frames (torch/_utils.py
     ExceptionWrapper). The exception that ended the traceback is then the one after those frames, the cause; the
     wrapper's line names only who carried it. The next line of the same rank decides (a blank line, another
-    traceback's header after `During handling of the above exception` or anything else ends it, as before)."""
+    traceback's header after `During handling of the above exception` or anything else ends it, as before). Only
+    for those carriers (_CARRIER): in a console where two processes' tracebacks interleave without labels, another
+    exception's line followed by the other's frames is no wrapper. None: the buffer ends before the next line and is
+    not the file's last (the answer may not depend on where chunks fall)."""
+    if not _CARRIER.search(exc):
+        return False
     for _ in range(4):  # lines of other ranks interleaved in a shared console are skipped, a few
         if pos >= len(buf):
-            return False
+            return None if not ctx.final else False
         nxt = buf.find(b"\n", pos)
         nxt = len(buf) if nxt == -1 else nxt
         text = _decode(buf[pos:min(nxt, pos + LINE_HEAD)])

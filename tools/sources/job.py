@@ -12,12 +12,13 @@ PATTERNS = [
     P("job.world_size", 0, None, "context",
       r"(?:[Ww]orld[_ ][Ss]ize|WORLD_SIZE) ?[:=] ?\d", ("orld size", "orld_size", "WORLD_SIZE", "orld_Size"),
       "using world size: 16, data-parallel size: 4, context-parallel size: 1, tensor-model-parallel size: 2, pipeline-model-parallel size: 2",
-      "world size stated in the logs", fields=r"(?:(?<![\w.])|(?<=dist_)|(?<=global_))(?:[Ww]orld[_ ][Ss]ize|WORLD_SIZE) ?[:=] ?(?P<world_size>\d+)",
+      "world size stated in the logs", fields=r"(?:(?<!\w)|(?<=dist_)|(?<=global_)|(?<=distributed_))(?:[Ww]orld[_ ][Ss]ize|WORLD_SIZE) ?[:=] ?(?P<world_size>\d+)",
       ints=("world_size",),
       # the job's world, not a part of it: torchrun's rendezvous result prints `group_world_size=2` (its agents, one
       # per node: elastic/agent/server/api.py), LOCAL_WORLD_SIZE is one node's, `tensor_model_parallel_world_size`
-      # a parallel group's (DeepSpeed's launcher's `dist_world_size=16` is the job's)
-      verify=r"(?:(?<![\w.])|(?<=dist_)|(?<=global_))(?:[Ww]orld[_ ][Ss]ize|WORLD_SIZE) ?[:=] ?\d"),
+      # a parallel group's (DeepSpeed's launcher's `dist_world_size=16`, fairseq's `distributed_world_size=8` and
+      # `args.world_size = 16` are the job's)
+      verify=r"(?:(?<!\w)|(?<=dist_)|(?<=global_)|(?<=distributed_))(?:[Ww]orld[_ ][Ss]ize|WORLD_SIZE) ?[:=] ?\d"),
     P("job.lightning_member", 0, None, "context",
       r"GLOBAL_RANK: \d+, MEMBER: \d+/\d", "MEMBER: ",
       "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/16",

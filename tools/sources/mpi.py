@@ -26,10 +26,12 @@ PATTERNS = [
       r"Primary job +terminated normally, but \d+ process(?:es)? returned", "terminated normally, but",
       "Primary job  terminated normally, but 1 process returned",
       "mpirun: a process returned a non-zero exit code"),
-    # Open MPI's [node-died] help text (orte/mca/errmgr/base/help-errmgr-base.txt; PRTE's in Open MPI 5): `ORTE has
-    # lost communication with a remote daemon.`, then `  HNP daemon   : [[18771,0],0] on node node-c11` (mpirun's own)
-    # and `  Remote daemon: [[18771,0],1] on node node-c12`: the launcher's daemon on that node stopped answering, the
-    # node died or dropped off the network: its ranks' peers' fabric errors are consequences (diagnose.NODE_FAILED)
+    # Open MPI 4's [node-died] help text (orte/mca/errmgr/base/help-errmgr-base.txt): `ORTE has lost communication
+    # with a remote daemon.`, then `  HNP daemon   : [[18771,0],0] on node node-c11` (mpirun's own) and
+    # `  Remote daemon: [[18771,0],1] on node node-c12`: the launcher's daemon on that node stopped answering, the node
+    # died or dropped off the network: its ranks' peers' fabric errors are consequences (diagnose.NODE_FAILED). Not
+    # PRTE's (Open MPI 5: `[prterun-host-34@0,1]`), which prints the same text when ssh to the node was refused at
+    # launch (a setting, not a dead node)
     P("mpi.daemon_lost", 1, "infrastructure", "root_candidate",
       r"Remote daemon: +\[\[\d+,\d+\],\d+\] on node \S", "Remote daemon:",
       "  Remote daemon: [[18771,0],1] on node node-c12",

@@ -40,15 +40,31 @@ _TASK = re.compile(r"\bray::[\w.<>:]+\(\) \(pid=(?P<pid>\d{1,10}), ip=(?P<ip>[\w
 
 
 # Ray's own per-process log files (the session's logs/ folder: `worker-<worker id>-<job id>-<pid>.out` and `.err`,
-# python/ray/_private/services.py get_log_file_names / worker log redirection): every line of one is that process's,
-# printed without Ray's `(Cls pid=P, ip=I)` prefix (the prefix is added only when the driver echoes them)
-_WORKER_FILE = re.compile(r"(?:^|/)(?:python-core-)?worker-[0-9a-f]{16,64}-[0-9a-f]{8}-(\d{1,10})\.(?:out|err|log)$")
+# python/ray/_private/services.py, the worker's stdout/stderr redirection): every line of one is that worker's,
+# printed without Ray's `(Cls pid=P, ip=I)` prefix (the prefix is added only when the driver echoes them). The worker
+# id is unique across the cluster (a pid is not: two nodes' workers may share one); its .out and .err share it.
+_WORKER_FILE = re.compile(r"(?:^|/)worker-([0-9a-f]{16,64})-[0-9a-f]{8}-\d{1,10}\.(?:out|err)$")
 
 
-def _file_pid(f: FileScan) -> str | None:
-    """The pid a Ray worker log file's name states (all its lines are that process's), else None."""
+def _worker_of(f: FileScan) -> str | None:
+    """The Ray worker id a worker log file's name states (all its lines are that worker's), else None."""
     m = _WORKER_FILE.search(f.rel)
     return m.group(1) if m else None
+
+
+def _worker_ranks(files: list[FileScan], comm: int | None) -> dict[str, int | None]:
+    """worker id → the rank its own log files state (NCCL's init line of the world communicator, a c10d `[rankN]:`
+    prefix); None where they state two."""
+    out: dict[str, int | None] = {}
+    for f in files:
+        if (wid := _worker_of(f)) is None:
+            continue
+        for h in f.hits:
+            rank = (h.fields.get("comm_rank") if h.pattern == "nccl.comm_init" and comm is not None
+                    and h.fields.get("nranks") == comm else attribute_line(h.text).rank)
+            if isinstance(rank, int):
+                out[wid] = rank if out.get(wid, rank) == rank else None
+    return out
 
 
 # a remote traceback's lines follow its header at most this far apart (frames and their source lines)
@@ -72,14 +88,12 @@ def _stated(files: list[FileScan], world: int | None = None) -> dict[tuple[str |
     out: dict[tuple[str | None, str], int | None] = {}
     comm = _world_comm(files, world)
     for f in files:
-        fpid = _file_pid(f)
         for h in f.hits:
             ip: str | None
             if h.pattern == "ray.train_worker_table":  # the trainer's line about another process
                 ip, pid, rank = h.fields.get("ip"), h.fields.get("pid"), h.fields.get("world_rank")
-            elif (m := _PREFIX.match(h.text)) is not None or fpid is not None:
-                # a prefixed line's own process, else the process whose log file this is (its name's pid)
-                ip, pid = (m.group("ip"), m.group("pid")) if m is not None else (None, fpid)
+            elif (m := _PREFIX.match(h.text)) is not None:
+                ip, pid = m.group("ip"), m.group("pid")
                 # the set-up line's own field; NCCL's init line of the world communicator (`ncclCommInitRank comm ..
                 # rank 5 nranks 8 cudaDev 5 ..`: in it the rank is the global rank); else the line's own `[rankN]:`
                 # (never its file's rank)
@@ -108,7 +122,8 @@ def _lookup(stated: dict[tuple[str | None, str], int | None], by_pid: dict[str, 
 def actor_ranks(files: list[FileScan], world: int | None) -> list[str]:
     """Give a Ray worker's lines that state no rank the rank its other lines state (module docstring)."""
     stated = _stated(files, world)
-    if not any(r is not None for r in stated.values()):
+    workers = _worker_ranks(files, _world_comm(files, world))
+    if not any(r is not None for r in stated.values()) and not any(r is not None for r in workers.values()):
         return []
     by_pid: dict[str, list[tuple[str | None, int | None]]] = {}
     for (i, p), r in stated.items():
@@ -116,15 +131,15 @@ def actor_ranks(files: list[FileScan], world: int | None) -> list[str]:
     moved = 0
     for f in files:
         report: tuple[int, int] | None = None  # (rank, line) of the driver's last report of a failed task
-        fpid = _file_pid(f)
+        wid = _worker_of(f)
         for h in sorted(f.hits, key=lambda x: x.line):
             if h.rank is not None:
                 continue
             m = _PREFIX.match(h.text)
             own = m is not None
             m = m or _TASK.search(h.text)
-            if m is None and fpid is not None:  # a line of a Ray worker's own log file: that process's
-                if (rank := _lookup(stated, by_pid, None, fpid)) is not None:
+            if m is None and wid is not None:  # a line of a Ray worker's own log file: that worker's
+                if (rank := workers.get(wid)) is not None:
                     f.reattribute(h, rank)
                     moved += 1
                 continue

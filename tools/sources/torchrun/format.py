@@ -89,6 +89,16 @@ PATTERNS = [
       "torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 15/16 clients joined.",
       "rendezvous / store timeout at start-up",
       fields=r"(?P<joined>\d+)/(?P<expected>\d+) clients joined", ints=("joined", "expected")),
+    # the agent's teardown (elastic/multiprocessing/api.py _close): a worker that ignored the SIGTERM is SIGKILLed;
+    # `%s` of a signal prints `Signals.SIGTERM` before Python 3.11 and the number after (`via 15, forcefully exiting
+    # via 9`). Its exit -9 is the teardown's (tools.rules.infra.escalated_pids), not a killer's from outside
+    P("torchrun.escalated_kill", 1, None, "cascade",
+      r"Unable to shutdown process \d+ via \S+, forcefully exiting via", "forcefully exiting via",
+      "W1022 14:29:46.120000 77120 torch/distributed/elastic/multiprocessing/api.py:917] Unable to shutdown process "
+      "77188 via Signals.SIGTERM, forcefully exiting via Signals.SIGKILL",
+      "the elastic agent SIGKILLed a worker that ignored its SIGTERM in the teardown",
+      fields=r"Unable to shutdown process (?P<pid>\d{1,10}) via \S+, forcefully exiting via "
+             r"(?P<signal>(?:Signals\.)?SIGKILL|9)\b"),
     P("torchrun.launch_config", 0, None, "context",
       r"  (?:run_id|rdzv_endpoint|rdzv_backend|min_nodes|max_nodes) +: \S",
       ("run_id ", "rdzv_endpoint ", "rdzv_backend ", "min_nodes ", "max_nodes "),
