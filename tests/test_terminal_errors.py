@@ -140,6 +140,12 @@ READER = ['File "/home/rl/dpo/train_dpo.py", line 96, in main', '    ds = load_d
           '_generate_tables', '    df = pd.read_json(f, dtype_backend="pyarrow")',
           'File "/opt/conda/lib/python3.10/site-packages/pandas/io/json/_json.py", line 1403, in _parse',
           "    ujson_loads(json, precise_float=self.precise_float), dtype=None"]
+# huggingface_hub taking its download lock on a Lustre mount without flock (py-filelock's UnixFileLock)
+FLOCK = ['File "/opt/env/lib/python3.11/site-packages/huggingface_hub/utils/_fixes.py", line 84, in WeakFileLock',
+         "    lock.acquire(timeout=log_interval)",
+         'File "/opt/env/lib/python3.11/site-packages/filelock/_api.py", line 255, in acquire', "    self._acquire()",
+         'File "/opt/env/lib/python3.11/site-packages/filelock/_unix.py", line 45, in _acquire',
+         "    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)"]
 CHECK = ['File "/workspace/train.py", line 140, in <module>', "    trainer.step(loss)",
          'File "/workspace/trainer/guards.py", line 17, in check_finite', '    raise ValueError(f"bad value at step {s}")']
 
@@ -150,10 +156,11 @@ CHECK = ['File "/workspace/train.py", line 140, in <module>', "    trainer.step(
     (FORWARD, "ValueError: invalid literal for int() with base 10: ''", "software"),
     (CHECK, "ValueError: bad value at step 4410", "numerical"),
     (READER, "ValueError: Trailing data", "data"),
+    (FLOCK, "OSError: [Errno 38] Function not implemented", "storage_io"),
     (GETITEM, "OSError: [Errno 5] Input/output error", "storage_io"),  # the errno outranks where it was raised
     # torch without a usable NumPy (a 1.x/2.x mismatch): the environment's, in a sample's code or not
     (GETITEM, "RuntimeError: Numpy is not available", "config"),
-], ids=["decode-in-getitem", "value-in-getitem", "same-error-in-forward", "finiteness-check", "dataset-file-reader",
+], ids=["decode-in-getitem", "value-in-getitem", "same-error-in-forward", "finiteness-check", "dataset-file-reader", "flock-unsupported",
         "errno-first",
         "numpy-missing-in-getitem"])
 def test_where_it_was_raised(tmp_path, frames, last, category):

@@ -136,6 +136,12 @@ SAMPLE_PATHS = ("torch/utils/data/_utils/fetch.py", "torch/utils/data/_utils/col
 BY_FRAME = (
     (lambda path, fn: fn in SAMPLE_FUNCTIONS or any(s in path for s in SAMPLE_PATHS), "data",
      "raised while producing a sample (dataset, decoder or collate)"),
+    # py-filelock's flock call itself (src/filelock/_unix.py UnixFileLock._acquire: `fcntl.flock(fd, LOCK_EX |
+    # LOCK_NB)`, and its `FileSystem does not appear to support flock` raised there on ENOSYS): what fails in it is the
+    # mount's locking (ENOSYS on NFS without lockd or a FUSE mount, ENOLCK); a lock held by another process is not
+    # raised there (it retries in _api.acquire until its Timeout)
+    (lambda path, fn: path.endswith("/filelock/_unix.py") and fn == "_acquire", "storage_io",
+     "raised by the filesystem's file locking (flock): the mount does not support it, or its lock service is down"),
     # the datasets library's file-format builders (packaged_modules/json, csv, parquet, text, ...: _generate_tables)
     # parse the data files themselves: what they raise is the file's content (a record that does not parse), whichever
     # parser raised it (pandas' `Trailing data` tried after pyarrow's own error)
