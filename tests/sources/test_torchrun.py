@@ -51,11 +51,11 @@ AGENT = [
     ("teardown escalation, Python ≤3.10",
      "W0813 22:08:40.123000 2585 torch/distributed/elastic/multiprocessing/api.py:920] Unable to shutdown process 2711 "
      "via Signals.SIGTERM, forcefully exiting via Signals.SIGKILL",
-     {"torchrun.escalated_kill": dict(pid="2711", signal="Signals.SIGKILL")}),
+     {"torchrun.escalated_kill": dict(pid=2711, signal="Signals.SIGKILL")}),
     ("teardown escalation, Python ≥3.11",
      "W0813 22:08:40.123000 2585 torch/distributed/elastic/multiprocessing/api.py:920] Unable to shutdown process 2711 "
      "via 15, forcefully exiting via 9",
-     {"torchrun.escalated_kill": dict(pid="2711", signal="9")}),
+     {"torchrun.escalated_kill": dict(pid=2711, signal="9")}),
     ("≥2.5 real closing signal",
      "W0813 22:08:39.776000 2585 torch/distributed/elastic/multiprocessing/api.py:898] Sending process 2711 closing signal SIGTERM",
      {CLOSE: dict(pid=2711, signal="SIGTERM")}),

@@ -74,15 +74,21 @@ def signalled_workers(f: RuleInputs, signo: int) -> list[Evidence]:
     return out
 
 
-_PID = re.compile(r"\b(?:pid:? |PID )(\d{1,10})\b")
+# torchrun's lines about a worker's end, each with the worker's pid in its facts
+_PID_FACTS = ("torchrun.exitcode", "torchrun.signal_received", "torchrun.worker_failed")
 
 
-def escalated_pids(f: RuleInputs) -> set[tuple[str, str]]:
+def escalated_pids(f: RuleInputs) -> set[tuple[str, int]]:
     """(file, pid) of the workers torchrun itself SIGKILLed in its teardown, after they ignored its SIGTERM (a worker
     in an uninterruptible wait: a hung NFS write, a CUDA call): their exit -9, reported by the same agent in the same
     file, is the launcher's, not a killer's. Per file: another node's worker may have the same pid."""
-    return {(e.file, str(pid)) for e in f.hits("torchrun.escalated_kill")
-            if (fx := f.fields_of(e, "torchrun.escalated_kill")).get("signal") and (pid := fx.get("pid"))}
+    return {(e.file, pid) for e in f.hits("torchrun.escalated_kill")
+            if isinstance(pid := f.fields_of(e, "torchrun.escalated_kill").get("pid"), int)}
+
+
+def _torchrun_pid(f: RuleInputs, e: Evidence) -> int | None:
+    """The worker pid a torchrun line about a worker's end states (its facts), else None."""
+    return next((p for pid in _PID_FACTS if isinstance(p := f.fields_of(e, pid).get("pid"), int)), None)
 
 
 def sigkilled_workers(f: RuleInputs) -> list[Evidence]:
@@ -91,7 +97,7 @@ def sigkilled_workers(f: RuleInputs) -> list[Evidence]:
     in its teardown (escalated_pids): that kill is a consequence of the teardown, whatever started it."""
     out = signalled_workers(f, 9)
     if out and (own := escalated_pids(f)):
-        out = [e for e in out if not ((m := _PID.search(e.text)) and (e.file, m.group(1)) in own)]
+        out = [e for e in out if (e.file, _torchrun_pid(f, e)) not in own]
     # srun names how a task ended by strsignal(): `srun: error: gpu-node-12: task 5: Killed` is SIGKILL
     for e in f.hits("slurm.task_exit"):
         if f.fields_of(e, "slurm.task_exit").get("how", "").strip().startswith("Killed"):
@@ -202,11 +208,11 @@ def killed_from_outside(f: RuleInputs):
     """A worker ended by SIGKILL (exit -9) whose own log shows no error: something outside the process killed it
     (the kernel OOM killer, a cgroup limit, an operator, a node agent). -15 is the launcher's own stop and -6 the
     NCCL watchdog's abort: both are cascade, not this."""
-    if memory_killed(f) or full_before(f, sigkilled_workers(f)):
+    every = sigkilled_workers(f)
+    if memory_killed(f) or full_before(f, every):
         # the killer is in the bundle (tools/rules/oom.host_oom names it, and whom the kill hit), or memory was all but
         # gone just before (tools/rules/oom.host_memory_full)
         return []
-    every = sigkilled_workers(f)
     killed = [e for e in every if e.rank is not None]
     if not killed:
         # a launcher's line in a paste that says nothing else (no rank prefix, no worker's error line anywhere): the

@@ -53,15 +53,15 @@ def _worker_of(f: FileScan) -> str | None:
 
 
 def _worker_ranks(files: list[FileScan], comm: int | None) -> dict[str, int | None]:
-    """worker id → the rank its own log files state (NCCL's init line of the world communicator, a c10d `[rankN]:`
-    prefix); None where they state two."""
+    """worker id → the rank its own log files state (NCCL's init line of the world communicator, else the rank the
+    scan gave a line: its c10d `[rankN]:` prefix); None where they state two."""
     out: dict[str, int | None] = {}
     for f in files:
         if (wid := _worker_of(f)) is None:
             continue
         for h in f.hits:
             rank = (h.fields.get("comm_rank") if h.pattern == "nccl.comm_init" and comm is not None
-                    and h.fields.get("nranks") == comm else attribute_line(h.text).rank)
+                    and h.fields.get("nranks") == comm else h.rank)
             if isinstance(rank, int):
                 out[wid] = rank if out.get(wid, rank) == rank else None
     return out

@@ -98,7 +98,7 @@ PATTERNS = [
       "77188 via Signals.SIGTERM, forcefully exiting via Signals.SIGKILL",
       "the elastic agent SIGKILLed a worker that ignored its SIGTERM in the teardown",
       fields=r"Unable to shutdown process (?P<pid>\d{1,10}) via \S+, forcefully exiting via "
-             r"(?P<signal>(?:Signals\.)?SIGKILL|9)\b"),
+             r"(?P<signal>(?:Signals\.)?SIGKILL|9)\b", ints=("pid",)),
     P("torchrun.launch_config", 0, None, "context",
       r"  (?:run_id|rdzv_endpoint|rdzv_backend|min_nodes|max_nodes) +: \S",
       ("run_id ", "rdzv_endpoint ", "rdzv_backend ", "min_nodes ", "max_nodes "),
